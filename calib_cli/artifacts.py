@@ -1,0 +1,336 @@
+"""Versioned JSON artifacts: sampling records and saved calibrators (DESIGN.md, "Artifacts").
+
+Every artifact is plain JSON, never pickle::
+
+    {"schema_version": 1, "kind": "...", "params": {...}, "fitted_on": {...},
+     "calib_version": "..."}
+
+Loading validates everything (version, kind, keys, array lengths, finite numbers, increasing
+knots) and refuses a bad file with :class:`~calib_cli.errors.ArtifactError` (exit 65) and a
+message that names the file and the field, e.g. ``model.json: params.y_knots[3] is not a
+finite number``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NoReturn
+
+from calib_cli import __version__
+from calib_cli.errors import ArtifactError, MissingInputError
+
+SCHEMA_VERSION = 1
+CALIBRATOR_KINDS = ("platt", "isotonic", "beta", "histogram")
+STEP_KINDS = ("prior", *CALIBRATOR_KINDS)
+ARTIFACT_KINDS = ("sampling", "chain", *STEP_KINDS)
+
+
+@dataclass(frozen=True)
+class Artifact:
+    """A loaded (validated) or about-to-be-saved artifact."""
+
+    kind: str
+    params: Mapping[str, Any]
+    fitted_on: Mapping[str, Any] = field(default_factory=dict)
+    calib_version: str = __version__
+    schema_version: int = SCHEMA_VERSION
+
+    def to_json(self) -> str:
+        """Stable JSON text (fixed key order, no NaN), ending with a newline."""
+        document = {
+            "schema_version": self.schema_version,
+            "kind": self.kind,
+            "params": self.params,
+            "fitted_on": self.fitted_on,
+            "calib_version": self.calib_version,
+        }
+        try:
+            return json.dumps(document, indent=2, allow_nan=False) + "\n"
+        except ValueError as error:  # NaN or infinity in params: a bug, not user input
+            raise ArtifactError(f"cannot save a {self.kind} artifact: {error}") from None
+
+
+def save_artifact(path: str, artifact: Artifact) -> None:
+    """Validate ``artifact`` as a load would, then write it atomically."""
+    from calib_cli import io
+
+    validate_document(json.loads(artifact.to_json()), name=path)
+    io.write_text(path, artifact.to_json())
+
+
+def load_artifact(path: str, *, kinds: Sequence[str] = ARTIFACT_KINDS) -> Artifact:
+    """Read and validate an artifact; refuse a kind not in ``kinds``."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise MissingInputError(f"{path}: no such file") from None
+    except OSError as error:
+        raise MissingInputError(f"{path}: cannot read ({error.strerror})") from None
+    except UnicodeDecodeError:
+        raise ArtifactError(f"{path}: not a calib artifact (not UTF-8 JSON)") from None
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except ValueError as error:
+        raise ArtifactError(f"{path}: not valid JSON ({error})") from None
+    artifact = validate_document(document, name=path)
+    if artifact.kind not in kinds:
+        raise ArtifactError(
+            f"{path}: kind is '{artifact.kind}', expected {' or '.join(repr(k) for k in kinds)}"
+        )
+    return artifact
+
+
+def _refuse_constant(token: str) -> float:
+    raise ValueError(f"{token} is not allowed in an artifact")
+
+
+def validate_document(document: Any, *, name: str) -> Artifact:
+    """Check the envelope and the kind's parameters; return the Artifact."""
+    check = _Checker(name)
+    if not isinstance(document, dict):
+        check.fail("", "must be a JSON object")
+    version = document.get("schema_version")
+    if version != SCHEMA_VERSION:
+        check.fail(
+            "schema_version",
+            f"is {version!r}; this calib ({__version__}) reads version {SCHEMA_VERSION}",
+        )
+    kind = document.get("kind")
+    if kind not in ARTIFACT_KINDS:
+        check.fail("kind", f"is {kind!r}; expected one of {', '.join(ARTIFACT_KINDS)}")
+    params = check.mapping(document, "params")
+    fitted_on = document.get("fitted_on", {})
+    if not isinstance(fitted_on, dict):
+        check.fail("fitted_on", "must be an object")
+    calib_version = document.get("calib_version", "")
+    if not isinstance(calib_version, str):
+        check.fail("calib_version", "must be a string")
+    _VALIDATORS[kind](check.nested("params"), params)
+    return Artifact(
+        kind=kind,
+        params=params,
+        fitted_on=fitted_on,
+        calib_version=calib_version,
+        schema_version=SCHEMA_VERSION,
+    )
+
+
+class _Checker:
+    """Field checks whose failures name the file and the dotted field path."""
+
+    def __init__(self, name: str, prefix: str = "") -> None:
+        self.name = name
+        self.prefix = prefix
+
+    def nested(self, key: str) -> _Checker:
+        return _Checker(self.name, f"{self.prefix}{key}.")
+
+    def fail(self, key: str, problem: str) -> NoReturn:
+        where = f"{self.prefix}{key}" if key else (self.prefix.rstrip(".") or "the document")
+        raise ArtifactError(f"{self.name}: {where} {problem}")
+
+    def present(self, params: Mapping[str, Any], key: str) -> Any:
+        if key not in params:
+            self.fail(key, "is missing")
+        return params[key]
+
+    def mapping(self, params: Mapping[str, Any], key: str) -> dict[str, Any]:
+        value = self.present(params, key)
+        if not isinstance(value, dict):
+            self.fail(key, "must be an object")
+        return value
+
+    def number(
+        self,
+        params: Mapping[str, Any],
+        key: str,
+        *,
+        low: float | None = None,
+        high: float | None = None,
+        low_open: bool = False,
+    ) -> float:
+        value = self.present(params, key)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(key, f"must be a number, not {value!r}")
+        number = float(value)
+        if not math.isfinite(number):
+            self.fail(key, "is not a finite number")
+        if low is not None and (number < low or (low_open and number == low)):
+            self.fail(key, f"is {number!r}; must be {'>' if low_open else '>='} {low!r}")
+        if high is not None and number > high:
+            self.fail(key, f"is {number!r}; must be <= {high!r}")
+        return number
+
+    def integer(self, params: Mapping[str, Any], key: str, *, low: int = 0) -> int:
+        value = self.present(params, key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            self.fail(key, f"must be an integer >= {low}, not {value!r}")
+        return int(value)
+
+    def boolean(self, params: Mapping[str, Any], key: str) -> bool:
+        value = self.present(params, key)
+        if not isinstance(value, bool):
+            self.fail(key, f"must be true or false, not {value!r}")
+        return bool(value)
+
+    def text(
+        self, params: Mapping[str, Any], key: str, *, allowed: Sequence[str] | None = None
+    ) -> str:
+        value = self.present(params, key)
+        if not isinstance(value, str):
+            self.fail(key, f"must be a string, not {value!r}")
+        if allowed is not None and value not in allowed:
+            self.fail(key, f"is {value!r}; expected one of {', '.join(allowed)}")
+        return str(value)
+
+    def optional_text(self, params: Mapping[str, Any], key: str) -> str | None:
+        if params.get(key) is None:
+            return None
+        return self.text(params, key)
+
+    def numbers(
+        self,
+        params: Mapping[str, Any],
+        key: str,
+        *,
+        min_length: int = 1,
+        increasing: bool = False,
+        strictly: bool = True,
+        low: float | None = None,
+        high: float | None = None,
+    ) -> list[float]:
+        values = self.present(params, key)
+        if not isinstance(values, list):
+            self.fail(key, "must be a list of numbers")
+        if len(values) < min_length:
+            self.fail(key, f"has {len(values)} values; needs at least {min_length}")
+        out: list[float] = []
+        for index, value in enumerate(values):
+            where = f"{key}[{index}]"
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                self.fail(where, f"must be a number, not {value!r}")
+            number = float(value)
+            if not math.isfinite(number):
+                self.fail(where, "is not a finite number")
+            if (low is not None and number < low) or (high is not None and number > high):
+                self.fail(where, f"is {number!r}; must lie in [{low}, {high}]")
+            if increasing and out and (number <= out[-1] if strictly else number < out[-1]):
+                order = "strictly increasing" if strictly else "non-decreasing"
+                self.fail(where, f"is {number!r} after {out[-1]!r}; values must be {order}")
+            out.append(number)
+        return out
+
+
+# ------------------------------------------------------------------------ per-kind checks
+
+
+def _validate_sampling(check: _Checker, params: Mapping[str, Any]) -> None:
+    check.number(params, "negative_rate", low=0.0, high=1.0, low_open=True)
+    check.number(params, "positive_rate", low=0.0, high=1.0, low_open=True)
+    check.integer(params, "seed")
+    check.optional_text(params, "key_col")
+    check.text(params, "hash")
+    strata_col = check.optional_text(params, "strata_col")
+    strata = params.get("strata") or {}
+    if not isinstance(strata, dict):
+        check.fail("strata", "must be an object")
+    if strata_col is not None and not strata:
+        check.fail("strata", "is empty although strata_col is set")
+    for stratum, rates in strata.items():
+        inner = check.nested(f"strata.{stratum}")
+        if not isinstance(rates, dict):
+            inner.fail("", "must be an object")
+        inner.number(rates, "negative_rate", low=0.0, high=1.0, low_open=True)
+        inner.number(rates, "positive_rate", low=0.0, high=1.0, low_open=True)
+
+
+def _validate_prior(check: _Checker, params: Mapping[str, Any]) -> None:
+    check.number(params, "log_odds_shift")
+    strata_col = check.optional_text(params, "strata_col")
+    shifts = params.get("stratum_shifts") or {}
+    if not isinstance(shifts, dict):
+        check.fail("stratum_shifts", "must be an object")
+    if strata_col is not None and not shifts:
+        check.fail("stratum_shifts", "is empty although strata_col is set")
+    inner = check.nested("stratum_shifts")
+    for stratum in shifts:
+        inner.number(shifts, stratum)
+
+
+def _validate_platt(check: _Checker, params: Mapping[str, Any]) -> None:
+    check.number(params, "slope")
+    check.number(params, "intercept")
+    check.text(params, "score_kind", allowed=("probability", "logit", "raw"))
+
+
+def _validate_isotonic(check: _Checker, params: Mapping[str, Any]) -> None:
+    x_knots = check.numbers(params, "x_knots", increasing=True)
+    y_knots = check.numbers(params, "y_knots", increasing=True, strictly=False, low=0.0, high=1.0)
+    if len(x_knots) != len(y_knots):
+        check.fail("y_knots", f"has {len(y_knots)} values for {len(x_knots)} x_knots")
+    check.number(params, "eps", low=0.0, high=0.5)
+    check.boolean(params, "strict")
+
+
+def _validate_beta(check: _Checker, params: Mapping[str, Any]) -> None:
+    check.number(params, "a", low=0.0)
+    check.number(params, "b", low=0.0)
+    check.number(params, "c")
+
+
+def _validate_histogram(check: _Checker, params: Mapping[str, Any]) -> None:
+    edges = check.numbers(params, "edges", min_length=2, increasing=True, low=0.0, high=1.0)
+    rates = check.numbers(params, "rates", increasing=True, strictly=False, low=0.0, high=1.0)
+    if len(rates) != len(edges) - 1:
+        check.fail("rates", f"has {len(rates)} values for {len(edges) - 1} bins")
+
+
+def _validate_chain(check: _Checker, params: Mapping[str, Any]) -> None:
+    steps = check.present(params, "steps")
+    if not isinstance(steps, list) or not steps:
+        check.fail("steps", "must be a non-empty list")
+    for index, step in enumerate(steps):
+        inner = check.nested(f"steps[{index}]")
+        if not isinstance(step, dict):
+            inner.fail("", "must be an object")
+        kind = inner.text(step, "kind", allowed=STEP_KINDS)
+        _VALIDATORS[kind](inner.nested("params"), inner.mapping(step, "params"))
+
+
+_VALIDATORS = {
+    "sampling": _validate_sampling,
+    "prior": _validate_prior,
+    "platt": _validate_platt,
+    "isotonic": _validate_isotonic,
+    "beta": _validate_beta,
+    "histogram": _validate_histogram,
+    "chain": _validate_chain,
+}
+
+
+def provenance(
+    *,
+    file: str,
+    rows: int,
+    positives: float | None = None,
+    base_rate: float | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    seed: int | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """The ``fitted_on`` block: where and on what an artifact was made."""
+    block: dict[str, Any] = {"file": file, "rows": rows}
+    if positives is not None:
+        block["positives"] = positives
+    if base_rate is not None:
+        block["base_rate"] = base_rate
+    if columns is not None:
+        block["columns"] = dict(columns)
+    if seed is not None:
+        block["seed"] = seed
+    block.update(extra)
+    return block

@@ -1,0 +1,131 @@
+"""Validation at the boundary: turn user arrays into clean float64 arrays or raise InputError.
+
+Messages follow DESIGN.md: they name the column, the problem, how many rows and the first row
+(row numbers count data rows from 1, the header excluded). ``io`` prefixes the file name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import numpy.typing as npt
+
+from calib_cli.errors import InputError
+from calib_cli.types import BoolArray, FloatArray, ScoreKind
+
+
+def _first_bad(bad: BoolArray, values: npt.NDArray[np.generic]) -> tuple[int, int, object]:
+    """Count of bad entries, the 1-based row of the first one, and its value."""
+    idx = np.flatnonzero(bad)
+    first = int(idx[0])
+    value = values[first]
+    return idx.size, first + 1, value.item() if hasattr(value, "item") else value
+
+
+def _format_value(value: object) -> str:
+    if isinstance(value, float):
+        return repr(value) if not np.isfinite(value) else f"{value:.10g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.ArrayLike) -> str:
+    """``column 'score' has 3 values outside [0, 1] (first at row 17: 1.2)``.
+
+    >>> bad_values_message("score", "outside [0, 1]", np.array([False, True]), [0.5, 1.2])
+    "column 'score' has 1 value outside [0, 1] (first at row 2: 1.2)"
+    """
+    arr = np.asarray(values)
+    count, row, value = _first_bad(bad, arr)
+    noun = "value" if count == 1 else "values"
+    return f"column '{column}' has {count} {noun} {problem} (first at row {row}: {_format_value(value)})"
+
+
+def check_scores(
+    scores: npt.ArrayLike, *, name: str = "score", kind: ScoreKind = "probability"
+) -> FloatArray:
+    """Scores as float64: finite, and inside [0, 1] when ``kind`` is ``probability``.
+
+    >>> check_scores([0.1, 1.0], name="p").tolist()
+    [0.1, 1.0]
+    """
+    arr = np.asarray(scores, dtype=np.float64)
+    if arr.ndim != 1:
+        raise InputError(f"column '{name}' must be one-dimensional, got shape {arr.shape}")
+    missing = np.isnan(arr)
+    if missing.any():
+        raise InputError(bad_values_message(name, "missing or NaN", missing, arr))
+    if kind == "probability":
+        outside = (arr < 0.0) | (arr > 1.0)
+        if outside.any():
+            raise InputError(bad_values_message(name, "outside [0, 1]", outside, arr))
+    else:
+        infinite = ~np.isfinite(arr)
+        if infinite.any():
+            raise InputError(bad_values_message(name, "that are infinite", infinite, arr))
+    return arr
+
+
+def check_labels(y_true: npt.ArrayLike, *, name: str = "label") -> FloatArray:
+    """Binary labels as float64 0.0/1.0; anything else is refused.
+
+    >>> check_labels([0, 1, True]).tolist()
+    [0.0, 1.0, 1.0]
+    """
+    arr = np.asarray(y_true)
+    if arr.ndim != 1:
+        raise InputError(f"column '{name}' must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype == np.bool_:
+        return arr.astype(np.float64)
+    try:
+        as_float = arr.astype(np.float64)
+    except (TypeError, ValueError):
+        raise InputError(
+            f"column '{name}' is not 0/1; name the positive value with --positive-label"
+        ) from None
+    bad = ~((as_float == 0.0) | (as_float == 1.0))
+    if bad.any():
+        raise InputError(
+            bad_values_message(name, "that are not 0 or 1", bad, arr)
+            + "; name the positive value with --positive-label"
+        )
+    return as_float
+
+
+def check_weights(
+    sample_weight: npt.ArrayLike | None, n_rows: int, *, name: str = "weight"
+) -> FloatArray:
+    """Sample weights as float64 (ones when ``None``): finite, non-negative, right length.
+
+    >>> check_weights(None, 2).tolist()
+    [1.0, 1.0]
+    """
+    if sample_weight is None:
+        return np.ones(n_rows, dtype=np.float64)
+    arr = np.asarray(sample_weight, dtype=np.float64)
+    if arr.shape != (n_rows,):
+        raise InputError(f"column '{name}' has {arr.size} values for {n_rows} rows")
+    bad = ~np.isfinite(arr) | (arr < 0.0)
+    if bad.any():
+        raise InputError(bad_values_message(name, "that are negative, missing or infinite", bad, arr))
+    return arr
+
+
+def require_both_classes(
+    y_true: FloatArray, sample_weight: FloatArray, *, what: str = "the labels"
+) -> None:
+    """Raise unless both classes carry positive weight (fits and AUC need both)."""
+    positive = float(np.sum(sample_weight[y_true == 1.0]))
+    negative = float(np.sum(sample_weight[y_true == 0.0]))
+    if positive <= 0.0:
+        raise InputError(f"{what} have no positive rows (with positive weight)")
+    if negative <= 0.0:
+        raise InputError(f"{what} have no negative rows (with positive weight)")
+
+
+def require_same_length(arrays: Sequence[npt.ArrayLike], names: Sequence[str]) -> None:
+    """Raise when arrays that describe the same rows have different lengths."""
+    lengths = [np.asarray(a).shape[0] for a in arrays]
+    if len(set(lengths)) > 1:
+        detail = ", ".join(f"{n}={length}" for n, length in zip(names, lengths, strict=True))
+        raise InputError(f"arrays describe different numbers of rows ({detail})")

@@ -1,0 +1,568 @@
+"""Reading and writing tables: the only module that imports Polars.
+
+Formats (DESIGN.md, "Inputs"): CSV (``.csv``, ``.csv.gz``), TSV (``.tsv``, ``.tsv.gz``), Parquet
+(``.parquet``, ``.pq``), Arrow IPC (``.arrow``, ``.ipc``, ``.feather``), NDJSON (``.ndjson``,
+``.jsonl``). ``-`` is standard input (format sniffed from the first bytes) or standard output.
+
+CSV and TSV are read with every column as text, and only the columns a command uses are
+converted to numbers. Pass-through columns therefore come out exactly as they went in
+(``007`` stays ``007``, ``1.50`` stays ``1.50``).
+
+Every error names the file, and every file is written atomically: to a temporary file in the
+destination's directory, then renamed over the destination.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from calib_cli.core.checks import bad_values_message, check_labels, check_scores, check_weights
+from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
+from calib_cli.types import FloatArray, InputFormat, ScoreKind
+
+STDIO = "-"
+
+_EXTENSIONS: dict[str, InputFormat] = {
+    ".csv": "csv",
+    ".tsv": "tsv",
+    ".tab": "tsv",
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+    ".ipc": "arrow",
+    ".feather": "arrow",
+    ".ndjson": "ndjson",
+    ".jsonl": "ndjson",
+}
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_PARQUET_MAGIC = b"PAR1"
+_ARROW_FILE_MAGIC = b"ARROW1"
+_ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
+_TRUE_TEXT = frozenset({"1", "1.0", "true", "t", "yes", "y"})
+_FALSE_TEXT = frozenset({"0", "0.0", "false", "f", "no", "n"})
+
+
+def display_name(path: str) -> str:
+    """The name used for a file in messages: ``stdin`` for ``-``, else the path as given."""
+    return "stdin" if path == STDIO else path
+
+
+def _split_gz(path: str) -> tuple[str, bool]:
+    lower = path.lower()
+    if lower.endswith(".gz"):
+        return path[:-3], True
+    return path, False
+
+
+def format_from_extension(path: str) -> InputFormat | None:
+    """The format a file name implies, or ``None`` when its extension is not known.
+
+    >>> format_from_extension("scores.csv.gz"), format_from_extension("x.feather")
+    ('csv', 'arrow')
+    """
+    stem, _ = _split_gz(path)
+    return _EXTENSIONS.get(Path(stem).suffix.lower())
+
+
+def sniff_format(head: bytes) -> InputFormat:
+    """The format of (decompressed) bytes read from a pipe: Parquet, Arrow, NDJSON, TSV or CSV.
+
+    >>> sniff_format(b"PAR1..."), sniff_format(b"a\\tb\\n1\\t2\\n"), sniff_format(b"a,b\\n")
+    ('parquet', 'tsv', 'csv')
+    """
+    if head.startswith(_PARQUET_MAGIC):
+        return "parquet"
+    if head.startswith(_ARROW_FILE_MAGIC) or head.startswith(_ARROW_STREAM_MAGIC):
+        return "arrow"
+    stripped = head.lstrip()
+    if stripped.startswith(b"{"):
+        return "ndjson"
+    first_line = head.split(b"\n", 1)[0]
+    if b"\t" in first_line and b"," not in first_line:
+        return "tsv"
+    return "csv"
+
+
+@dataclass(frozen=True)
+class Table:
+    """A data table read from one file, with the name used for it in messages."""
+
+    frame: pl.DataFrame
+    name: str
+    format: InputFormat
+
+    @property
+    def n_rows(self) -> int:
+        return self.frame.height
+
+    @property
+    def columns(self) -> list[str]:
+        return self.frame.columns
+
+    def has_column(self, column: str) -> bool:
+        return column in self.frame.columns
+
+    def require_column(self, column: str, *, option: str | None = None) -> pl.Series:
+        """The column, or an InputError naming the file, the column and the columns it has."""
+        if column not in self.frame.columns:
+            shown = ", ".join(self.frame.columns[:20])
+            more = ", ..." if len(self.frame.columns) > 20 else ""
+            hint = f" (set {option})" if option else ""
+            raise InputError(
+                f"{self.name}: no column '{column}'{hint}; columns are: {shown}{more}"
+            )
+        return self.frame.get_column(column)
+
+    def scores(
+        self, column: str, *, kind: ScoreKind = "probability", option: str = "--score-col"
+    ) -> FloatArray:
+        """A score column as clean float64 (probabilities inside [0, 1] unless ``kind`` says)."""
+        values = _as_float(self.require_column(column, option=option), self.name)
+        with naming(self.name):
+            return check_scores(values, name=column, kind=kind)
+
+    def labels(
+        self, column: str, *, positive_label: str | None = None, option: str = "--label-col"
+    ) -> FloatArray:
+        """A label column as float64 0/1: 0/1 numbers, booleans, or two values with
+        ``positive_label`` naming the positive one."""
+        series = self.require_column(column, option=option)
+        with naming(self.name):
+            return _parse_labels(series, column, positive_label)
+
+    def weights(self, column: str | None) -> FloatArray:
+        """Sample weights (ones when ``column`` is None): finite and non-negative."""
+        if column is None:
+            return np.ones(self.n_rows, dtype=np.float64)
+        values = _as_float(self.require_column(column, option="--weight-col"), self.name)
+        with naming(self.name):
+            return check_weights(values, self.n_rows, name=column)
+
+    def numbers(self, column: str, *, option: str | None = None) -> FloatArray:
+        """Any numeric column (features) as float64; missing values are refused."""
+        values = _as_float(self.require_column(column, option=option), self.name)
+        missing = np.isnan(values)
+        if missing.any():
+            raise InputError(
+                f"{self.name}: " + bad_values_message(column, "missing or NaN", missing, values)
+            )
+        return values
+
+    def categories(self, column: str, *, option: str | None = None) -> tuple[list[str], Any]:
+        """A grouping column as (sorted distinct values as text, integer code per row).
+
+        Missing values are refused: a row without a group or stratum cannot be placed.
+        """
+        series = self.require_column(column, option=option)
+        missing = series.is_null().to_numpy()
+        if missing.any():
+            raise InputError(
+                f"{self.name}: "
+                + bad_values_message(column, "missing", missing, series.to_numpy())
+            )
+        text = series.cast(pl.String)
+        names, codes = np.unique(text.to_numpy().astype(str), return_inverse=True)
+        return [str(n) for n in names], codes.astype(np.int64)
+
+    def with_columns(self, added: Mapping[str, Any]) -> pl.DataFrame:
+        """The input's columns in their order, then ``added`` (refusing to overwrite one)."""
+        clash = [name for name in added if name in self.frame.columns]
+        if clash:
+            raise UsageError(
+                f"{self.name} already has a column '{clash[0]}'; choose another output name"
+            )
+        return self.frame.with_columns(
+            [pl.Series(name, np.asarray(values)) for name, values in added.items()]
+        )
+
+
+@contextlib.contextmanager
+def naming(name: str) -> Iterator[None]:
+    """Prefix InputErrors raised inside with the file's name (core errors do not know it)."""
+    try:
+        yield
+    except InputError as error:
+        message = str(error)
+        if message.startswith(f"{name}: "):
+            raise
+        raise type(error)(f"{name}: {message}") from None
+
+
+def _as_float(series: pl.Series, name: str) -> FloatArray:
+    """A column as float64 with nulls as NaN, refusing text that is not a number."""
+    if series.dtype == pl.Boolean:
+        return series.cast(pl.Float64).fill_null(np.nan).to_numpy().astype(np.float64)
+    if series.dtype.is_numeric():
+        return series.cast(pl.Float64).fill_null(np.nan).to_numpy().astype(np.float64)
+    if series.dtype == pl.String:
+        stripped = series.str.strip_chars()
+        converted = stripped.cast(pl.Float64, strict=False)
+        not_numbers = (converted.is_null() & stripped.is_not_null() & (stripped != "")).to_numpy()
+        if not_numbers.any():
+            raise InputError(
+                f"{name}: "
+                + bad_values_message(series.name, "that are not numbers", not_numbers, series.to_numpy())
+            )
+        return converted.fill_null(np.nan).to_numpy().astype(np.float64)
+    raise InputError(f"{name}: column '{series.name}' has type {series.dtype}, not numbers")
+
+
+def _parse_labels(series: pl.Series, column: str, positive_label: str | None) -> FloatArray:
+    missing = series.is_null().to_numpy()
+    if series.dtype == pl.String:
+        missing |= (series.str.strip_chars() == "").fill_null(True).to_numpy()
+    if missing.any():
+        raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
+    if positive_label is not None:
+        return _labels_from_positive_value(series, column, positive_label)
+    if series.dtype == pl.Boolean or series.dtype.is_numeric():
+        return check_labels(series.cast(pl.Float64).to_numpy(), name=column)
+    text = series.cast(pl.String).str.strip_chars().str.to_lowercase()
+    is_true = text.is_in(list(_TRUE_TEXT)).to_numpy()
+    is_false = text.is_in(list(_FALSE_TEXT)).to_numpy()
+    bad = ~(is_true | is_false)
+    if bad.any():
+        raise InputError(
+            bad_values_message(column, "that are not 0/1 or true/false", bad, series.to_numpy())
+            + "; name the positive value with --positive-label"
+        )
+    return is_true.astype(np.float64)
+
+
+def _labels_from_positive_value(series: pl.Series, column: str, positive_label: str) -> FloatArray:
+    if series.dtype.is_numeric():
+        try:
+            target = float(positive_label)
+        except ValueError:
+            raise InputError(
+                f"column '{column}' is numeric but --positive-label is {positive_label!r}"
+            ) from None
+        values = series.cast(pl.Float64)
+        is_positive = (values == target).to_numpy()
+    else:
+        values = series.cast(pl.String).str.strip_chars()
+        is_positive = (values == positive_label.strip()).to_numpy()
+    distinct = values.unique()
+    if distinct.len() > 2:
+        shown = ", ".join(repr(v) for v in distinct.sort().head(5).to_list())
+        raise InputError(
+            f"column '{column}' has {distinct.len()} distinct values ({shown}...); "
+            "labels must take two values"
+        )
+    if distinct.len() == 2 and not is_positive.any():
+        raise InputError(f"column '{column}' never equals --positive-label {positive_label!r}")
+    return is_positive.astype(np.float64)
+
+
+# ---------------------------------------------------------------------------------- reading
+
+
+def _read_source_bytes(path: str) -> bytes:
+    try:
+        if path == STDIO:
+            return sys.stdin.buffer.read()
+        return Path(path).read_bytes()
+    except FileNotFoundError:
+        raise MissingInputError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise MissingInputError(f"{path}: is a directory, not a file") from None
+    except PermissionError:
+        raise MissingInputError(f"{path}: permission denied") from None
+    except OSError as error:
+        raise MissingInputError(f"{display_name(path)}: cannot read ({error.strerror})") from None
+
+
+def _check_exists(path: str) -> None:
+    if path == STDIO:
+        return
+    target = Path(path)
+    if not target.exists():
+        raise MissingInputError(f"{path}: no such file")
+    if target.is_dir():
+        raise MissingInputError(f"{path}: is a directory, not a file")
+    if not os.access(target, os.R_OK):
+        raise MissingInputError(f"{path}: permission denied")
+
+
+def resolve_format(path: str, override: InputFormat | None, head: bytes = b"") -> InputFormat:
+    """The format to read ``path`` with: the override, the extension, else sniffed bytes."""
+    if override is not None:
+        return override
+    if path != STDIO:
+        by_extension = format_from_extension(path)
+        if by_extension is not None:
+            return by_extension
+    return sniff_format(head)
+
+
+def read_table(path: str, *, input_format: InputFormat | None = None) -> Table:
+    """Read a whole table from a file or from standard input (``-``).
+
+    Raises MissingInputError (exit 66) for a missing or unreadable file and InputError
+    (exit 65) for contents that cannot be parsed or hold no rows.
+    """
+    name = display_name(path)
+    _check_exists(path)
+    raw = _read_source_bytes(path)
+    if raw.startswith(_GZIP_MAGIC):
+        try:
+            raw = gzip.decompress(raw)
+        except (OSError, EOFError) as error:
+            raise InputError(f"{name}: cannot decompress gzip data ({error})") from None
+    fmt = resolve_format(path, input_format, raw[:4096])
+    frame = _parse(raw, fmt, name)
+    if frame.height == 0:
+        raise InputError(f"{name}: no data rows")
+    return Table(frame=frame, name=name, format=fmt)
+
+
+def _parse(raw: bytes, fmt: InputFormat, name: str) -> pl.DataFrame:
+    if not raw.strip():
+        raise InputError(f"{name}: the input is empty")
+    buffer = io.BytesIO(raw)
+    try:
+        if fmt in ("csv", "tsv"):
+            return pl.read_csv(
+                buffer,
+                separator="\t" if fmt == "tsv" else ",",
+                infer_schema=False,
+                null_values=[""],
+            )
+        if fmt == "parquet":
+            return pl.read_parquet(buffer)
+        if fmt == "arrow":
+            if raw.startswith(_ARROW_FILE_MAGIC):
+                return pl.read_ipc(buffer)
+            return pl.read_ipc_stream(buffer)
+        return pl.read_ndjson(buffer)
+    except (pl.exceptions.PolarsError, OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
+
+
+def scan_table(path: str, *, input_format: InputFormat | None = None) -> tuple[pl.LazyFrame, str]:
+    """A lazy scan for streaming commands; returns the frame and the name for messages.
+
+    Uncompressed files are scanned in place (memory does not grow with rows); standard input
+    and gzip files are read first, since they cannot be scanned.
+    """
+    name = display_name(path)
+    _check_exists(path)
+    if path == STDIO or path.lower().endswith(".gz"):
+        table = read_table(path, input_format=input_format)
+        return table.frame.lazy(), table.format
+    fmt = resolve_format(path, input_format, _peek(path))
+    try:
+        if fmt in ("csv", "tsv"):
+            lazy = pl.scan_csv(path, separator="\t" if fmt == "tsv" else ",", infer_schema=False)
+        elif fmt == "parquet":
+            lazy = pl.scan_parquet(path)
+        elif fmt == "arrow":
+            lazy = pl.scan_ipc(path)
+        else:
+            lazy = pl.scan_ndjson(path)
+        lazy.collect_schema()
+    except (pl.exceptions.PolarsError, OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
+    return lazy, fmt
+
+
+def _peek(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(4096)
+
+
+# ---------------------------------------------------------------------------------- writing
+
+
+def output_format(path: str, override: InputFormat | None) -> InputFormat:
+    """The format to write: the override, else the extension, else CSV (stdout's default)."""
+    if override is not None:
+        return override
+    if path == STDIO:
+        return "csv"
+    by_extension = format_from_extension(path)
+    if by_extension is None:
+        raise UsageError(
+            f"{path}: unknown output extension; use .csv, .tsv, .parquet, .arrow, .ndjson "
+            "(optionally .gz for text) or --output-format"
+        )
+    return by_extension
+
+
+def serialise(frame: pl.DataFrame, fmt: InputFormat, *, gzip_text: bool = False) -> bytes:
+    """The bytes of ``frame`` in ``fmt`` (deterministic: same frame, same bytes)."""
+    buffer = io.BytesIO()
+    if fmt == "csv":
+        frame.write_csv(buffer)
+    elif fmt == "tsv":
+        frame.write_csv(buffer, separator="\t")
+    elif fmt == "parquet":
+        frame.write_parquet(buffer, statistics=False)
+    elif fmt == "arrow":
+        frame.write_ipc(buffer)
+    else:
+        frame.write_ndjson(buffer)
+    data = buffer.getvalue()
+    if gzip_text:
+        data = gzip.compress(data, mtime=0)
+    return data
+
+
+def write_table(frame: pl.DataFrame, path: str, *, output_format_override: InputFormat | None = None) -> None:
+    """Write a table atomically to ``path``, or to standard output for ``-``."""
+    fmt = output_format(path, output_format_override)
+    compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
+    write_bytes(path, serialise(frame, fmt, gzip_text=compress))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write bytes atomically to ``path`` (temporary file + rename), or to stdout for ``-``."""
+    if path == STDIO:
+        sys.stdout.flush()
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return
+    with atomic_destination(path) as temporary:
+        temporary.write_bytes(data)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write text (UTF-8) atomically, or to standard output for ``-``."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_destination(path: str) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it over ``path``.
+
+    On any failure the temporary file is removed and an existing ``path`` is left untouched.
+    """
+    target = Path(path)
+    directory = target.parent if str(target.parent) else Path(".")
+    if not directory.is_dir():
+        raise OutputError(f"{path}: cannot write (no directory {str(directory)!r})")
+    try:
+        handle, temporary_name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp", dir=directory
+        )
+    except OSError as error:
+        raise OutputError(f"{path}: cannot write ({error.strerror})") from None
+    os.close(handle)
+    temporary = Path(temporary_name)
+    try:
+        yield temporary
+        _fsync(temporary)
+        if target.exists() and target.is_dir():
+            raise OutputError(f"{path}: cannot write (is a directory)")
+        os.replace(temporary, target)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OutputError):
+            raise
+        raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def require_distinct_outputs(paths: Sequence[str | None], inputs: Sequence[str]) -> None:
+    """Refuse an output that would overwrite one of the inputs before it was read in full."""
+    resolved_inputs = {Path(p).resolve() for p in inputs if p != STDIO}
+    for output in paths:
+        if output is None or output == STDIO:
+            continue
+        if Path(output).resolve() in resolved_inputs:
+            raise UsageError(f"{output}: the output would overwrite an input; choose another path")
+
+
+# --------------------------------------------------------------------- --on-invalid drop
+
+
+def _score_validity(table: Table, column: str, kind: ScoreKind) -> Any:
+    series = table.require_column(column, option="--score-col")
+    if series.dtype == pl.String:
+        values = series.str.strip_chars().cast(pl.Float64, strict=False)
+    elif series.dtype == pl.Boolean or series.dtype.is_numeric():
+        values = series.cast(pl.Float64)
+    else:
+        raise InputError(f"{table.name}: column '{column}' has type {series.dtype}, not numbers")
+    array = values.fill_null(np.nan).to_numpy().astype(np.float64)
+    if kind == "probability":
+        return (array >= 0.0) & (array <= 1.0)
+    return np.isfinite(array)
+
+
+def _label_validity(table: Table, column: str, positive_label: str | None) -> Any:
+    series = table.require_column(column, option="--label-col")
+    present = series.is_not_null().to_numpy()
+    if series.dtype == pl.String:
+        present &= (series.str.strip_chars() != "").fill_null(False).to_numpy()
+    if positive_label is not None:
+        return present
+    if series.dtype == pl.Boolean:
+        return present
+    if series.dtype.is_numeric():
+        values = series.cast(pl.Float64).to_numpy()
+        return present & ((values == 0.0) | (values == 1.0))
+    text = series.cast(pl.String).str.strip_chars().str.to_lowercase()
+    known = text.is_in(list(_TRUE_TEXT | _FALSE_TEXT)).fill_null(False).to_numpy()
+    return present & known
+
+
+def _weight_validity(table: Table, column: str) -> Any:
+    series = table.require_column(column, option="--weight-col")
+    if series.dtype == pl.String:
+        values = series.str.strip_chars().cast(pl.Float64, strict=False)
+    else:
+        values = series.cast(pl.Float64)
+    array = values.fill_null(np.nan).to_numpy().astype(np.float64)
+    return np.isfinite(array) & (array >= 0.0)
+
+
+def drop_invalid_rows(
+    table: Table,
+    *,
+    score_cols: Sequence[str],
+    score_kind: ScoreKind,
+    label_col: str | None,
+    positive_label: str | None,
+    weight_col: str | None,
+) -> tuple[Table, int]:
+    """Drop rows whose score, label or weight would be refused; return the table and the count.
+
+    Raises InputError when no valid row is left.
+    """
+    keep = np.ones(table.n_rows, dtype=bool)
+    for column in score_cols:
+        keep &= _score_validity(table, column, score_kind)
+    if label_col is not None and table.has_column(label_col):
+        keep &= _label_validity(table, label_col, positive_label)
+    if weight_col is not None:
+        keep &= _weight_validity(table, weight_col)
+    dropped = int(table.n_rows - keep.sum())
+    if dropped == table.n_rows:
+        raise InputError(f"{table.name}: no valid rows left after dropping {dropped} invalid rows")
+    if dropped == 0:
+        return table, 0
+    kept = table.frame.filter(pl.Series(keep))
+    return Table(frame=kept, name=table.name, format=table.format), dropped

@@ -1,0 +1,224 @@
+"""Reports: JSON dicts and Rich renderables built from the core's result dataclasses.
+
+Nothing here prints: the CLI owns the consoles (standard output for results, standard error
+for diagnostics). JSON is plain: NaN and infinities become ``null``, arrays become lists, and
+the keys are the dataclass field names (documented in the README).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+MISSING = "—"
+
+
+# ------------------------------------------------------------------------------------- JSON
+
+
+def to_jsonable(value: Any) -> Any:
+    """Turn result objects into plain JSON values (NaN/inf -> None, arrays -> lists).
+
+    >>> to_jsonable({"a": float("nan"), "b": np.array([1.0, np.inf]), "c": (1, 2)})
+    {'a': None, 'b': [1.0, None], 'c': [1, 2]}
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            field.name: to_jsonable(getattr(value, field.name))
+            for field in dataclasses.fields(value)
+            if not field.name.startswith("_")
+        }
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return [to_jsonable(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def dumps(value: Any) -> str:
+    """Stable, plain JSON text (keys in a fixed order, no NaN), ending with a newline."""
+    return json.dumps(to_jsonable(value), indent=2, allow_nan=False) + "\n"
+
+
+# ---------------------------------------------------------------------------------- numbers
+
+
+def fmt(value: Any, digits: int = 4) -> str:
+    """A figure for a table: ``—`` when undefined, scientific when tiny, else fixed.
+
+    >>> fmt(0.123456), fmt(float("nan")), fmt(3.2e-7), fmt(12345)
+    ('0.1235', '—', '3.200e-07', '12345')
+    """
+    if value is None:
+        return MISSING
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    if isinstance(value, (int, np.integer)):
+        return str(int(value))
+    number = float(value)
+    if not math.isfinite(number):
+        return MISSING
+    if number != 0.0 and abs(number) < 10.0 ** (-(digits - 1)):
+        return f"{number:.3e}"
+    if abs(number) >= 1e6:
+        return f"{number:.4g}"
+    return f"{number:.{digits}f}"
+
+
+def fmt_interval(interval: Sequence[float] | None, digits: int = 4) -> str:
+    """``[lo, hi]`` or ``—``."""
+    if interval is None or len(interval) != 2:
+        return MISSING
+    low, high = interval
+    if low is None or high is None or not (math.isfinite(low) and math.isfinite(high)):
+        return MISSING
+    return f"[{fmt(low, digits)}, {fmt(high, digits)}]"
+
+
+def fmt_count(value: float) -> str:
+    """A (possibly weighted) count: integer when whole, else two decimals."""
+    number = float(value)
+    if not math.isfinite(number):
+        return MISSING
+    return f"{number:,.0f}" if number == round(number) else f"{number:,.2f}"
+
+
+# ------------------------------------------------------------------------------ reliability
+
+# (label in the table, attribute, kind) — kind: "count", "figure", "interval"
+RELIABILITY_ROWS: tuple[tuple[str, str, str], ...] = (
+    ("rows", "n", "count"),
+    ("positives (weighted)", "positives", "count"),
+    ("base rate", "base_rate", "figure"),
+    ("mean score", "mean_score", "figure"),
+    ("mean score - base rate", "calibration_in_the_large", "figure"),
+    ("observed / expected", "observed_expected_ratio", "figure"),
+    ("log loss", "log_loss", "figure"),
+    ("Brier score", "brier", "figure"),
+    ("  reliability", "brier_reliability", "figure"),
+    ("  resolution", "brier_resolution", "figure"),
+    ("  uncertainty", "brier_uncertainty", "figure"),
+    ("ECE", "ece", "figure"),
+    ("  ECE 95% CI", "ece_ci", "interval"),
+    ("ECE debiased", "ece_debiased", "figure"),
+    ("  debiased 95% CI", "ece_debiased_ci", "interval"),
+    ("MCE", "mce", "figure"),
+    ("AUC", "auc", "figure"),
+    ("  AUC 95% CI (DeLong)", "auc_ci", "interval"),
+    ("Gini", "gini", "figure"),
+    ("average precision", "average_precision", "figure"),
+    ("calibration intercept", "calibration_intercept", "figure"),
+    ("  intercept 95% CI", "calibration_intercept_ci", "interval"),
+    ("calibration slope", "calibration_slope", "figure"),
+    ("  slope 95% CI", "calibration_slope_ci", "interval"),
+    ("Hosmer-Lemeshow", "hosmer_lemeshow", "figure"),
+    ("  HL p-value", "hosmer_lemeshow_pvalue", "figure"),
+    ("Spiegelhalter z", "spiegelhalter_z", "figure"),
+    ("  Spiegelhalter p-value", "spiegelhalter_pvalue", "figure"),
+)
+
+
+def _cell(summary: Any, attribute: str, kind: str) -> str:
+    value = getattr(summary, attribute, None)
+    if kind == "count":
+        return fmt_count(value) if value is not None else MISSING
+    if kind == "interval":
+        return fmt_interval(value)
+    return fmt(value)
+
+
+def reliability_summary_table(columns: Sequence[tuple[str, Any]], *, title: str) -> Table:
+    """Figures as rows, one column per (score column, group), side by side."""
+    table = Table(title=title, title_justify="left", header_style="bold")
+    table.add_column("figure")
+    for heading, _ in columns:
+        table.add_column(heading, justify="right")
+    for label, attribute, kind in RELIABILITY_ROWS:
+        table.add_row(label, *(_cell(summary, attribute, kind) for _, summary in columns))
+    return table
+
+
+def reliability_bin_table(summary: Any, *, title: str) -> Table:
+    """The bin table: edges, weighted count, mean score, observed rate and its Wilson CI."""
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for heading in ("bin", "count", "mean score", "observed", "95% CI (Wilson)"):
+        table.add_column(heading, justify="right")
+    for current in summary.bins:
+        table.add_row(
+            f"[{current.lower:.3f}, {current.upper:.3f}]",
+            fmt_count(current.count),
+            fmt(current.mean_score),
+            fmt(current.observed_rate),
+            fmt_interval((current.observed_ci_low, current.observed_ci_high)),
+        )
+    return table
+
+
+def reliability_chart(summary: Any, *, width: int = 30, height: int = 12) -> Text:
+    """A compact reliability diagram in text: observed rate (●) against mean score, with the
+    diagonal of perfect calibration (·) and Wilson intervals (│)."""
+    grid = [[" "] * width for _ in range(height)]
+
+    def column_of(x: float) -> int:
+        return min(width - 1, max(0, round(x * (width - 1))))
+
+    def row_of(y: float) -> int:
+        return min(height - 1, max(0, height - 1 - round(y * (height - 1))))
+
+    for col in range(width):
+        grid[row_of(col / (width - 1))][col] = "·"
+    for current in summary.bins:
+        if not (current.count > 0 and math.isfinite(current.observed_rate)):
+            continue
+        col = column_of(current.mean_score)
+        low, high = current.observed_ci_low, current.observed_ci_high
+        if math.isfinite(low) and math.isfinite(high):
+            for row in range(row_of(high), row_of(low) + 1):
+                if grid[row][col] in (" ", "·"):
+                    grid[row][col] = "│"
+        grid[row_of(current.observed_rate)][col] = "●"
+    text = Text()
+    for index, line in enumerate(grid):
+        axis = "1.0 ┤" if index == 0 else ("0.0 ┤" if index == height - 1 else "    │")
+        text.append(axis, style="dim")
+        for char in line:
+            style = "bold cyan" if char == "●" else ("cyan" if char == "│" else "dim")
+            text.append(char, style=style)
+        text.append("\n")
+    text.append("    └" + "─" * width + "\n", style="dim")
+    text.append("     0" + " " * (width - 9) + "score 1\n", style="dim")
+    text.append("  observed rate (●, │ 95% CI) vs mean score; · = perfect\n", style="dim")
+    return text
+
+
+def reliability_detail(summary: Any, *, title: str) -> RenderableType:
+    """The bin table with the chart beside it."""
+    grid = Table.grid(padding=(0, 3))
+    grid.add_column()
+    grid.add_column()
+    grid.add_row(reliability_bin_table(summary, title=title), reliability_chart(summary))
+    return grid
+
+
+def stack(renderables: Sequence[RenderableType]) -> Group:
+    """Renderables one below the other."""
+    return Group(*renderables)

@@ -1,0 +1,35 @@
+"""Array aliases and the choices shared by the CLI and the numeric core (defined once here).
+
+The CLI builds its option choices from these ``Literal`` aliases with :func:`choices`, so the
+help text and the library cannot drift apart.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, get_args
+
+import numpy as np
+import numpy.typing as npt
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+UInt64Array = npt.NDArray[np.uint64]
+
+ScoreKind = Literal["probability", "logit", "raw"]
+BinStrategy = Literal["uniform", "quantile"]
+InputFormat = Literal["csv", "tsv", "parquet", "arrow", "ndjson"]
+OnInvalid = Literal["error", "drop"]
+CalibrationMethod = Literal["prior", "platt", "isotonic", "beta", "histogram", "auto"]
+FittedMethod = Literal["platt", "isotonic", "beta", "histogram"]
+ShiftMethod = Literal["auto", "mle", "em", "acc", "pacc", "map"]
+SlopeSmoothing = Literal["hull", "loess"]
+
+
+def choices(alias: object) -> tuple[str, ...]:
+    """The string choices of a ``Literal`` alias, in declaration order.
+
+    >>> choices(BinStrategy)
+    ('uniform', 'quantile')
+    """
+    return tuple(str(a) for a in get_args(alias))
