@@ -229,16 +229,18 @@ class _Checker:
 
 
 def _validate_sampling(check: _Checker, params: Mapping[str, Any]) -> None:
-    check.number(params, "negative_rate", low=0.0, high=1.0, low_open=True)
-    check.number(params, "positive_rate", low=0.0, high=1.0, low_open=True)
     check.integer(params, "seed")
     check.optional_text(params, "key_col")
+    check.text(params, "key_type", allowed=("row", "integer", "string"))
     check.text(params, "hash")
+    check.text(params, "label_col")
     strata_col = check.optional_text(params, "strata_col")
-    strata = params.get("strata") or {}
-    if not isinstance(strata, dict):
-        check.fail("strata", "must be an object")
-    if strata_col is not None and not strata:
+    if strata_col is None:
+        check.number(params, "negative_rate", low=0.0, high=1.0, low_open=True)
+        check.number(params, "positive_rate", low=0.0, high=1.0, low_open=True)
+        return
+    strata = check.mapping(params, "strata")
+    if not strata:
         check.fail("strata", "is empty although strata_col is set")
     for stratum, rates in strata.items():
         inner = check.nested(f"strata.{stratum}")

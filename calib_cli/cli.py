@@ -135,10 +135,18 @@ class Session:
             self.out.print(renderable, highlight=False)
 
 
+OFF_TERMINAL_WIDTH = 120
+
+
 def _console(*, stderr: bool, no_color: bool) -> Console:
     color_off = no_color or "NO_COLOR" in os.environ
     force = os.environ.get("FORCE_COLOR") not in (None, "", "0") and not color_off
+    stream = sys.stderr if stderr else sys.stdout
+    # Off a terminal (logs, files, pipes) Rich would assume 80 columns; wide tables read
+    # better at 120 unless COLUMNS says otherwise.
+    width = None if stream.isatty() or "COLUMNS" in os.environ else OFF_TERMINAL_WIDTH
     return Console(
+        width=width,
         stderr=stderr,
         no_color=color_off,
         color_system=None if color_off else "auto",
@@ -423,3 +431,211 @@ def main() -> None:
 
 
 __all__ = ["app", "main", "UsageError"]
+
+
+# ----------------------------------------------------------------------------- resample
+
+HASH_NAME = "calib-hash64-v1"
+
+
+@app.command(
+    epilog=(
+        "Example: calib resample train.parquet -o train_sample.parquet --negative-rate 0.1 "
+        "--key-col user_id --seed 42   (writes train_sample.parquet.sampling.json)"
+    )
+)
+def resample(
+    file: Annotated[str, typer.Argument(help=INPUT_HELP, show_default=False)],
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="Output file, or '-' for stdout.",
+                          show_default=False)
+    ],
+    negative_rate: Annotated[
+        float | None, typer.Option("--negative-rate", help="Keep each negative with probability W.")
+    ] = None,
+    target_positive_rate: Annotated[
+        float | None,
+        typer.Option("--target-positive-rate",
+                     help="Choose W so that the sample's expected positive rate is B'."),
+    ] = None,
+    target_ratio: Annotated[
+        str | None,
+        typer.Option("--target-ratio", help="Choose W for an expected POS:NEG ratio, e.g. 1:4."),
+    ] = None,
+    positive_rate: Annotated[
+        float, typer.Option("--positive-rate", help="Keep each positive with this probability.")
+    ] = 1.0,
+    strata_col: Annotated[
+        str | None,
+        typer.Option("--strata-col", help="Sample each stratum at its own rates (see --rates-file)."),
+    ] = None,
+    rates_file: Annotated[
+        str | None,
+        typer.Option("--rates-file",
+                     help="Table of per-stratum rates: columns stratum, negative_rate "
+                          "[, positive_rate]."),
+    ] = None,
+    key_col: Annotated[
+        str | None,
+        typer.Option("--key-col",
+                     help="Hash this id column (rows sharing a key are kept together); "
+                          "default: the row number."),
+    ] = None,
+    weight_col_out: Annotated[
+        str | None,
+        typer.Option("--weight-col-out", help="Add importance weights 1/rate under this name."),
+    ] = None,
+    record: Annotated[
+        str | None,
+        typer.Option("--record", help="Where to write the sampling record "
+                     "(default: OUTPUT.sampling.json)."),
+    ] = None,
+    label_col: LabelColOpt = "label",
+    positive_label: PositiveLabelOpt = None,
+    input_format: InputFormatOpt = None,
+    output_format: OutputFormatOpt = None,
+    report: ReportOpt = None,
+    seed: SeedOpt = DEFAULT_SEED,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Downsample negatives (and optionally positives) by a deterministic, portable hash rule,
+    streaming, and record the rates for `calib recalibrate --sampling-record`."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        from calib_cli import io
+        from calib_cli.artifacts import Artifact, save_artifact
+        from calib_cli.core.sampling import (
+            ClassRates,
+            rate_threshold,
+            resolve_stratum_rates,
+        )
+        from calib_cli.report import resample_table
+
+        if output == io.STDIO and record is None:
+            raise UsageError("writing the sample to stdout needs --record PATH for the record")
+        record_path = record or f"{output}.sampling.json"
+        io.require_distinct_outputs([output, record_path], [file])
+        if rates_file is not None and strata_col is None:
+            raise UsageError("--rates-file needs --strata-col")
+
+        lazy, fmt = io.scan_table(file, input_format=_enum_value(input_format))
+        name = io.display_name(file)
+        label_dtype = lazy.collect_schema().get(label_col)
+        before = io.class_counts(
+            lazy, name=name, label_col=label_col, positive_label=positive_label,
+            strata_col=strata_col,
+        )
+        key_type = io.key_kind(lazy, key_col, name=name)
+        by_stratum = {c.stratum or "": (float(c.positives), float(c.negatives)) for c in before}
+        explicit = _read_rates_file(rates_file) if rates_file is not None else None
+        rates = resolve_stratum_rates(
+            by_stratum,
+            rates=explicit,
+            negative_rate=negative_rate,
+            target_positive_rate=target_positive_rate,
+            target_ratio=target_ratio,
+            positive_rate=positive_rate,
+        )
+        kept = io.sample_rows(
+            lazy,
+            label_col=label_col,
+            label_dtype=label_dtype,
+            positive_label=positive_label,
+            strata_col=strata_col,
+            key_col=key_col,
+            key_hash_kind=key_type,
+            seed=seed,
+            thresholds={
+                s: (rate_threshold(r.negative_rate), rate_threshold(r.positive_rate))
+                for s, r in rates.items()
+            },
+            weights={s: (1.0 / r.negative_rate, 1.0 / r.positive_rate) for s, r in rates.items()},
+            weight_col_out=weight_col_out,
+        )
+        after = io.counts_by_stratum(
+            kept, label_col=label_col, label_dtype=label_dtype, positive_label=positive_label,
+            strata_col=strata_col,
+        )
+        summary = _sampling_summary(before, after, rates)
+        params: dict[str, Any] = {
+            "hash": HASH_NAME,
+            "seed": seed,
+            "key_col": key_col,
+            "key_type": key_type,
+            "label_col": label_col,
+            "positive_label": positive_label,
+            "strata_col": strata_col,
+        }
+        if strata_col is None:
+            only: ClassRates = rates[""]
+            params.update(negative_rate=only.negative_rate, positive_rate=only.positive_rate)
+        else:
+            params["strata"] = {
+                s: {"negative_rate": r.negative_rate, "positive_rate": r.positive_rate}
+                for s, r in rates.items()
+            }
+        artifact = Artifact(
+            kind="sampling",
+            params=params,
+            fitted_on={"file": name, "format": fmt, "output": io.display_name(output),
+                       **summary},
+        )
+        io.sink_table(kept, output, output_format_override=_enum_value(output_format))
+        save_artifact(record_path, artifact)
+        emit_report(session, {"record": record_path, **artifact.params, **summary},
+                    as_json=False, report_path=report)
+        session.info(resample_table(summary, strata_col=strata_col))
+        session.info(f"sampling record: {record_path}")
+
+
+def _read_rates_file(path: str) -> dict[str, Any]:
+    """``--rates-file``: stratum -> ClassRates from a small table."""
+    from calib_cli import io
+    from calib_cli.core.sampling import ClassRates
+
+    table = io.read_table(path)
+    names, codes = table.categories("stratum", option="--rates-file (column 'stratum')")
+    negative = table.numbers("negative_rate")
+    positive = table.numbers("positive_rate") if table.has_column("positive_rate") else None
+    if len(names) != table.n_rows:
+        raise UsageError(f"{table.name}: each stratum must appear once")
+    return {
+        names[code]: ClassRates(
+            negative_rate=float(negative[row]),
+            positive_rate=1.0 if positive is None else float(positive[row]),
+        )
+        for row, code in enumerate(codes)
+    }
+
+
+def _sampling_summary(before: list[Any], after: list[Any], rates: dict[str, Any]) -> dict[str, Any]:
+    """Counts and base rates before and after, overall and per stratum."""
+    after_by = {c.stratum: c for c in after}
+
+    def block(rows: int, positives: int) -> dict[str, Any]:
+        return {
+            "rows": rows,
+            "positives": positives,
+            "negatives": rows - positives,
+            "base_rate": positives / rows if rows else None,
+        }
+
+    strata: dict[str, Any] = {}
+    for c in before:
+        out = after_by.get(c.stratum)
+        r = rates[c.stratum or ""]
+        strata[c.stratum or ""] = {
+            "negative_rate": r.negative_rate,
+            "positive_rate": r.positive_rate,
+            "before": block(c.rows, c.positives),
+            "after": block(out.rows if out else 0, out.positives if out else 0),
+        }
+    total_before = block(sum(c.rows for c in before), sum(c.positives for c in before))
+    total_after = block(sum(c.rows for c in after), sum(c.positives for c in after))
+    summary: dict[str, Any] = {"before": total_before, "after": total_after}
+    if any(c.stratum is not None for c in before):
+        summary["strata"] = strata
+    else:
+        summary.update(negative_rate=rates[""].negative_rate, positive_rate=rates[""].positive_rate)
+    return summary

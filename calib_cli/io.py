@@ -566,3 +566,276 @@ def drop_invalid_rows(
         return table, 0
     kept = table.frame.filter(pl.Series(keep))
     return Table(frame=kept, name=table.name, format=table.format), dropped
+
+
+# ------------------------------------------------------------------ streaming (resample)
+
+ROW_INDEX = "__calib_row__"
+
+
+def positive_label_expr(
+    column: str, dtype: pl.DataType, positive_label: str | None
+) -> tuple[pl.Expr, pl.Expr]:
+    """Polars expressions (is positive, is a valid label) with the rules of
+    :meth:`Table.labels`, for streaming where the whole column is never in memory."""
+    col = pl.col(column)
+    present = col.is_not_null()
+    if positive_label is not None:
+        if dtype.is_numeric():
+            try:
+                target = float(positive_label)
+            except ValueError:
+                raise InputError(
+                    f"column '{column}' is numeric but --positive-label is {positive_label!r}"
+                ) from None
+            return col.cast(pl.Float64) == target, present
+        text = col.cast(pl.String).str.strip_chars()
+        return text == positive_label.strip(), present & (text != "")
+    if dtype == pl.Boolean:
+        return col, present
+    if dtype.is_numeric():
+        value = col.cast(pl.Float64)
+        return value == 1.0, present & ((value == 0.0) | (value == 1.0))
+    text = col.cast(pl.String).str.strip_chars().str.to_lowercase()
+    return text.is_in(list(_TRUE_TEXT)), text.is_in(list(_TRUE_TEXT | _FALSE_TEXT))
+
+
+@dataclass(frozen=True)
+class ClassCounts:
+    """Rows and positives of one stratum (``None`` when there are no strata)."""
+
+    stratum: str | None
+    rows: int
+    positives: int
+
+    @property
+    def negatives(self) -> int:
+        return self.rows - self.positives
+
+
+def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
+    """How keys are hashed: ``row`` (no key column), ``integer`` or ``string``.
+
+    A key column is hashed as integers when it holds integers, or text in which every value is
+    an integer (so the same ids read from CSV and from Parquet keep the same rows); otherwise
+    as UTF-8 strings. Missing keys and floating-point keys are refused.
+    """
+    if key_col is None:
+        return "row"
+    schema = lazy.collect_schema()
+    if key_col not in schema:
+        raise InputError(f"{name}: no column '{key_col}' (set --key-col)")
+    dtype = schema[key_col]
+    if dtype.is_float() or dtype == pl.Boolean:
+        raise InputError(
+            f"{name}: column '{key_col}' is {dtype}; --key-col needs integer or text ids"
+        )
+    col = pl.col(key_col)
+    checks = [col.is_null().sum().alias("missing")]
+    if dtype == pl.String:
+        as_int = col.str.strip_chars().cast(pl.Int64, strict=False)
+        checks.append((as_int.is_null() & col.is_not_null()).sum().alias("not_integer"))
+    elif not dtype.is_integer():
+        raise InputError(f"{name}: column '{key_col}' has type {dtype}; use integer or text ids")
+    found = lazy.select(checks).collect(engine="streaming")
+    if found["missing"][0]:
+        raise InputError(f"{name}: column '{key_col}' has {found['missing'][0]} missing keys")
+    if dtype == pl.String and found["not_integer"][0]:
+        return "string"
+    return "integer"
+
+
+def class_counts(
+    lazy: pl.LazyFrame,
+    *,
+    name: str,
+    label_col: str,
+    positive_label: str | None,
+    strata_col: str | None,
+) -> list[ClassCounts]:
+    """One streaming pass: rows and positives per stratum, refusing invalid labels or strata
+    with the usual one-line message (count and first row)."""
+    schema = lazy.collect_schema()
+    for column, option in ((label_col, "--label-col"), (strata_col, "--strata-col")):
+        if column is not None and column not in schema:
+            shown = ", ".join(list(schema)[:20])
+            raise InputError(f"{name}: no column '{column}' (set {option}); columns are: {shown}")
+    _, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
+    invalid = (
+        lazy.with_row_index(ROW_INDEX)
+        .filter(~is_valid.fill_null(False))
+        .select(
+            pl.len().alias("count"),
+            pl.col(ROW_INDEX).first().alias("row"),
+            pl.col(label_col).cast(pl.String).first().alias("value"),
+        )
+    )
+    counts = _counts_query(lazy, label_col, schema[label_col], positive_label, strata_col)
+    bad, grouped = pl.collect_all([invalid, counts], engine="streaming")
+    if bad["count"][0]:
+        count, row, value = bad["count"][0], bad["row"][0] + 1, bad["value"][0]
+        noun = "value" if count == 1 else "values"
+        hint = "; name the positive value with --positive-label" if positive_label is None else ""
+        raise InputError(
+            f"{name}: column '{label_col}' has {count} {noun} that are not valid labels "
+            f"(first at row {row}: {value!r}){hint}"
+        )
+    if grouped.height == 0:
+        raise InputError(f"{name}: no data rows")
+    if strata_col and grouped["stratum"].is_null().any():
+        raise InputError(f"{name}: column '{strata_col}' has missing values")
+    return _as_class_counts(grouped, strata_col)
+
+
+def _counts_query(
+    lazy: pl.LazyFrame,
+    label_col: str,
+    label_dtype: pl.DataType,
+    positive_label: str | None,
+    strata_col: str | None,
+) -> pl.LazyFrame:
+    is_positive, _ = positive_label_expr(label_col, label_dtype, positive_label)
+    group = pl.col(strata_col).cast(pl.String) if strata_col else pl.lit("", dtype=pl.String)
+    return (
+        lazy.group_by(group.alias("stratum"))
+        .agg(pl.len().alias("rows"), is_positive.sum().alias("positives"))
+        .sort("stratum", nulls_last=True)
+    )
+
+
+def _as_class_counts(grouped: pl.DataFrame, strata_col: str | None) -> list[ClassCounts]:
+    return [
+        ClassCounts(
+            stratum=row["stratum"] if strata_col else None,
+            rows=int(row["rows"]),
+            positives=int(row["positives"] or 0),
+        )
+        for row in grouped.iter_rows(named=True)
+    ]
+
+
+def _key_hash_expr(key_col: str | None, kind: str, seed: int) -> pl.Expr:
+    """The per-row ``hash64(seed, key)`` of :mod:`calib_cli.core.sampling`, computed batch by
+    batch inside a streaming query (the key rules are those of :func:`key_kind`)."""
+    from calib_cli.core.sampling import hash_string_keys, hash_uint64_keys
+
+    def hash_integers(series: pl.Series) -> pl.Series:
+        keys = series.cast(pl.Int64).to_numpy().astype(np.int64).view(np.uint64)
+        return pl.Series(hash_uint64_keys(keys, seed=seed), dtype=pl.UInt64)
+
+    def hash_text(series: pl.Series) -> pl.Series:
+        text = series.cast(pl.String)
+        lengths = text.str.len_bytes().cast(pl.Int64).to_numpy()
+        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        data = np.frombuffer(text.str.join("").item().encode("utf-8"), dtype=np.uint8)
+        return pl.Series(hash_string_keys(offsets, data, seed=seed), dtype=pl.UInt64)
+
+    if key_col is None or kind == "row":
+        return pl.col(ROW_INDEX).map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+    if kind == "integer":
+        # Text ids are stripped and parsed ("007" is 7), so CSV and Parquet keep the same rows.
+        key = pl.col(key_col)
+        as_integer = pl.when(key.is_not_null()).then(key.cast(pl.String).str.strip_chars())
+        return as_integer.cast(pl.Int64).map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+    return pl.col(key_col).map_batches(hash_text, pl.UInt64, is_elementwise=True)
+
+
+def _stratum_lookup(
+    strata_col: str | None, values: Mapping[str, Any], dtype: pl.DataType | type[pl.DataType]
+) -> pl.Expr:
+    """Per-row value looked up by the row's stratum (one value when there are no strata)."""
+    if strata_col is None:
+        (only,) = values.values()
+        return pl.lit(only, dtype=dtype)
+    return pl.col(strata_col).cast(pl.String).replace_strict(dict(values), return_dtype=dtype)
+
+
+def sample_rows(
+    lazy: pl.LazyFrame,
+    *,
+    label_col: str,
+    label_dtype: pl.DataType,
+    positive_label: str | None,
+    strata_col: str | None,
+    key_col: str | None,
+    key_hash_kind: str,
+    seed: int,
+    thresholds: Mapping[str, tuple[int, int]],
+    weights: Mapping[str, tuple[float, float]] | None,
+    weight_col_out: str | None,
+) -> pl.LazyFrame:
+    """The rows kept by the hash rule: ``hash64(seed, key) < threshold`` of the row's class and
+    stratum (``thresholds``: stratum -> (negative, positive) as integers below 2**64; a
+    threshold of 2**64 - 1 keeps every row). With ``weight_col_out``, appends the importance
+    weight of each kept row (``weights``: stratum -> (negative, positive))."""
+    is_positive, _ = positive_label_expr(label_col, label_dtype, positive_label)
+    negative = _stratum_lookup(strata_col, {k: v[0] for k, v in thresholds.items()}, pl.UInt64)
+    positive = _stratum_lookup(strata_col, {k: v[1] for k, v in thresholds.items()}, pl.UInt64)
+    threshold = pl.when(is_positive).then(positive).otherwise(negative)
+    keep_all = threshold == pl.lit(2**64 - 1, dtype=pl.UInt64)
+    kept = (
+        lazy.with_row_index(ROW_INDEX)
+        .filter(keep_all | (_key_hash_expr(key_col, key_hash_kind, seed) < threshold))
+        .drop(ROW_INDEX)
+    )
+    if weight_col_out is not None and weights is not None:
+        neg_w = _stratum_lookup(strata_col, {k: v[0] for k, v in weights.items()}, pl.Float64)
+        pos_w = _stratum_lookup(strata_col, {k: v[1] for k, v in weights.items()}, pl.Float64)
+        kept = kept.with_columns(
+            pl.when(is_positive).then(pos_w).otherwise(neg_w).alias(weight_col_out)
+        )
+    return kept
+
+
+def sink_table(lazy: pl.LazyFrame, path: str, *, output_format_override: InputFormat | None) -> None:
+    """Stream a lazy query to ``path`` atomically (or to stdout via a temporary file), so
+    memory does not grow with rows and a failure leaves no partial file."""
+    fmt = output_format(path, output_format_override)
+    compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
+    if path == STDIO:
+        with tempfile.TemporaryDirectory() as scratch:
+            temporary = Path(scratch) / "out"
+            _sink(lazy, temporary, fmt, compress=False)
+            sys.stdout.flush()
+            with open(temporary, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    sys.stdout.buffer.write(chunk)
+            sys.stdout.buffer.flush()
+        return
+    with atomic_destination(path) as temporary:
+        _sink(lazy, temporary, fmt, compress=compress)
+
+
+def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -> None:
+    try:
+        if fmt in ("csv", "tsv"):
+            lazy.sink_csv(
+                path,
+                separator="\t" if fmt == "tsv" else ",",
+                check_extension=False,
+                compression="gzip" if compress else "uncompressed",
+            )
+        elif fmt == "parquet":
+            lazy.sink_parquet(path, statistics=False)
+        elif fmt == "arrow":
+            lazy.sink_ipc(path)
+        else:
+            if compress:
+                raise UsageError("gzip output is supported for CSV and TSV when streaming")
+            lazy.sink_ndjson(path)
+    except pl.exceptions.PolarsError as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise InputError(f"cannot stream the input: {first_line}") from None
+
+
+def counts_by_stratum(
+    lazy: pl.LazyFrame,
+    *,
+    label_col: str,
+    label_dtype: pl.DataType,
+    positive_label: str | None,
+    strata_col: str | None,
+) -> list[ClassCounts]:
+    """Rows and positives per stratum of a (validated) lazy table, in one streaming pass."""
+    query = _counts_query(lazy, label_col, label_dtype, positive_label, strata_col)
+    return _as_class_counts(query.collect(engine="streaming"), strata_col)

@@ -222,3 +222,38 @@ def reliability_detail(summary: Any, *, title: str) -> RenderableType:
 def stack(renderables: Sequence[RenderableType]) -> Group:
     """Renderables one below the other."""
     return Group(*renderables)
+
+
+# -------------------------------------------------------------------------------- resample
+
+
+def _rate(value: Any) -> str:
+    return MISSING if value is None else f"{float(value):.4g}"
+
+
+def resample_table(summary: Mapping[str, Any], *, strata_col: str | None) -> Table:
+    """Rows, positives and base rates before (in) and after (out) sampling, with the rates."""
+    table = Table(title="Sampling", title_justify="left", header_style="bold")
+    for heading in ("stratum", "neg. rate", "pos. rate", "rows in", "rows out", "pos. in",
+                    "pos. out", "base rate in", "base rate out"):
+        table.add_column(heading, justify="right")
+
+    def add(label: str, rates: Mapping[str, Any], before: Mapping[str, Any],
+            after: Mapping[str, Any], style: str | None = None) -> None:
+        table.add_row(
+            label,
+            _rate(rates.get("negative_rate")) if "negative_rate" in rates else "",
+            _rate(rates.get("positive_rate")) if "positive_rate" in rates else "",
+            fmt_count(before["rows"]),
+            fmt_count(after["rows"]),
+            fmt_count(before["positives"]),
+            fmt_count(after["positives"]),
+            fmt(before["base_rate"]),
+            fmt(after["base_rate"]),
+            style=style,
+        )
+
+    for name, block in (summary.get("strata") or {}).items():
+        add(f"{strata_col}={name}", block, block["before"], block["after"])
+    add("all", summary, summary["before"], summary["after"], style="bold")
+    return table

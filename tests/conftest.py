@@ -1,0 +1,42 @@
+"""Shared test fixtures: a runner for the installed ``calib`` command in a real subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import pytest
+
+CALIB = str(Path(sys.executable).with_name("calib"))
+SAMPLE_DATA = Path(__file__).resolve().parent.parent / "sample_data"
+
+RunCalib = Callable[..., subprocess.CompletedProcess[bytes]]
+
+
+def _environment() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "CLICOLOR_FORCE")}
+    env.update({"NO_COLOR": "1", "COLUMNS": "160", "TERM": "dumb"})
+    return env
+
+
+@pytest.fixture
+def run_calib() -> RunCalib:
+    """Run the installed ``calib`` with arguments, optional stdin bytes and working directory."""
+
+    def run(
+        args: Sequence[str], *, stdin: bytes | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        return subprocess.run(
+            [CALIB, *args],
+            input=stdin,
+            capture_output=True,
+            cwd=cwd,
+            env=_environment(),
+            timeout=300,
+            check=False,
+        )
+
+    return run

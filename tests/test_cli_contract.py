@@ -1,0 +1,182 @@
+"""The command-line contract end to end, through the installed ``calib`` in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from tests.conftest import CALIB, RunCalib
+
+
+def _scores_frame(n: int = 2000, seed: int = 1) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    score = rng.beta(1, 12, n)
+    label = (rng.random(n) < score).astype(np.int64)
+    return pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "score": score,
+            "other": np.clip(score * 1.5, 0, 1),
+            "label": label,
+            "segment": rng.choice(["a", "b", "c"], n),
+            "w": rng.choice([1.0, 2.0], n),
+        }
+    )
+
+
+@pytest.fixture
+def scores_files(tmp_path: Path) -> dict[str, Path]:
+    frame = _scores_frame()
+    paths = {"csv": tmp_path / "s.csv", "parquet": tmp_path / "s.parquet"}
+    frame.write_csv(paths["csv"])
+    frame.write_parquet(paths["parquet"])
+    return paths
+
+
+def test_version_and_help_do_not_import_scipy() -> None:
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from calib_cli.cli import app\n"
+        "runner = CliRunner()\n"
+        "for args in (['--help'], ['reliability', '--help'], ['--version']):\n"
+        "    result = runner.invoke(app, args)\n"
+        "    assert result.exit_code == 0, result.output\n"
+        "print('scipy' in sys.modules, 'sklearn' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False False"
+
+
+def test_version(run_calib: RunCalib) -> None:
+    from calib_cli import __version__
+
+    done = run_calib(["--version"])
+    assert done.returncode == 0
+    assert done.stdout.decode().strip() == f"calib {__version__}"
+
+
+def test_python_dash_m_works() -> None:
+    done = subprocess.run([sys.executable, "-m", "calib_cli", "--version"], capture_output=True)
+    assert done.returncode == 0 and done.stdout.startswith(b"calib ")
+
+
+def test_stdin_csv_and_parquet_give_identical_json(
+    run_calib: RunCalib, scores_files: dict[str, Path]
+) -> None:
+    args = ["--json", "--weight-col", "w", "--bins", "8", "--bootstrap", "20", "--seed", "3"]
+    piped = run_calib(["reliability", "-", *args], stdin=scores_files["csv"].read_bytes())
+    from_parquet = run_calib(["reliability", str(scores_files["parquet"]), *args])
+    assert piped.returncode == 0, piped.stderr
+    assert from_parquet.returncode == 0, from_parquet.stderr
+    assert piped.stdout == from_parquet.stdout
+    report = json.loads(piped.stdout)
+    for key in ("n", "positives", "base_rate", "mean_score", "log_loss", "brier", "ece", "mce",
+                "auc", "auc_ci", "gini", "average_precision", "calibration_intercept",
+                "calibration_slope", "bins"):
+        assert key in report
+    assert report["n"] == 2000
+    assert isinstance(report["bins"], list)
+    assert piped.stderr == b""
+
+
+def test_parquet_on_stdin_is_sniffed(run_calib: RunCalib, scores_files: dict[str, Path]) -> None:
+    piped = run_calib(["reliability", "-", "--json"], stdin=scores_files["parquet"].read_bytes())
+    direct = run_calib(["reliability", str(scores_files["csv"]), "--json"])
+    assert piped.returncode == 0, piped.stderr
+    assert piped.stdout == direct.stdout
+
+
+def test_several_columns_and_groups_give_a_list(
+    run_calib: RunCalib, scores_files: dict[str, Path]
+) -> None:
+    done = run_calib(["reliability", str(scores_files["csv"]), "--score-col", "score",
+                      "--score-col", "other", "--by", "segment", "--json"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [(r["score_column"], r["group"]) for r in report] == [
+        (column, group) for column in ("score", "other") for group in (None, "a", "b", "c")
+    ]
+    assert sum(r["n"] for r in report if r["group"] is not None) == 2 * 2000
+
+
+def test_tables_go_to_stdout_and_report_file_matches_json(
+    run_calib: RunCalib, scores_files: dict[str, Path], tmp_path: Path
+) -> None:
+    report_path = tmp_path / "r.json"
+    done = run_calib(["reliability", str(scores_files["csv"]), "--report", str(report_path)])
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "Brier score" in text and "AUC" in text and "observed rate" in text
+    as_json = run_calib(["reliability", str(scores_files["csv"]), "--json"])
+    assert report_path.read_bytes() == as_json.stdout
+
+
+def test_quiet_prints_nothing(run_calib: RunCalib, scores_files: dict[str, Path]) -> None:
+    done = run_calib(["reliability", str(scores_files["csv"]), "-q"])
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"", b"")
+
+
+def test_quality_gates_exit_1(run_calib: RunCalib, scores_files: dict[str, Path]) -> None:
+    done = run_calib(["reliability", str(scores_files["csv"]), "--fail-above-ece", "0", "-q"])
+    assert done.returncode == 1
+    assert done.stderr.decode().startswith("check failed: ECE ")
+    passed = run_calib(["reliability", str(scores_files["csv"]), "--fail-below-auc", "0.5", "-q"])
+    assert passed.returncode == 0
+    failed = run_calib(["reliability", str(scores_files["csv"]), "--fail-below-auc", "0.999"])
+    assert failed.returncode == 1
+    assert "AUC" in failed.stderr.decode()
+
+
+def test_exit_codes_and_exact_error_lines(run_calib: RunCalib, tmp_path: Path) -> None:
+    missing = run_calib(["reliability", str(tmp_path / "none.csv")])
+    assert missing.returncode == 66
+    assert missing.stderr.decode() == f"error: {tmp_path / 'none.csv'}: no such file\n"
+
+    bad = tmp_path / "scores.csv"
+    bad.write_text("score,label\n" + "0.5,0\n" * 16 + "1.2,1\n0.3,0\n-1,0\n2,1\n")
+    invalid = run_calib(["reliability", str(bad)])
+    assert invalid.returncode == 65
+    assert invalid.stderr.decode() == (
+        f"error: {bad}: column 'score' has 3 values outside [0, 1] (first at row 17: 1.2)\n"
+    )
+    assert invalid.stdout == b""
+
+    dropped = run_calib(["reliability", str(bad), "--on-invalid", "drop", "--json"])
+    assert dropped.returncode == 0
+    assert json.loads(dropped.stdout)["n"] == 17
+    assert "dropped 3 invalid rows of 20" in dropped.stderr.decode()
+
+    usage = run_calib(["reliability", str(bad), "--bins", "zero"])
+    assert usage.returncode == 2
+
+    no_dir = run_calib(["reliability", str(bad), "--on-invalid", "drop", "--report",
+                        str(tmp_path / "missing" / "r.json")])
+    assert no_dir.returncode == 73
+    assert "cannot write" in no_dir.stderr.decode()
+
+
+def test_closed_pipe_ends_quietly(scores_files: dict[str, Path]) -> None:
+    big = pl.concat([_scores_frame(20000, seed) for seed in range(5)])
+    path = scores_files["csv"].with_name("big.csv")
+    big.write_csv(path)
+    shell = f"'{CALIB}' reliability '{path}' --bins 5000 --json | head -c 10 >/dev/null"
+    done = subprocess.run(["bash", "-c", f"set -o pipefail; {shell}; echo $?"],
+                          capture_output=True, check=False)
+    assert done.stderr == b""
+    assert done.stdout.strip() in (b"141", b"0")
+
+
+def test_no_color_and_no_traceback_on_errors(run_calib: RunCalib, tmp_path: Path) -> None:
+    path = tmp_path / "x.csv"
+    path.write_text("score,label\n0.1,maybe\n")
+    done = run_calib(["reliability", str(path)])
+    assert done.returncode == 65
+    assert b"Traceback" not in done.stderr
+    assert b"\x1b[" not in done.stderr

@@ -1,0 +1,204 @@
+"""The shared I/O contract (DESIGN.md, "Inputs" and "Outputs"), in process."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import sys
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from calib_cli import io as calib_io
+from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
+
+FRAME = pl.DataFrame(
+    {"id": [1, 2, 3, 4], "score": [0.1, 0.9, 0.4, 0.7], "label": [0, 1, 0, 1], "w": [1.0, 2.0, 1, 1]}
+)
+
+
+def _write_all_formats(directory: Path) -> dict[str, Path]:
+    paths = {
+        "csv": directory / "t.csv",
+        "tsv": directory / "t.tsv",
+        "csv.gz": directory / "t.csv.gz",
+        "parquet": directory / "t.parquet",
+        "arrow": directory / "t.arrow",
+        "ndjson": directory / "t.ndjson",
+    }
+    FRAME.write_csv(paths["csv"])
+    FRAME.write_csv(paths["tsv"], separator="\t")
+    paths["csv.gz"].write_bytes(gzip.compress(paths["csv"].read_bytes()))
+    FRAME.write_parquet(paths["parquet"])
+    FRAME.write_ipc(paths["arrow"])
+    FRAME.write_ndjson(paths["ndjson"])
+    return paths
+
+
+@pytest.mark.parametrize("kind", ["csv", "tsv", "csv.gz", "parquet", "arrow", "ndjson"])
+def test_every_format_reads_the_same_numbers(tmp_path: Path, kind: str) -> None:
+    table = calib_io.read_table(str(_write_all_formats(tmp_path)[kind]))
+    np.testing.assert_array_equal(table.scores("score"), FRAME["score"].to_numpy())
+    np.testing.assert_array_equal(table.labels("label"), [0.0, 1.0, 0.0, 1.0])
+    np.testing.assert_array_equal(table.weights("w"), [1.0, 2.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize(
+    ("kind", "expected"),
+    [("csv", "csv"), ("tsv", "tsv"), ("csv.gz", "csv"), ("parquet", "parquet"),
+     ("arrow", "arrow"), ("ndjson", "ndjson")],
+)
+def test_stdin_is_sniffed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, expected: str
+) -> None:
+    data = _write_all_formats(tmp_path)[kind].read_bytes()
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
+    table = calib_io.read_table("-")
+    assert table.format == expected
+    assert table.name == "stdin"
+    np.testing.assert_array_equal(table.scores("score"), FRAME["score"].to_numpy())
+
+
+def test_arrow_stream_on_stdin(monkeypatch: pytest.MonkeyPatch) -> None:
+    buffer = io.BytesIO()
+    FRAME.write_ipc_stream(buffer)
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(buffer.getvalue())))
+    assert calib_io.read_table("-").frame.equals(FRAME)
+
+
+def test_csv_pass_through_columns_are_untouched(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text("id,score,label,note\n007,0.50,1,a b\n010,1.0,0,\n")
+    table = calib_io.read_table(str(source))
+    out = tmp_path / "out.csv"
+    calib_io.write_table(table.with_columns({"calibrated": np.array([0.25, 0.5])}), str(out))
+    assert out.read_text() == "id,score,label,note,calibrated\n007,0.50,1,a b,0.25\n010,1.0,0,,0.5\n"
+
+
+def test_score_error_line_names_file_column_count_and_first_row(tmp_path: Path) -> None:
+    source = tmp_path / "scores.csv"
+    rows = ["0.5"] * 16 + ["1.2", "0.3", "-0.1", "7"]
+    source.write_text("score,label\n" + "".join(f"{s},0\n" for s in rows))
+    with pytest.raises(InputError) as caught:
+        calib_io.read_table(str(source)).scores("score")
+    assert str(caught.value) == (
+        f"{source}: column 'score' has 3 values outside [0, 1] (first at row 17: 1.2)"
+    )
+
+
+def test_text_that_is_not_a_number(tmp_path: Path) -> None:
+    source = tmp_path / "s.csv"
+    source.write_text("score,label\n0.1,0\nabc,1\n")
+    with pytest.raises(InputError, match=r"s.csv: column 'score' has 1 value that are not "
+                       r"numbers \(first at row 2: 'abc'\)"):
+        calib_io.read_table(str(source)).scores("score")
+
+
+def test_missing_column_lists_the_columns(tmp_path: Path) -> None:
+    source = tmp_path / "s.csv"
+    source.write_text("p,y\n0.1,0\n")
+    with pytest.raises(InputError, match=r"s.csv: no column 'score' \(set --score-col\); "
+                       r"columns are: p, y"):
+        calib_io.read_table(str(source)).scores("score")
+
+
+def test_labels_accept_booleans_words_and_a_named_positive_value(tmp_path: Path) -> None:
+    source = tmp_path / "l.csv"
+    source.write_text("a,b,c\ntrue,fraud,1.0\nFalse,ok,0\n")
+    table = calib_io.read_table(str(source))
+    assert table.labels("a").tolist() == [1.0, 0.0]
+    assert table.labels("b", positive_label="fraud").tolist() == [1.0, 0.0]
+    assert table.labels("c").tolist() == [1.0, 0.0]
+    with pytest.raises(InputError, match="--positive-label"):
+        table.labels("b")
+    with pytest.raises(InputError, match="never equals --positive-label 'yes'"):
+        table.labels("b", positive_label="yes")
+
+
+def test_labels_with_three_values_or_missing_are_refused(tmp_path: Path) -> None:
+    source = tmp_path / "l.csv"
+    source.write_text("y,z\na,1\nb,\nc,0\n")
+    table = calib_io.read_table(str(source))
+    with pytest.raises(InputError, match="3 distinct values"):
+        table.labels("y", positive_label="a")
+    with pytest.raises(InputError, match=r"column 'z' has 1 value missing \(first at row 2"):
+        table.labels("z")
+
+
+def test_negative_weight_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "w.csv"
+    source.write_text("score,label,w\n0.1,0,1\n0.2,1,-2\n")
+    with pytest.raises(InputError, match=r"w.csv: column 'w' has 1 value that are negative"):
+        calib_io.read_table(str(source)).weights("w")
+
+
+def test_missing_file_empty_file_and_garbage(tmp_path: Path) -> None:
+    with pytest.raises(MissingInputError, match="nope.csv: no such file"):
+        calib_io.read_table(str(tmp_path / "nope.csv"))
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(InputError, match="empty"):
+        calib_io.read_table(str(tmp_path / "empty.csv"))
+    (tmp_path / "header.csv").write_text("score,label\n")
+    with pytest.raises(InputError, match="no data rows"):
+        calib_io.read_table(str(tmp_path / "header.csv"))
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(InputError, match="cannot read as PARQUET"):
+        calib_io.read_table(str(tmp_path / "bad.parquet"))
+
+
+@pytest.mark.parametrize("suffix", ["csv", "tsv", "parquet", "arrow", "ndjson", "csv.gz"])
+def test_write_round_trip(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"out.{suffix}"
+    calib_io.write_table(FRAME, str(path))
+    assert calib_io.read_table(str(path)).scores("score").tolist() == FRAME["score"].to_list()
+
+
+def test_same_frame_same_bytes() -> None:
+    for fmt in ("csv", "parquet", "arrow", "ndjson"):
+        assert calib_io.serialise(FRAME, fmt) == calib_io.serialise(FRAME.clone(), fmt)
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "keep.csv"
+    target.write_text("old\n")
+    with pytest.raises(RuntimeError), calib_io.atomic_destination(str(target)) as temporary:
+        temporary.write_text("half")
+        raise RuntimeError("interrupted")
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["keep.csv"]
+
+
+def test_unwritable_destination(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="cannot write"):
+        calib_io.write_text(str(tmp_path / "no" / "dir" / "x.json"), "{}")
+    with pytest.raises(UsageError, match="unknown output extension"):
+        calib_io.write_table(FRAME, str(tmp_path / "x.xlsx"))
+
+
+def test_added_column_may_not_overwrite(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    FRAME.write_csv(path)
+    with pytest.raises(UsageError, match="already has a column 'score'"):
+        calib_io.read_table(str(path)).with_columns({"score": np.zeros(4)})
+
+
+def test_drop_invalid_rows_counts(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("score,label,w\n0.1,0,1\n1.5,1,1\n0.3,x,1\n0.4,1,-1\n,0,1\n0.9,1,2\n")
+    table = calib_io.read_table(str(path))
+    kept, dropped = calib_io.drop_invalid_rows(
+        table, score_cols=["score"], score_kind="probability", label_col="label",
+        positive_label=None, weight_col="w",
+    )
+    assert dropped == 4
+    assert kept.scores("score").tolist() == [0.1, 0.9]
+
+
+def test_categories_are_sorted_codes(tmp_path: Path) -> None:
+    path = tmp_path / "t.csv"
+    path.write_text("g\nb\na\nb\n")
+    names, codes = calib_io.read_table(str(path)).categories("g")
+    assert names == ["a", "b"]
+    assert codes.tolist() == [1, 0, 1]
