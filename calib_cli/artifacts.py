@@ -336,3 +336,116 @@ def provenance(
         block["seed"] = seed
     block.update(extra)
     return block
+
+
+# ----------------------------------------------------------- steps <-> artifact params
+
+
+def step_params(step: Any) -> dict[str, Any]:
+    """The JSON params of a calibration step (arrays as plain lists of floats)."""
+    import dataclasses
+
+    import numpy as np
+
+    out: dict[str, Any] = {}
+    for item in dataclasses.fields(step):
+        value = getattr(step, item.name)
+        if isinstance(value, np.ndarray):
+            value = [float(v) for v in value.tolist()]
+        elif isinstance(value, Mapping):
+            value = {str(k): float(v) for k, v in value.items()}
+        elif isinstance(value, (bool, np.bool_)):
+            value = bool(value)
+        elif isinstance(value, (int, np.integer)):
+            value = int(value)
+        elif isinstance(value, (float, np.floating)):
+            value = float(value)
+        out[item.name] = value
+    return out
+
+
+def step_from_params(kind: str, params: Mapping[str, Any]) -> Any:
+    """Rebuild a (validated) step's dataclass from its JSON params."""
+    import numpy as np
+
+    from calib_cli.core.beta import BetaParams
+    from calib_cli.core.chain import PriorParams
+    from calib_cli.core.histogram import HistogramParams
+    from calib_cli.core.isotonic import IsotonicParams
+    from calib_cli.core.platt import PlattParams
+
+    if kind == "prior":
+        return PriorParams(
+            log_odds_shift=float(params["log_odds_shift"]),
+            strata_col=params.get("strata_col"),
+            stratum_shifts={str(k): float(v) for k, v in (params.get("stratum_shifts") or {}).items()},
+        )
+    if kind == "platt":
+        return PlattParams(
+            slope=float(params["slope"]),
+            intercept=float(params["intercept"]),
+            score_kind=params["score_kind"],
+            converged=bool(params.get("converged", True)),
+            n_iter=int(params.get("n_iter", 0)),
+            separable=bool(params.get("separable", False)),
+        )
+    if kind == "isotonic":
+        return IsotonicParams(
+            x_knots=np.asarray(params["x_knots"], dtype=np.float64),
+            y_knots=np.asarray(params["y_knots"], dtype=np.float64),
+            eps=float(params["eps"]),
+            strict=bool(params["strict"]),
+        )
+    if kind == "beta":
+        return BetaParams(
+            a=float(params["a"]),
+            b=float(params["b"]),
+            c=float(params["c"]),
+            converged=bool(params.get("converged", True)),
+            n_iter=int(params.get("n_iter", 0)),
+        )
+    return HistogramParams(
+        edges=np.asarray(params["edges"], dtype=np.float64),
+        rates=np.asarray(params["rates"], dtype=np.float64),
+    )
+
+
+def steps_artifact(steps: Sequence[Any], fitted_on: Mapping[str, Any]) -> Artifact:
+    """One step saves as its own kind; several as a ``chain``."""
+    if len(steps) == 1:
+        return Artifact(kind=steps[0].kind, params=step_params(steps[0]), fitted_on=fitted_on)
+    return Artifact(
+        kind="chain",
+        params={"steps": [{"kind": s.kind, "params": step_params(s)} for s in steps]},
+        fitted_on=fitted_on,
+    )
+
+
+def steps_of(artifact: Artifact) -> tuple[Any, ...]:
+    """The calibration steps of a loaded calibrator or chain artifact, in order."""
+    if artifact.kind == "chain":
+        return tuple(step_from_params(s["kind"], s["params"]) for s in artifact.params["steps"])
+    if artifact.kind == "sampling":
+        return (prior_from_sampling(artifact),)
+    return (step_from_params(artifact.kind, artifact.params),)
+
+
+def prior_from_sampling(artifact: Artifact) -> Any:
+    """The prior correction a sampling record implies: log w = log(negative_rate) -
+    log(positive_rate), per stratum when the record has strata."""
+    from calib_cli.core.chain import PriorParams
+    from calib_cli.core.prior import prior_shift_log_odds
+
+    params = artifact.params
+    if params.get("strata_col") is None:
+        shift = prior_shift_log_odds(
+            negative_rate=params["negative_rate"], positive_rate=params["positive_rate"]
+        )
+        return PriorParams(log_odds_shift=shift)
+    shifts = {
+        str(stratum): prior_shift_log_odds(
+            negative_rate=rates["negative_rate"], positive_rate=rates["positive_rate"]
+        )
+        for stratum, rates in params["strata"].items()
+    }
+    return PriorParams(log_odds_shift=0.0, strata_col=params["strata_col"], stratum_shifts=shifts)

@@ -16,15 +16,18 @@ import traceback
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 from rich.console import Console, RenderableType
 
 from calib_cli import __version__
-from calib_cli.errors import CalibError, CheckFailed, ExitCode, UsageError
+from calib_cli.errors import CalibError, CheckFailed, ExitCode, InputError, UsageError
 from calib_cli.types import (
     BinStrategy,
+    CalibrationMethod,
+    FitData,
+    FittedMethod,
     InputFormat,
     OnInvalid,
     ScoreKind,
@@ -521,11 +524,11 @@ def resample(
 
         lazy, fmt = io.scan_table(file, input_format=_enum_value(input_format))
         name = io.display_name(file)
-        label_dtype = lazy.collect_schema().get(label_col)
         before = io.class_counts(
             lazy, name=name, label_col=label_col, positive_label=positive_label,
             strata_col=strata_col,
         )
+        label_dtype = lazy.collect_schema()[label_col]
         key_type = io.key_kind(lazy, key_col, name=name)
         by_stratum = {c.stratum or "": (float(c.positives), float(c.negatives)) for c in before}
         explicit = _read_rates_file(rates_file) if rates_file is not None else None
@@ -639,3 +642,384 @@ def _sampling_summary(before: list[Any], after: list[Any], rates: dict[str, Any]
     else:
         summary.update(negative_rate=rates[""].negative_rate, positive_rate=rates[""].positive_rate)
     return summary
+
+
+# -------------------------------------------------------------------------- recalibrate
+
+CalibrationMethodChoice: Any = _choice_enum("CalibrationMethodChoice", CalibrationMethod)
+FitDataChoice: Any = _choice_enum("FitDataChoice", FitData)
+AUC_CHANGE_TOLERANCE = 1e-6
+
+
+@app.command(
+    epilog=(
+        "Examples: calib recalibrate scores.csv --method prior --sampling-record "
+        "train_sample.csv.sampling.json -o out.csv  |  calib recalibrate --fit holdout.csv "
+        "--method isotonic --save-model iso.json  |  calib recalibrate today.parquet --model "
+        "iso.json -o today_calibrated.parquet"
+    )
+)
+def recalibrate(
+    file: Annotated[
+        str | None,
+        typer.Argument(help=INPUT_HELP + " Optional with --fit and --save-model.",
+                       show_default=False),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="Output file with the added column ('-': stdout).",
+                     show_default="stdout when it is not a terminal"),
+    ] = None,
+    method: Annotated[
+        CalibrationMethodChoice | None,
+        typer.Option("--method", help="prior, platt, isotonic, beta, histogram, or auto "
+                     "(cross-validated choice).", show_default="from the other options"),
+    ] = None,
+    sampling_record: Annotated[
+        str | None, typer.Option("--sampling-record", help="Record written by calib resample.")
+    ] = None,
+    negative_rate: Annotated[
+        float | None, typer.Option("--negative-rate", help="Negatives were kept with rate W.")
+    ] = None,
+    positive_rate: Annotated[
+        float, typer.Option("--positive-rate", help="Positives were kept with this rate.")
+    ] = 1.0,
+    train_prior: Annotated[
+        float | None, typer.Option("--train-prior", help="Positive rate the model was trained at.")
+    ] = None,
+    target_prior: Annotated[
+        float | None, typer.Option("--target-prior", help="Positive rate of the scored population.")
+    ] = None,
+    fit: Annotated[
+        str | None, typer.Option("--fit", help="Labelled file to fit the calibrator on.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Apply a saved calibrator (JSON artifact).")
+    ] = None,
+    cross_fit_folds: Annotated[
+        int | None,
+        typer.Option("--cross-fit", min=2, help="Out-of-fold calibrated scores of a labelled "
+                     "INPUT with K folds."),
+    ] = None,
+    save_model: Annotated[
+        str | None, typer.Option("--save-model", help="Save the fitted calibrator (JSON).")
+    ] = None,
+    fit_data: Annotated[
+        FitDataChoice,
+        typer.Option("--fit-data", help="With a prior correction and a fitted map: population "
+                     "(labels drawn from the scored population: prior first) or sampled "
+                     "(labels sampled like the training set: map first)."),
+    ] = "population",
+    score_col: ScoreColOpt = "score",
+    label_col: LabelColOpt = "label",
+    weight_col: WeightColOpt = None,
+    positive_label: PositiveLabelOpt = None,
+    strata_col: Annotated[
+        str | None, typer.Option("--strata-col", help="Strata column of a stratified record.",
+                                 show_default="the record's")
+    ] = None,
+    score_kind: ScoreKindOpt = "probability",
+    output_col: Annotated[
+        str, typer.Option("--output-col", help="Name of the added column.")
+    ] = "calibrated",
+    eps: Annotated[
+        float, typer.Option("--eps", help="Isotonic outputs are kept inside [eps, 1 - eps].")
+    ] = 1e-6,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Isotonic: strictly increasing map (keeps AUC).")
+    ] = False,
+    target_smoothing: Annotated[
+        bool, typer.Option("--target-smoothing", help="Platt's smoothed targets.")
+    ] = False,
+    bins: Annotated[int, typer.Option("--bins", min=1, help="Histogram: number of bins.")] = 10,
+    folds: Annotated[
+        int, typer.Option("--folds", min=2, help="auto: cross-validation folds.")
+    ] = 5,
+    input_format: InputFormatOpt = None,
+    output_format: OutputFormatOpt = None,
+    on_invalid: OnInvalidOpt = "error",
+    report: ReportOpt = None,
+    seed: SeedOpt = DEFAULT_SEED,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Turn scores into calibrated probabilities: prior correction after sampling, or a fitted
+    map (Platt, isotonic, beta, histogram, auto), saved and applied anywhere."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        import numpy as np
+
+        from calib_cli import io
+        from calib_cli.artifacts import (
+            load_artifact,
+            prior_from_sampling,
+            provenance,
+            save_artifact,
+            steps_artifact,
+            steps_of,
+        )
+        from calib_cli.core.chain import apply_chain, cross_fit_chain, fit_chain
+        from calib_cli.core.prior import prior_shift_log_odds
+        from calib_cli.report import calibration_effect_table, method_choice_table
+
+        kind = _enum_value(score_kind)
+        chosen_method = _enum_value(method)
+        order = _enum_value(fit_data)
+        invalid = _enum_value(on_invalid)
+        prior_given = any(v is not None for v in (sampling_record, negative_rate, train_prior,
+                                                   target_prior))
+        plan = _recalibration_plan(
+            file=file, output=output, method=chosen_method, prior_given=prior_given,
+            fit=fit, model=model, cross_fit_folds=cross_fit_folds, save_model=save_model,
+        )
+        rng = np.random.default_rng(seed)
+        options: dict[str, dict[str, Any]] = {
+            "platt": {"target_smoothing": target_smoothing},
+            "isotonic": {"strict": strict, "eps": eps},
+            "histogram": {"n_bins": bins},
+        }
+
+        prior = None
+        if sampling_record is not None:
+            if negative_rate is not None or train_prior is not None or target_prior is not None:
+                raise UsageError("give --sampling-record or explicit rates/priors, not both")
+            prior = prior_from_sampling(load_artifact(sampling_record, kinds=("sampling",)))
+        elif prior_given:
+            from calib_cli.core.chain import PriorParams
+
+            prior = PriorParams(log_odds_shift=prior_shift_log_odds(
+                negative_rate=negative_rate, positive_rate=positive_rate,
+                train_prior=train_prior, target_prior=target_prior,
+            ))
+        strata_column = strata_col or (prior.strata_col if prior is not None else None)
+
+        payload: dict[str, Any] = {"method": plan.method, "seed": seed}
+        steps: tuple[Any, ...] = ()
+        if model is not None:
+            steps = steps_of(load_artifact(model, kinds=("chain", "prior", "platt", "isotonic",
+                                                         "beta", "histogram")))
+            strata_column = strata_col or next(
+                (s.strata_col for s in steps if getattr(s, "strata_col", None)), None)
+        elif plan.method == "prior":
+            if prior is None:
+                raise UsageError("--method prior needs --sampling-record, --negative-rate, or "
+                                 "--train-prior with --target-prior")
+            steps = (prior,)
+
+        fit_table = None
+        if fit is not None:
+            fit_table = read_scored_table(
+                session, fit, input_format=_enum_value(input_format), score_cols=[score_col],
+                label_col=label_col, weight_col=weight_col, positive_label=positive_label,
+                on_invalid=invalid, score_kind=kind,
+            )
+            fit_scores = fit_table.scores(score_col, kind=kind)
+            fit_labels = fit_table.labels(label_col, positive_label=positive_label)
+            fit_weights = fit_table.weights(weight_col)
+            fit_strata = _strata_of(fit_table, strata_column)
+            fitted = fit_chain(
+                fit_scores, fit_labels, method=cast("FittedMethod", plan.method), sample_weight=fit_weights,
+                prior=prior, fit_data=order, score_kind=kind, strata=fit_strata, rng=rng,
+                n_folds=folds, options=options,
+            )
+            steps = fitted.steps
+            if fitted.choice is not None:
+                payload["auto"] = fitted.choice
+                session.info(method_choice_table(fitted.choice))
+            after = apply_chain(steps, fit_scores, score_kind=kind, strata=fit_strata)
+            payload["fit"] = _effect(fit_table.name, fit_scores, after, fit_labels, fit_weights,
+                                     kind)
+            session.info(calibration_effect_table(payload["fit"], title=f"On the fit data "
+                                                  f"({fit_table.name})"))
+            _warn_auc_change(session, payload["fit"], fit_table.name)
+
+        table = None
+        if file is not None:
+            table = read_scored_table(
+                session, file, input_format=_enum_value(input_format), score_cols=[score_col],
+                label_col=label_col if plan.cross_fit else None, weight_col=weight_col,
+                positive_label=positive_label, on_invalid=invalid, score_kind=kind,
+            )
+            scores = table.scores(score_col, kind=kind)
+            has_labels = table.has_column(label_col)
+            labels = table.labels(label_col, positive_label=positive_label) if has_labels else None
+            weights = table.weights(weight_col)
+            strata = _strata_of(table, strata_column)
+            if plan.cross_fit:
+                if labels is None:
+                    raise InputError(f"{table.name}: --cross-fit needs labels (no column "
+                                     f"'{label_col}'; set --label-col)")
+                fitted_method = plan.method
+                if fitted_method == "auto":
+                    choice_fit = fit_chain(
+                        scores, labels, method="auto", sample_weight=weights, prior=prior,
+                        fit_data=order, score_kind=kind, strata=strata, rng=rng, n_folds=folds,
+                        options=options,
+                    )
+                    payload["auto"] = choice_fit.choice
+                    if choice_fit.choice is not None:
+                        session.info(method_choice_table(choice_fit.choice))
+                        fitted_method = choice_fit.choice.chosen
+                calibrated = cross_fit_chain(
+                    scores, labels, method=cast("FittedMethod", fitted_method),
+                    sample_weight=weights, prior=prior, fit_data=order, score_kind=kind,
+                    strata=strata, rng=rng, n_folds=cross_fit_folds or folds, options=options.get(fitted_method, {}),
+                )
+                payload["cross_fit"] = cross_fit_folds
+                steps = fit_chain(
+                    scores, labels, method=cast("FittedMethod", fitted_method), sample_weight=weights, prior=prior,
+                    fit_data=order, score_kind=kind, strata=strata, rng=rng, n_folds=folds,
+                    options=options,
+                ).steps
+            else:
+                calibrated = apply_chain(steps, scores, score_kind=kind, strata=strata)
+            payload["input"] = _effect(table.name, scores, calibrated, labels, weights, kind)
+            heading = "out-of-fold, " if plan.cross_fit else ""
+            session.info(calibration_effect_table(payload["input"],
+                                                  title=f"On {table.name} ({heading}"
+                                                  f"{table.n_rows:,} rows)"))
+            if labels is not None:
+                _warn_auc_change(session, payload["input"], table.name,
+                                 cross_fitted=plan.cross_fit)
+
+        payload["steps"] = [step.kind for step in steps]
+        if save_model is not None:
+            source_table = fit_table if fit_table is not None else table
+            fitted_on = provenance(
+                file=source_table.name if source_table is not None else "", 
+                rows=source_table.n_rows if source_table is not None else 0,
+                columns={"score": score_col, "label": label_col, "weight": weight_col,
+                         "strata": strata_column},
+                seed=seed, score_kind=kind, fit_data=order if prior is not None else None,
+                sampling_record=sampling_record,
+                **_label_facts(payload.get("fit") or payload.get("input") or {}),
+            )
+            save_artifact(save_model, steps_artifact(steps, fitted_on))
+            session.info(f"saved calibrator ({' -> '.join(payload['steps'])}): {save_model}")
+        if table is not None:
+            destination = _data_destination(output)
+            frame = table.with_columns({output_col: calibrated})
+            io.write_table(frame, destination, output_format_override=_enum_value(output_format))
+        emit_report(session, payload, as_json=False, report_path=report)
+
+
+@dataclass(frozen=True)
+class RecalibrationPlan:
+    """What a recalibrate call does, checked before any file is read."""
+
+    method: str  # "prior", "model", a fitted method, or "auto"
+    cross_fit: bool
+
+
+def _recalibration_plan(
+    *,
+    file: str | None,
+    output: str | None,
+    method: str | None,
+    prior_given: bool,
+    fit: str | None,
+    model: str | None,
+    cross_fit_folds: int | None,
+    save_model: str | None,
+) -> RecalibrationPlan:
+    """Refuse option combinations that do not fit together (exit 2), and name the method."""
+    if file is None:
+        if fit is None or save_model is None:
+            raise UsageError("give an INPUT file to calibrate (or --fit with --save-model)")
+        if output is not None:
+            raise UsageError("-o needs an INPUT file to calibrate")
+    sources = [name for name, given in (("--fit", fit), ("--model", model),
+                                        ("--cross-fit", cross_fit_folds)) if given is not None]
+    if len(sources) > 1:
+        raise UsageError(f"give one of --fit, --model, --cross-fit (got {' and '.join(sources)})")
+    if model is not None:
+        if method is not None:
+            raise UsageError("--model already holds its method; drop --method")
+        if prior_given:
+            raise UsageError("--model cannot take a prior correction too: save both in one "
+                             "chain with --fit ... --sampling-record ... --save-model")
+        return RecalibrationPlan(method="model", cross_fit=False)
+    if fit is not None or cross_fit_folds is not None:
+        if method == "prior":
+            raise UsageError("--method prior fits nothing; drop --fit/--cross-fit, or choose "
+                             "platt, isotonic, beta, histogram or auto")
+        return RecalibrationPlan(method=method or "auto", cross_fit=cross_fit_folds is not None)
+    if method not in (None, "prior"):
+        raise UsageError(f"--method {method} needs --fit FILE or --cross-fit K")
+    if not prior_given:
+        raise UsageError("nothing to do: give --sampling-record, --negative-rate, "
+                         "--train-prior/--target-prior, --fit, --model or --cross-fit")
+    return RecalibrationPlan(method="prior", cross_fit=False)
+
+
+def _strata_of(table: Table, column: str | None) -> Any:
+    return None if column is None else table.categories(column, option="--strata-col")
+
+
+def _effect(
+    name: str,
+    before: np.ndarray[Any, Any],
+    after: np.ndarray[Any, Any],
+    labels: np.ndarray[Any, Any] | None,
+    weights: np.ndarray[Any, Any],
+    score_kind: str,
+) -> dict[str, Any]:
+    """Rows, mean score and (with labels) log loss, Brier, ECE and AUC before and after."""
+    import numpy as np
+
+    from calib_cli.core.metrics import reliability_summary
+
+    effect: dict[str, Any] = {
+        "file": name,
+        "rows": int(before.shape[0]),
+        "mean_score_before": float(np.average(before, weights=weights))
+        if score_kind == "probability" and weights.sum() > 0 else None,
+        "mean_score_after": float(np.average(after, weights=weights))
+        if weights.sum() > 0 else None,
+    }
+    if labels is None:
+        return effect
+    summaries = {"after": reliability_summary(labels, after, sample_weight=weights)}
+    if score_kind == "probability":
+        summaries["before"] = reliability_summary(labels, before, sample_weight=weights)
+    first = summaries["after"]
+    effect.update(positives=first.positives, base_rate=first.base_rate)
+    for when in ("before", "after"):
+        summary = summaries.get(when)
+        effect[when] = None if summary is None else {
+            key: getattr(summary, key) for key in ("log_loss", "brier", "ece", "auc")
+        }
+    return effect
+
+
+def _warn_auc_change(
+    session: Session, effect: dict[str, Any], name: str, *, cross_fitted: bool = False
+) -> None:
+    before, after = effect.get("before"), effect.get("after")
+    if not before or not after or before["auc"] is None or after["auc"] is None:
+        return
+    change = abs(after["auc"] - before["auc"])
+    if change > AUC_CHANGE_TOLERANCE:
+        reason = (
+            "each fold has its own map, so rows of different folds can change order"
+            if cross_fitted
+            else "the map is not strictly increasing (it pools scores into steps); "
+            "isotonic --strict, platt and beta keep the ranking"
+        )
+        session.warn(
+            f"{name}: calibration changed the AUC by {change:.2g} ({before['auc']:.6f} -> "
+            f"{after['auc']:.6f}): {reason}"
+        )
+
+
+def _label_facts(effect: dict[str, Any]) -> dict[str, Any]:
+    return {key: effect[key] for key in ("positives", "base_rate") if key in effect}
+
+
+def _data_destination(output: str | None) -> str:
+    """-o, else standard output unless it is a terminal (where rows would flood the screen)."""
+    if output is not None:
+        return output
+    if sys.stdout.isatty():
+        raise UsageError("give -o PATH for the output (or -o - to print the rows here)")
+    return "-"

@@ -257,3 +257,36 @@ def resample_table(summary: Mapping[str, Any], *, strata_col: str | None) -> Tab
         add(f"{strata_col}={name}", block, block["before"], block["after"])
     add("all", summary, summary["before"], summary["after"], style="bold")
     return table
+
+
+# ----------------------------------------------------------------------------- recalibrate
+
+
+def calibration_effect_table(effect: Mapping[str, Any], *, title: str) -> Table:
+    """Mean score and (with labels) log loss, Brier, ECE and AUC before and after."""
+    table = Table(title=title, title_justify="left", header_style="bold")
+    for heading in ("figure", "before", "after"):
+        table.add_column(heading, justify="right")
+    table.add_row("mean score", fmt(effect.get("mean_score_before")),
+                  fmt(effect.get("mean_score_after")))
+    if "base_rate" in effect:
+        table.add_row("base rate", fmt(effect["base_rate"]), fmt(effect["base_rate"]))
+        before = effect.get("before") or {}
+        after = effect.get("after") or {}
+        for label, key in (("log loss", "log_loss"), ("Brier score", "brier"), ("ECE", "ece"),
+                           ("AUC", "auc")):
+            table.add_row(label, fmt(before.get(key)), fmt(after.get(key)))
+    return table
+
+
+def method_choice_table(choice: Any) -> Table:
+    """The ``auto`` comparison: cross-validated log loss and Brier per method."""
+    table = Table(title=f"auto: {choice.n_folds}-fold cross-validated comparison",
+                  title_justify="left", header_style="bold")
+    for heading in ("method", "CV log loss", "CV Brier", ""):
+        table.add_column(heading, justify="right")
+    for row in choice.candidates:
+        mark = "chosen" if row.method == choice.chosen else ""
+        table.add_row(row.method, fmt(row.cv_log_loss, 5), fmt(row.cv_brier, 5), mark,
+                      style="bold" if mark else None)
+    return table

@@ -24,6 +24,7 @@ CalibrationMethod = Literal["prior", "platt", "isotonic", "beta", "histogram", "
 FittedMethod = Literal["platt", "isotonic", "beta", "histogram"]
 ShiftMethod = Literal["auto", "mle", "em", "acc", "pacc", "map"]
 SlopeSmoothing = Literal["hull", "loess"]
+FitData = Literal["population", "sampled"]
 
 
 def choices(alias: object) -> tuple[str, ...]:
