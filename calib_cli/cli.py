@@ -401,12 +401,13 @@ def read_scored_table(
     positive_label: str | None,
     on_invalid: OnInvalid,
     score_kind: ScoreKind = "probability",
+    typed: bool = False,
 ) -> Table:
     """Read a table and, with ``--on-invalid drop``, drop rows whose score, label or weight is
     invalid (saying how many)."""
     from calib_cli import io
 
-    table = io.read_table(path, input_format=input_format)
+    table = io.read_table(path, input_format=input_format, typed=typed)
     if on_invalid == "drop":
         table, dropped = io.drop_invalid_rows(
             table,
@@ -522,7 +523,11 @@ def resample(
         if rates_file is not None and strata_col is None:
             raise UsageError("--rates-file needs --strata-col")
 
-        lazy, fmt = io.scan_table(file, input_format=_enum_value(input_format))
+        lazy, fmt = io.scan_table(
+            file,
+            input_format=_enum_value(input_format),
+            typed=io.typed_output(output, _enum_value(output_format)),
+        )
         name = io.display_name(file)
         before = io.class_counts(
             lazy, name=name, label_col=label_col, positive_label=positive_label,
@@ -581,7 +586,8 @@ def resample(
         artifact = Artifact(
             kind="sampling",
             params=params,
-            fitted_on={"file": name, "format": fmt, "output": io.display_name(output),
+            fitted_on={"file": name, "format": fmt,
+                       "output": "stdout" if output == io.STDIO else output,
                        **summary},
         )
         io.sink_table(kept, output, output_format_override=_enum_value(output_format))
@@ -839,6 +845,7 @@ def recalibrate(
                 session, file, input_format=_enum_value(input_format), score_cols=[score_col],
                 label_col=label_col if plan.cross_fit else None, weight_col=weight_col,
                 positive_label=positive_label, on_invalid=invalid, score_kind=kind,
+                typed=io.typed_output(output or "-", _enum_value(output_format)),
             )
             scores = table.scores(score_col, kind=kind)
             has_labels = table.has_column(label_col)

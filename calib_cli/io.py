@@ -6,7 +6,9 @@ Formats (DESIGN.md, "Inputs"): CSV (``.csv``, ``.csv.gz``), TSV (``.tsv``, ``.ts
 
 CSV and TSV are read with every column as text, and only the columns a command uses are
 converted to numbers. Pass-through columns therefore come out exactly as they went in
-(``007`` stays ``007``, ``1.50`` stays ``1.50``).
+(``007`` stays ``007``, ``1.50`` stays ``1.50``). When the output is a typed format (Parquet,
+Arrow, NDJSON), column types are inferred from the whole file instead (``typed=True``), so
+numbers become numbers there.
 
 Every error names the file, and every file is written atomically: to a temporary file in the
 destination's directory, then renamed over the destination.
@@ -308,8 +310,15 @@ def resolve_format(path: str, override: InputFormat | None, head: bytes = b"") -
     return sniff_format(head)
 
 
-def read_table(path: str, *, input_format: InputFormat | None = None) -> Table:
+TEXT_FORMATS: frozenset[str] = frozenset({"csv", "tsv"})
+
+
+def read_table(
+    path: str, *, input_format: InputFormat | None = None, typed: bool = False
+) -> Table:
     """Read a whole table from a file or from standard input (``-``).
+
+    ``typed`` infers CSV/TSV column types (for typed outputs); by default they stay text.
 
     Raises MissingInputError (exit 66) for a missing or unreadable file and InputError
     (exit 65) for contents that cannot be parsed or hold no rows.
@@ -323,13 +332,13 @@ def read_table(path: str, *, input_format: InputFormat | None = None) -> Table:
         except (OSError, EOFError) as error:
             raise InputError(f"{name}: cannot decompress gzip data ({error})") from None
     fmt = resolve_format(path, input_format, raw[:4096])
-    frame = _parse(raw, fmt, name)
+    frame = _parse(raw, fmt, name, typed=typed)
     if frame.height == 0:
         raise InputError(f"{name}: no data rows")
     return Table(frame=frame, name=name, format=fmt)
 
 
-def _parse(raw: bytes, fmt: InputFormat, name: str) -> pl.DataFrame:
+def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> pl.DataFrame:
     if not raw.strip():
         raise InputError(f"{name}: the input is empty")
     buffer = io.BytesIO(raw)
@@ -338,7 +347,8 @@ def _parse(raw: bytes, fmt: InputFormat, name: str) -> pl.DataFrame:
             return pl.read_csv(
                 buffer,
                 separator="\t" if fmt == "tsv" else ",",
-                infer_schema=False,
+                infer_schema=typed,
+                infer_schema_length=None,
                 null_values=[""],
             )
         if fmt == "parquet":
@@ -353,7 +363,9 @@ def _parse(raw: bytes, fmt: InputFormat, name: str) -> pl.DataFrame:
         raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
 
 
-def scan_table(path: str, *, input_format: InputFormat | None = None) -> tuple[pl.LazyFrame, str]:
+def scan_table(
+    path: str, *, input_format: InputFormat | None = None, typed: bool = False
+) -> tuple[pl.LazyFrame, str]:
     """A lazy scan for streaming commands; returns the frame and the name for messages.
 
     Uncompressed files are scanned in place (memory does not grow with rows); standard input
@@ -362,12 +374,17 @@ def scan_table(path: str, *, input_format: InputFormat | None = None) -> tuple[p
     name = display_name(path)
     _check_exists(path)
     if path == STDIO or path.lower().endswith(".gz"):
-        table = read_table(path, input_format=input_format)
+        table = read_table(path, input_format=input_format, typed=typed)
         return table.frame.lazy(), table.format
     fmt = resolve_format(path, input_format, _peek(path))
     try:
         if fmt in ("csv", "tsv"):
-            lazy = pl.scan_csv(path, separator="\t" if fmt == "tsv" else ",", infer_schema=False)
+            lazy = pl.scan_csv(
+                path,
+                separator="\t" if fmt == "tsv" else ",",
+                infer_schema=typed,
+                infer_schema_length=None,
+            )
         elif fmt == "parquet":
             lazy = pl.scan_parquet(path)
         elif fmt == "arrow":
@@ -387,6 +404,16 @@ def _peek(path: str) -> bytes:
 
 
 # ---------------------------------------------------------------------------------- writing
+
+
+def typed_output(path: str | None, override: InputFormat | None) -> bool:
+    """Whether an output is a typed format (then CSV inputs are read with inferred types)."""
+    if path is None:
+        return False
+    try:
+        return output_format(path, override) not in TEXT_FORMATS
+    except UsageError:
+        return False
 
 
 def output_format(path: str, override: InputFormat | None) -> InputFormat:
