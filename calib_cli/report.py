@@ -147,74 +147,115 @@ def _cell(summary: Any, attribute: str, kind: str) -> str:
 
 
 def reliability_summary_table(columns: Sequence[tuple[str, Any]], *, title: str) -> Table:
-    """Figures as rows, one column per (score column, group), side by side."""
+    """Figures as rows, one column per (score column, group), side by side. Interval rows
+    that are undefined everywhere (no --bootstrap) are left out."""
     table = Table(title=title, title_justify="left", header_style="bold")
-    table.add_column("figure")
+    table.add_column("figure", no_wrap=True)
     for heading, _ in columns:
-        table.add_column(heading, justify="right")
+        table.add_column(heading, justify="right", no_wrap=True)
     for label, attribute, kind in RELIABILITY_ROWS:
-        table.add_row(label, *(_cell(summary, attribute, kind) for _, summary in columns))
+        cells = [_cell(summary, attribute, kind) for _, summary in columns]
+        if kind == "interval" and all(cell == MISSING for cell in cells):
+            continue
+        table.add_row(label, *cells)
     return table
+
+
+def _span(low: float, high: float, digits: int = 4) -> str:
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return MISSING
+    return f"{fmt(low, digits)}–{fmt(high, digits)}"
 
 
 def reliability_bin_table(summary: Any, *, title: str) -> Table:
     """The bin table: edges, weighted count, mean score, observed rate and its Wilson CI."""
     table = Table(title=title, title_justify="left", header_style="bold")
     for heading in ("bin", "count", "mean score", "observed", "95% CI (Wilson)"):
-        table.add_column(heading, justify="right")
+        table.add_column(heading, justify="right", no_wrap=True)
     for current in summary.bins:
         table.add_row(
-            f"[{current.lower:.3f}, {current.upper:.3f}]",
+            f"{current.lower:.4f}–{current.upper:.4f}",
             fmt_count(current.count),
             fmt(current.mean_score),
             fmt(current.observed_rate),
-            fmt_interval((current.observed_ci_low, current.observed_ci_high)),
+            _span(current.observed_ci_low, current.observed_ci_high),
         )
     return table
 
 
-def reliability_chart(summary: Any, *, width: int = 30, height: int = 12) -> Text:
+_NICE_LIMITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
+
+
+def chart_limit(summary: Any) -> float:
+    """The axis maximum of the chart: the smallest round value above every bin's mean score
+    and observed rate, so rare-event models do not crowd into one corner.
+
+    >>> from types import SimpleNamespace as S
+    >>> chart_limit(S(bins=[S(count=1, mean_score=0.03, observed_rate=0.041)]))
+    0.05
+    """
+    top = 0.0
+    for current in summary.bins:
+        if current.count > 0:
+            for value in (current.mean_score, current.observed_rate):
+                if math.isfinite(value):
+                    top = max(top, value)
+    return next((limit for limit in _NICE_LIMITS if top <= limit), 1.0)
+
+
+def reliability_chart(summary: Any, *, width: int = 28, height: int = 12) -> Text:
     """A compact reliability diagram in text: observed rate (●) against mean score, with the
-    diagonal of perfect calibration (·) and Wilson intervals (│)."""
+    diagonal of perfect calibration (·) and Wilson intervals (│). Both axes run from 0 to
+    :func:`chart_limit`."""
+    limit = chart_limit(summary)
     grid = [[" "] * width for _ in range(height)]
 
     def column_of(x: float) -> int:
-        return min(width - 1, max(0, round(x * (width - 1))))
+        return min(width - 1, max(0, round(x / limit * (width - 1))))
 
     def row_of(y: float) -> int:
-        return min(height - 1, max(0, height - 1 - round(y * (height - 1))))
+        return min(height - 1, max(0, height - 1 - round(y / limit * (height - 1))))
 
     for col in range(width):
-        grid[row_of(col / (width - 1))][col] = "·"
+        grid[row_of(col / (width - 1) * limit)][col] = "·"
     for current in summary.bins:
         if not (current.count > 0 and math.isfinite(current.observed_rate)):
             continue
         col = column_of(current.mean_score)
         low, high = current.observed_ci_low, current.observed_ci_high
         if math.isfinite(low) and math.isfinite(high):
-            for row in range(row_of(high), row_of(low) + 1):
+            for row in range(row_of(min(high, limit)), row_of(low) + 1):
                 if grid[row][col] in (" ", "·"):
                     grid[row][col] = "│"
         grid[row_of(current.observed_rate)][col] = "●"
+    label = f"{limit:g}"
+    pad = len(label)
     text = Text()
     for index, line in enumerate(grid):
-        axis = "1.0 ┤" if index == 0 else ("0.0 ┤" if index == height - 1 else "    │")
+        if index == 0:
+            axis = f"{label} ┤"
+        elif index == height - 1:
+            axis = f"{'0':>{pad}} ┤"
+        else:
+            axis = " " * pad + " │"
         text.append(axis, style="dim")
         for char in line:
             style = "bold cyan" if char == "●" else ("cyan" if char == "│" else "dim")
             text.append(char, style=style)
         text.append("\n")
-    text.append("    └" + "─" * width + "\n", style="dim")
-    text.append("     0" + " " * (width - 9) + "score 1\n", style="dim")
-    text.append("  observed rate (●, │ 95% CI) vs mean score; · = perfect\n", style="dim")
+    text.append(" " * pad + " └" + "─" * width + "\n", style="dim")
+    axis_label = f"mean score {label}"
+    text.append(" " * pad + "  0" + " " * max(1, width - 1 - len(axis_label)) + axis_label + "\n",
+                style="dim")
+    text.append(" " * pad + "  ● observed (│ 95% CI)  · ideal\n", style="dim")
     return text
 
 
 def reliability_detail(summary: Any, *, title: str) -> RenderableType:
     """The bin table with the chart beside it."""
     grid = Table.grid(padding=(0, 3))
-    grid.add_column()
-    grid.add_column()
+    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True)
     grid.add_row(reliability_bin_table(summary, title=title), reliability_chart(summary))
     return grid
 

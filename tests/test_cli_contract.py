@@ -77,9 +77,23 @@ def test_stdin_csv_and_parquet_give_identical_json(
     assert from_parquet.returncode == 0, from_parquet.stderr
     assert piped.stdout == from_parquet.stdout
     report = json.loads(piped.stdout)
-    for key in ("n", "positives", "base_rate", "mean_score", "log_loss", "brier", "ece", "mce",
-                "auc", "auc_ci", "gini", "average_precision", "calibration_intercept",
-                "calibration_slope", "bins"):
+    for key in (
+        "n",
+        "positives",
+        "base_rate",
+        "mean_score",
+        "log_loss",
+        "brier",
+        "ece",
+        "mce",
+        "auc",
+        "auc_ci",
+        "gini",
+        "average_precision",
+        "calibration_intercept",
+        "calibration_slope",
+        "bins",
+    ):
         assert key in report
     assert report["n"] == 2000
     assert isinstance(report["bins"], list)
@@ -96,8 +110,19 @@ def test_parquet_on_stdin_is_sniffed(run_calib: RunCalib, scores_files: dict[str
 def test_several_columns_and_groups_give_a_list(
     run_calib: RunCalib, scores_files: dict[str, Path]
 ) -> None:
-    done = run_calib(["reliability", str(scores_files["csv"]), "--score-col", "score",
-                      "--score-col", "other", "--by", "segment", "--json"])
+    done = run_calib(
+        [
+            "reliability",
+            str(scores_files["csv"]),
+            "--score-col",
+            "score",
+            "--score-col",
+            "other",
+            "--by",
+            "segment",
+            "--json",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert [(r["score_column"], r["group"]) for r in report] == [
@@ -113,7 +138,7 @@ def test_tables_go_to_stdout_and_report_file_matches_json(
     done = run_calib(["reliability", str(scores_files["csv"]), "--report", str(report_path)])
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
-    assert "Brier score" in text and "AUC" in text and "observed rate" in text
+    assert "Brier score" in text and "AUC" in text and "● observed" in text
     as_json = run_calib(["reliability", str(scores_files["csv"]), "--json"])
     assert report_path.read_bytes() == as_json.stdout
 
@@ -156,8 +181,16 @@ def test_exit_codes_and_exact_error_lines(run_calib: RunCalib, tmp_path: Path) -
     usage = run_calib(["reliability", str(bad), "--bins", "zero"])
     assert usage.returncode == 2
 
-    no_dir = run_calib(["reliability", str(bad), "--on-invalid", "drop", "--report",
-                        str(tmp_path / "missing" / "r.json")])
+    no_dir = run_calib(
+        [
+            "reliability",
+            str(bad),
+            "--on-invalid",
+            "drop",
+            "--report",
+            str(tmp_path / "missing" / "r.json"),
+        ]
+    )
     assert no_dir.returncode == 73
     assert "cannot write" in no_dir.stderr.decode()
 
@@ -167,8 +200,9 @@ def test_closed_pipe_ends_quietly(scores_files: dict[str, Path]) -> None:
     path = scores_files["csv"].with_name("big.csv")
     big.write_csv(path)
     shell = f"'{CALIB}' reliability '{path}' --bins 5000 --json | head -c 10 >/dev/null"
-    done = subprocess.run(["bash", "-c", f"set -o pipefail; {shell}; echo $?"],
-                          capture_output=True, check=False)
+    done = subprocess.run(
+        ["bash", "-c", f"set -o pipefail; {shell}; echo $?"], capture_output=True, check=False
+    )
     assert done.stderr == b""
     assert done.stdout.strip() in (b"141", b"0")
 
