@@ -1,0 +1,70 @@
+"""The README documents every command, every option and every JSON report key."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.core
+import typer.main
+
+from calib_cli.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text()
+COMMAND = typer.main.get_command(app)
+assert isinstance(COMMAND, typer.core.TyperGroup)
+COMMANDS = sorted(COMMAND.commands)
+
+
+def test_every_command_has_a_section() -> None:
+    assert COMMANDS, "no commands registered"
+    for name in COMMANDS:
+        assert f"## `calib {name}`" in README, f"README has no section for calib {name}"
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_option_is_documented(name: str) -> None:
+    command = COMMAND.commands[name]
+    for parameter in command.params:
+        if isinstance(parameter, typer.core.TyperOption):
+            longest = max(parameter.opts, key=len)
+            assert f"`{longest}" in README or f"{longest} " in README, (
+                f"README does not mention {longest} of calib {name}"
+            )
+
+
+@pytest.mark.parametrize("name", COMMANDS)
+def test_every_help_has_an_example(name: str) -> None:
+    done = subprocess.run([sys.executable, "-m", "calib_cli", name, "--help"],
+                          capture_output=True, text=True, env={"COLUMNS": "200", "NO_COLOR": "1"},
+                          check=True)
+    assert "Example" in done.stdout
+
+
+def _keys(value: object, prefix: str = "") -> set[str]:
+    keys: set[str] = set()
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            keys.add(key)
+            keys |= _keys(inner)
+    elif isinstance(value, list):
+        for inner in value:
+            keys |= _keys(inner)
+    return keys
+
+
+def test_every_reliability_key_is_documented(tmp_path: Path) -> None:
+    sample = ROOT / "sample_data" / "transactions.csv"
+    done = subprocess.run(
+        [sys.executable, "-m", "calib_cli", "reliability", str(sample), "--by", "segment",
+         "--json", "--bootstrap", "5"],
+        capture_output=True, text=True, check=True,
+    )
+    documented = set(re.findall(r"`([a-z_]+)`", README))
+    missing = _keys(json.loads(done.stdout)) - documented
+    assert not missing, f"README does not document reliability keys {sorted(missing)}"
