@@ -21,8 +21,13 @@ def _population(n: int, seed: int) -> pl.DataFrame:
     x = rng.normal(size=(n, 3))
     p = expit(-4.6 + x @ np.array([1.2, -0.8, 0.5]))
     return pl.DataFrame(
-        {"id": np.arange(n), "x1": x[:, 0], "x2": x[:, 1], "x3": x[:, 2],
-         "label": (rng.random(n) < p).astype(np.int64)}
+        {
+            "id": np.arange(n),
+            "x1": x[:, 0],
+            "x2": x[:, 1],
+            "x3": x[:, 2],
+            "label": (rng.random(n) < p).astype(np.int64),
+        }
     )
 
 
@@ -33,24 +38,51 @@ def test_classic_negative_sampling_experiment(run_calib: RunCalib, tmp_path: Pat
     train_path = tmp_path / "train.parquet"
     train.write_parquet(train_path)
     sample_path = tmp_path / "sample.parquet"
-    done = run_calib(["resample", str(train_path), "-o", str(sample_path), "--negative-rate",
-                      "0.1", "--key-col", "id", "--seed", "42", "-q"])
+    done = run_calib(
+        [
+            "resample",
+            str(train_path),
+            "-o",
+            str(sample_path),
+            "--negative-rate",
+            "0.1",
+            "--key-col",
+            "id",
+            "--seed",
+            "42",
+            "-q",
+        ]
+    )
     assert done.returncode == 0, done.stderr
 
     features = ["x1", "x2", "x3"]
     sample = pl.read_parquet(sample_path)
     sampled_model = LogisticRegression(C=1e6, max_iter=1000).fit(
-        sample[features].to_numpy(), sample["label"].to_numpy())
+        sample[features].to_numpy(), sample["label"].to_numpy()
+    )
     full_model = LogisticRegression(C=1e6, max_iter=1000).fit(
-        train[features].to_numpy(), train["label"].to_numpy())
+        train[features].to_numpy(), train["label"].to_numpy()
+    )
     raw = sampled_model.predict_proba(holdout[features].to_numpy())[:, 1]
     scored = tmp_path / "scored.csv"
     holdout.with_columns(pl.Series("score", raw)).write_csv(scored)
 
     out = tmp_path / "calibrated.csv"
     report = tmp_path / "report.json"
-    done = run_calib(["recalibrate", str(scored), "--method", "prior", "--sampling-record",
-                      f"{sample_path}.sampling.json", "-o", str(out), "--report", str(report)])
+    done = run_calib(
+        [
+            "recalibrate",
+            str(scored),
+            "--method",
+            "prior",
+            "--sampling-record",
+            f"{sample_path}.sampling.json",
+            "-o",
+            str(out),
+            "--report",
+            str(report),
+        ]
+    )
     assert done.returncode == 0, done.stderr
     calibrated = pl.read_csv(out)["calibrated"].to_numpy()
     y = holdout["label"].to_numpy()
@@ -75,8 +107,14 @@ def overconfident(tmp_path: Path) -> dict[str, Path]:
     for name, n in (("fit", 6000), ("apply", 4000)):
         z = rng.normal(-2.0, 1.5, n)
         y = (rng.random(n) < expit(z)).astype(np.int64)
-        frame = pl.DataFrame({"id": np.arange(n), "score": expit(2.5 * z), "label": y,
-                              "w": rng.choice([1.0, 2.0], n)})
+        frame = pl.DataFrame(
+            {
+                "id": np.arange(n),
+                "score": expit(2.5 * z),
+                "label": y,
+                "w": rng.choice([1.0, 2.0], n),
+            }
+        )
         paths[name] = tmp_path / f"{name}.csv"
         frame.write_csv(paths[name])
     return paths
@@ -88,13 +126,35 @@ def test_save_load_apply_is_byte_identical_and_improves_log_loss(
 ) -> None:
     model = tmp_path / "m.json"
     direct = tmp_path / "direct.csv"
-    done = run_calib(["recalibrate", str(overconfident["apply"]), "--fit", str(overconfident["fit"]),
-                      "--method", method, "--weight-col", "w", "--save-model", str(model),
-                      "-o", str(direct)])
+    done = run_calib(
+        [
+            "recalibrate",
+            str(overconfident["apply"]),
+            "--fit",
+            str(overconfident["fit"]),
+            "--method",
+            method,
+            "--weight-col",
+            "w",
+            "--save-model",
+            str(model),
+            "-o",
+            str(direct),
+        ]
+    )
     assert done.returncode == 0, done.stderr
     applied = tmp_path / "applied.csv"
-    done = run_calib(["recalibrate", str(overconfident["apply"]), "--model", str(model),
-                      "-o", str(applied), "-q"])
+    done = run_calib(
+        [
+            "recalibrate",
+            str(overconfident["apply"]),
+            "--model",
+            str(model),
+            "-o",
+            str(applied),
+            "-q",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     assert applied.read_bytes() == direct.read_bytes()
     artifact = json.loads(model.read_text())
@@ -110,19 +170,49 @@ def test_auto_prints_the_comparison_and_cross_fit_gives_out_of_fold_scores(
     run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
     report = tmp_path / "r.json"
-    done = run_calib(["recalibrate", str(overconfident["fit"]), "--cross-fit", "4",
-                      "--method", "auto", "-o", str(tmp_path / "oof.parquet"),
-                      "--report", str(report), "--seed", "9"])
+    done = run_calib(
+        [
+            "recalibrate",
+            str(overconfident["fit"]),
+            "--cross-fit",
+            "4",
+            "--method",
+            "auto",
+            "-o",
+            str(tmp_path / "oof.parquet"),
+            "--report",
+            str(report),
+            "--seed",
+            "9",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     stderr = done.stderr.decode()
     assert "cross-validated comparison" in stderr and "chosen" in stderr
     figures = json.loads(report.read_text())
     assert figures["cross_fit"] == 4
     assert {row["method"] for row in figures["auto"]["candidates"]} == {
-        "platt", "isotonic", "beta", "histogram"}
+        "platt",
+        "isotonic",
+        "beta",
+        "histogram",
+    }
     assert figures["input"]["after"]["log_loss"] < figures["input"]["before"]["log_loss"]
-    again = run_calib(["recalibrate", str(overconfident["fit"]), "--cross-fit", "4",
-                       "--method", "auto", "-o", "-", "--seed", "9", "-q"])
+    again = run_calib(
+        [
+            "recalibrate",
+            str(overconfident["fit"]),
+            "--cross-fit",
+            "4",
+            "--method",
+            "auto",
+            "-o",
+            "-",
+            "--seed",
+            "9",
+            "-q",
+        ]
+    )
     frame = pl.read_parquet(tmp_path / "oof.parquet")
     assert pl.read_csv(again.stdout)["calibrated"].to_list() == frame["calibrated"].to_list()
 
@@ -132,9 +222,21 @@ def test_prior_and_fitted_map_compose_in_one_chain(
 ) -> None:
     model = tmp_path / "chain.json"
     for order, kinds in (("population", ["prior", "platt"]), ("sampled", ["platt", "prior"])):
-        done = run_calib(["recalibrate", "--fit", str(overconfident["fit"]), "--method", "platt",
-                          "--negative-rate", "0.5", "--fit-data", order, "--save-model",
-                          str(model)])
+        done = run_calib(
+            [
+                "recalibrate",
+                "--fit",
+                str(overconfident["fit"]),
+                "--method",
+                "platt",
+                "--negative-rate",
+                "0.5",
+                "--fit-data",
+                order,
+                "--save-model",
+                str(model),
+            ]
+        )
         assert done.returncode == 0, done.stderr
         artifact = json.loads(model.read_text())
         assert artifact["kind"] == "chain"
@@ -147,11 +249,42 @@ def test_train_and_target_priors_round_trip(run_calib: RunCalib, tmp_path: Path)
     pl.DataFrame({"score": scores}).write_csv(source)
     there = tmp_path / "there.csv"
     back = tmp_path / "back.csv"
-    assert run_calib(["recalibrate", str(source), "--train-prior", "0.5", "--target-prior",
-                      "0.02", "-o", str(there), "-q"]).returncode == 0
-    assert run_calib(["recalibrate", str(there), "--score-col", "calibrated", "--output-col",
-                      "back", "--train-prior", "0.02", "--target-prior", "0.5", "-o",
-                      str(back), "-q"]).returncode == 0
+    assert (
+        run_calib(
+            [
+                "recalibrate",
+                str(source),
+                "--train-prior",
+                "0.5",
+                "--target-prior",
+                "0.02",
+                "-o",
+                str(there),
+                "-q",
+            ]
+        ).returncode
+        == 0
+    )
+    assert (
+        run_calib(
+            [
+                "recalibrate",
+                str(there),
+                "--score-col",
+                "calibrated",
+                "--output-col",
+                "back",
+                "--train-prior",
+                "0.02",
+                "--target-prior",
+                "0.5",
+                "-o",
+                str(back),
+                "-q",
+            ]
+        ).returncode
+        == 0
+    )
     result = pl.read_csv(back)["back"].to_numpy()
     np.testing.assert_allclose(result, scores, rtol=1e-14, atol=0)
 
@@ -159,26 +292,63 @@ def test_train_and_target_priors_round_trip(run_calib: RunCalib, tmp_path: Path)
 def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: Path) -> None:
     rng = np.random.default_rng(4)
     n = 4000
-    frame = pl.DataFrame({"id": np.arange(n), "region": rng.choice(["n", "s"], n),
-                          "label": (rng.random(n) < 0.05).astype(np.int64)})
+    frame = pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "region": rng.choice(["n", "s"], n),
+            "label": (rng.random(n) < 0.05).astype(np.int64),
+        }
+    )
     train = tmp_path / "t.csv"
     frame.write_csv(train)
     rates = tmp_path / "rates.csv"
     rates.write_text("stratum,negative_rate\nn,0.1\ns,0.5\n")
-    assert run_calib(["resample", str(train), "-o", str(tmp_path / "x.csv"), "--strata-col",
-                      "region", "--rates-file", str(rates), "-q"]).returncode == 0
+    assert (
+        run_calib(
+            [
+                "resample",
+                str(train),
+                "-o",
+                str(tmp_path / "x.csv"),
+                "--strata-col",
+                "region",
+                "--rates-file",
+                str(rates),
+                "-q",
+            ]
+        ).returncode
+        == 0
+    )
     scored = tmp_path / "scored.csv"
     pl.DataFrame({"region": ["n", "s", "s"], "score": [0.5, 0.5, 0.0]}).write_csv(scored)
     out = tmp_path / "out.csv"
-    done = run_calib(["recalibrate", str(scored), "--sampling-record",
-                      str(tmp_path / "x.csv.sampling.json"), "-o", str(out), "-q"])
+    done = run_calib(
+        [
+            "recalibrate",
+            str(scored),
+            "--sampling-record",
+            str(tmp_path / "x.csv.sampling.json"),
+            "-o",
+            str(out),
+            "-q",
+        ]
+    )
     assert done.returncode == 0, done.stderr
-    np.testing.assert_allclose(pl.read_csv(out)["calibrated"].to_numpy(),
-                               [0.1 / 1.1, 0.5 / 1.5, 0.0], rtol=1e-15)
+    np.testing.assert_allclose(
+        pl.read_csv(out)["calibrated"].to_numpy(), [0.1 / 1.1, 0.5 / 1.5, 0.0], rtol=1e-15
+    )
     unknown = tmp_path / "unknown.csv"
     pl.DataFrame({"region": ["e"], "score": [0.5]}).write_csv(unknown)
-    done = run_calib(["recalibrate", str(unknown), "--sampling-record",
-                      str(tmp_path / "x.csv.sampling.json"), "-o", str(out)])
+    done = run_calib(
+        [
+            "recalibrate",
+            str(unknown),
+            "--sampling-record",
+            str(tmp_path / "x.csv.sampling.json"),
+            "-o",
+            str(out),
+        ]
+    )
     assert done.returncode == 65
     assert b"stratum 'e' (1 rows)" in done.stderr
 
@@ -186,7 +356,10 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: d["params"]["y_knots"].__setitem__(1, None), "params.y_knots[1] must be a number"),
+        (
+            lambda d: d["params"]["y_knots"].__setitem__(1, None),
+            "params.y_knots[1] must be a number",
+        ),
         (lambda d: d["params"]["x_knots"].reverse(), "params.x_knots[1]"),
         (lambda d: d.__setitem__("schema_version", 9), "schema_version is 9"),
         (lambda d: d.__setitem__("kind", "magic"), "kind is 'magic'"),
@@ -194,17 +367,41 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
     ],
 )
 def test_bad_artifacts_are_refused_naming_the_field(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path, mutate: object,
+    run_calib: RunCalib,
+    overconfident: dict[str, Path],
+    tmp_path: Path,
+    mutate: object,
     message: str,
 ) -> None:
     model = tmp_path / "m.json"
-    assert run_calib(["recalibrate", "--fit", str(overconfident["fit"]), "--method", "isotonic",
-                      "--save-model", str(model), "-q"]).returncode == 0
+    assert (
+        run_calib(
+            [
+                "recalibrate",
+                "--fit",
+                str(overconfident["fit"]),
+                "--method",
+                "isotonic",
+                "--save-model",
+                str(model),
+                "-q",
+            ]
+        ).returncode
+        == 0
+    )
     document = json.loads(model.read_text())
     mutate(document)  # type: ignore[operator]
     model.write_text(json.dumps(document))
-    done = run_calib(["recalibrate", str(overconfident["apply"]), "--model", str(model), "-o",
-                      str(tmp_path / "o.csv")])
+    done = run_calib(
+        [
+            "recalibrate",
+            str(overconfident["apply"]),
+            "--model",
+            str(model),
+            "-o",
+            str(tmp_path / "o.csv"),
+        ]
+    )
     assert done.returncode == 65
     assert message in done.stderr.decode()
     assert not (tmp_path / "o.csv").exists()

@@ -36,8 +36,18 @@ def test_keeps_every_positive_and_about_w_of_negatives(
     run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "s.csv"
-    done = run_calib(["resample", str(train_files["csv"]), "-o", str(out), "--negative-rate",
-                      "0.1", "--seed", "7"])
+    done = run_calib(
+        [
+            "resample",
+            str(train_files["csv"]),
+            "-o",
+            str(out),
+            "--negative-rate",
+            "0.1",
+            "--seed",
+            "7",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     source, sample = pl.read_csv(train_files["csv"]), pl.read_csv(out)
     assert sample.columns == source.columns
@@ -65,8 +75,20 @@ def test_same_seed_same_bytes_other_seed_other_rows(
     for name, seed in (("a", "1"), ("b", "1"), ("c", "2")):
         for suffix in ("csv", "parquet"):
             out = tmp_path / f"{name}.{suffix}"
-            done = run_calib(["resample", str(train_files["parquet"]), "-o", str(out),
-                              "--negative-rate", "0.2", "--key-col", "user", "--seed", seed])
+            done = run_calib(
+                [
+                    "resample",
+                    str(train_files["parquet"]),
+                    "-o",
+                    str(out),
+                    "--negative-rate",
+                    "0.2",
+                    "--key-col",
+                    "user",
+                    "--seed",
+                    seed,
+                ]
+            )
             assert done.returncode == 0, done.stderr
             outputs.append(out.read_bytes())
     a_csv, a_pq, b_csv, b_pq, c_csv, _ = outputs
@@ -81,8 +103,20 @@ def test_csv_and_parquet_keep_the_same_keys(
     kept = {}
     for kind, path in train_files.items():
         out = tmp_path / f"{kind}.parquet"
-        done = run_calib(["resample", str(path), "-o", str(out), "--negative-rate", "0.3",
-                          "--key-col", key, "--seed", "11"])
+        done = run_calib(
+            [
+                "resample",
+                str(path),
+                "-o",
+                str(out),
+                "--negative-rate",
+                "0.3",
+                "--key-col",
+                key,
+                "--seed",
+                "11",
+            ]
+        )
         assert done.returncode == 0, done.stderr
         kept[kind] = pl.read_parquet(out)["id"].to_list()
     assert kept["csv"] == kept["parquet"]
@@ -94,8 +128,20 @@ def test_keys_follow_the_documented_hash(
     from calib_cli.core.sampling import hash_uint64_keys, rate_threshold
 
     out = tmp_path / "s.csv"
-    done = run_calib(["resample", str(train_files["csv"]), "-o", str(out), "--negative-rate",
-                      "0.25", "--key-col", "id", "--seed", "3"])
+    done = run_calib(
+        [
+            "resample",
+            str(train_files["csv"]),
+            "-o",
+            str(out),
+            "--negative-rate",
+            "0.25",
+            "--key-col",
+            "id",
+            "--seed",
+            "3",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     source = pl.read_csv(train_files["csv"])
     hashes = hash_uint64_keys(source["id"].to_numpy().astype(np.uint64), seed=3)
@@ -107,8 +153,18 @@ def test_target_rate_weights_strata_and_rates_file(
     run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
 ) -> None:
     out = tmp_path / "s.parquet"
-    done = run_calib(["resample", str(train_files["csv"]), "-o", str(out),
-                      "--target-positive-rate", "0.25", "--weight-col-out", "iw"])
+    done = run_calib(
+        [
+            "resample",
+            str(train_files["csv"]),
+            "-o",
+            str(out),
+            "--target-positive-rate",
+            "0.25",
+            "--weight-col-out",
+            "iw",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     sample = pl.read_parquet(out)
     assert abs(sample["label"].mean() - 0.25) < 0.03  # type: ignore[operator]
@@ -123,8 +179,18 @@ def test_target_rate_weights_strata_and_rates_file(
     rates = tmp_path / "rates.csv"
     rates.write_text("stratum,negative_rate\nnorth,0.05\nsouth,0.5\n")
     out2 = tmp_path / "strat.csv"
-    done = run_calib(["resample", str(train_files["csv"]), "-o", str(out2), "--strata-col",
-                      "region", "--rates-file", str(rates)])
+    done = run_calib(
+        [
+            "resample",
+            str(train_files["csv"]),
+            "-o",
+            str(out2),
+            "--strata-col",
+            "region",
+            "--rates-file",
+            str(rates),
+        ]
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads(Path(f"{out2}.sampling.json").read_text())
     assert record["params"]["strata"] == {
@@ -143,8 +209,19 @@ def test_stdout_needs_a_record_path(
     assert done.returncode == 2
     assert b"--record" in done.stderr
     record = tmp_path / "r.json"
-    done = run_calib(["resample", str(train_files["csv"]), "-o", "-", "--negative-rate", "0.1",
-                      "--record", str(record), "-q"])
+    done = run_calib(
+        [
+            "resample",
+            str(train_files["csv"]),
+            "-o",
+            "-",
+            "--negative-rate",
+            "0.1",
+            "--record",
+            str(record),
+            "-q",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(b"user,id,x,label,region\n")
     assert json.loads(record.read_text())["fitted_on"]["output"] == "stdout"
@@ -163,12 +240,31 @@ def test_bad_labels_write_nothing(run_calib: RunCalib, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
 
 
-def test_impossible_target_is_refused(run_calib: RunCalib, train_files: dict[str, Path],
-                                      tmp_path: Path) -> None:
-    done = run_calib(["resample", str(train_files["csv"]), "-o", str(tmp_path / "x.csv"),
-                      "--target-positive-rate", "0.001"])
+def test_impossible_target_is_refused(
+    run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
+) -> None:
+    done = run_calib(
+        [
+            "resample",
+            str(train_files["csv"]),
+            "-o",
+            str(tmp_path / "x.csv"),
+            "--target-positive-rate",
+            "0.001",
+        ]
+    )
     assert done.returncode == 65
     assert b"--target-positive-rate 0.001 is below" in done.stderr
-    both = run_calib(["resample", str(train_files["csv"]), "-o", str(tmp_path / "x.csv"),
-                      "--target-positive-rate", "0.2", "--negative-rate", "0.1"])
+    both = run_calib(
+        [
+            "resample",
+            str(train_files["csv"]),
+            "-o",
+            str(tmp_path / "x.csv"),
+            "--target-positive-rate",
+            "0.2",
+            "--negative-rate",
+            "0.1",
+        ]
+    )
     assert both.returncode == 2

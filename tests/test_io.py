@@ -15,7 +15,12 @@ from calib_cli import io as calib_io
 from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
 
 FRAME = pl.DataFrame(
-    {"id": [1, 2, 3, 4], "score": [0.1, 0.9, 0.4, 0.7], "label": [0, 1, 0, 1], "w": [1.0, 2.0, 1, 1]}
+    {
+        "id": [1, 2, 3, 4],
+        "score": [0.1, 0.9, 0.4, 0.7],
+        "label": [0, 1, 0, 1],
+        "w": [1.0, 2.0, 1, 1],
+    }
 )
 
 
@@ -47,8 +52,14 @@ def test_every_format_reads_the_same_numbers(tmp_path: Path, kind: str) -> None:
 
 @pytest.mark.parametrize(
     ("kind", "expected"),
-    [("csv", "csv"), ("tsv", "tsv"), ("csv.gz", "csv"), ("parquet", "parquet"),
-     ("arrow", "arrow"), ("ndjson", "ndjson")],
+    [
+        ("csv", "csv"),
+        ("tsv", "tsv"),
+        ("csv.gz", "csv"),
+        ("parquet", "parquet"),
+        ("arrow", "arrow"),
+        ("ndjson", "ndjson"),
+    ],
 )
 def test_stdin_is_sniffed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, expected: str
@@ -74,7 +85,9 @@ def test_csv_pass_through_columns_are_untouched(tmp_path: Path) -> None:
     table = calib_io.read_table(str(source))
     out = tmp_path / "out.csv"
     calib_io.write_table(table.with_columns({"calibrated": np.array([0.25, 0.5])}), str(out))
-    assert out.read_text() == "id,score,label,note,calibrated\n007,0.50,1,a b,0.25\n010,1.0,0,,0.5\n"
+    assert (
+        out.read_text() == "id,score,label,note,calibrated\n007,0.50,1,a b,0.25\n010,1.0,0,,0.5\n"
+    )
 
 
 def test_score_error_line_names_file_column_count_and_first_row(tmp_path: Path) -> None:
@@ -91,16 +104,22 @@ def test_score_error_line_names_file_column_count_and_first_row(tmp_path: Path) 
 def test_text_that_is_not_a_number(tmp_path: Path) -> None:
     source = tmp_path / "s.csv"
     source.write_text("score,label\n0.1,0\nabc,1\n")
-    with pytest.raises(InputError, match=r"s.csv: column 'score' has 1 value that are not "
-                       r"numbers \(first at row 2: 'abc'\)"):
+    with pytest.raises(
+        InputError,
+        match=r"s.csv: column 'score' has 1 value that are not "
+        r"numbers \(first at row 2: 'abc'\)",
+    ):
         calib_io.read_table(str(source)).scores("score")
 
 
 def test_missing_column_lists_the_columns(tmp_path: Path) -> None:
     source = tmp_path / "s.csv"
     source.write_text("p,y\n0.1,0\n")
-    with pytest.raises(InputError, match=r"s.csv: no column 'score' \(set --score-col\); "
-                       r"columns are: p, y"):
+    with pytest.raises(
+        InputError,
+        match=r"s.csv: no column 'score' \(set --score-col\); "
+        r"columns are: p, y",
+    ):
         calib_io.read_table(str(source)).scores("score")
 
 
@@ -189,8 +208,12 @@ def test_drop_invalid_rows_counts(tmp_path: Path) -> None:
     path.write_text("score,label,w\n0.1,0,1\n1.5,1,1\n0.3,x,1\n0.4,1,-1\n,0,1\n0.9,1,2\n")
     table = calib_io.read_table(str(path))
     kept, dropped = calib_io.drop_invalid_rows(
-        table, score_cols=["score"], score_kind="probability", label_col="label",
-        positive_label=None, weight_col="w",
+        table,
+        score_cols=["score"],
+        score_kind="probability",
+        label_col="label",
+        positive_label=None,
+        weight_col="w",
     )
     assert dropped == 4
     assert kept.scores("score").tolist() == [0.1, 0.9]

@@ -1,0 +1,404 @@
+"""Platt scaling: a logistic regression of the labels on the model's log-odds.
+
+The fitted map is
+
+.. math::
+
+    p = \\sigma(\\text{intercept} + \\text{slope} \\cdot x), \\qquad
+    x = \\begin{cases} \\operatorname{logit}(\\operatorname{clip}(s, \\varepsilon,
+    1 - \\varepsilon)) & \\text{probability scores} \\\\ s & \\text{logit or raw scores,}
+    \\end{cases}
+
+with :math:`\\sigma` the logistic function (``scipy.special.expit``). The two coefficients
+maximise the weighted Bernoulli log-likelihood
+
+.. math::
+
+    \\ell(a, c) = \\sum_i w_i \\,[\\, t_i \\log p_i + (1 - t_i) \\log(1 - p_i) \\,],
+
+where the targets :math:`t_i` are the labels, or with Platt's target smoothing
+
+.. math::
+
+    t_+ = \\frac{N_+ + 1}{N_+ + 2}, \\qquad t_- = \\frac{1}{N_- + 2}
+
+with :math:`N_\\pm` the weighted counts of positives and negatives (Platt 1999, section 2.2).
+
+The fit is Newton's method (iteratively reweighted least squares) on standardised features,
+with the analytic gradient and Hessian and a backtracking (Armijo) line search. When the
+classes are (quasi-)separated by the score, the unsmoothed maximum-likelihood estimate does not
+exist (the slope grows without bound); the fit detects that before iterating, reports
+``separable=True`` and returns the finite fit with Platt's target smoothing instead, which is
+the regularisation Platt proposed for exactly this case.
+
+References
+----------
+J. Platt, "Probabilistic Outputs for Support Vector Machines and Comparisons to Regularized
+Likelihood Methods", Advances in Large Margin Classifiers, 1999.
+References/004: Platt scaling with Platt's target smoothing.
+A. Albert and J. A. Anderson, "On the existence of maximum likelihood estimates in logistic
+regression models", Biometrika 71, 1984 (separation).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import expit, logit
+
+from calib_cli.core.checks import (
+    check_labels,
+    check_scores,
+    check_weights,
+    require_both_classes,
+    require_same_length,
+)
+from calib_cli.errors import InputError
+from calib_cli.types import FloatArray, ScoreKind
+
+__all__ = ["PlattParams", "apply_platt", "fit_platt"]
+
+_SCORE_KINDS = ("probability", "logit", "raw")
+_RIDGE = 1e-14  # added to the diagonal of the standardised Hessian (Levenberg-Marquardt)
+
+
+@dataclass(frozen=True)
+class PlattParams:
+    """A fitted Platt map ``p = expit(intercept + slope * x)``.
+
+    Attributes
+    ----------
+    slope, intercept : float
+        Coefficients of the logistic map on ``x`` (the logit of a probability score, or the
+        logit/raw score itself).
+    score_kind : {"probability", "logit", "raw"}
+        What the scores were, and so how :func:`apply_platt` turns them into ``x``.
+    converged : bool
+        Whether Newton's method met its gradient tolerance.
+    n_iter : int
+        Newton iterations used.
+    separable : bool
+        Whether the score (quasi-)separated the classes in the fit data; the fit then used
+        Platt's target smoothing, because the plain maximum-likelihood slope is infinite.
+    """
+
+    kind: ClassVar[str] = "platt"
+
+    slope: float
+    intercept: float
+    score_kind: ScoreKind
+    converged: bool
+    n_iter: int
+    separable: bool
+
+
+@dataclass(frozen=True)
+class _LogisticFit:
+    """Internal result of :func:`_fit_logistic` (coefficients on the original features)."""
+
+    coef: FloatArray
+    intercept: float
+    loss: float
+    converged: bool
+    n_iter: int
+
+
+def _check_eps(eps: float, *, upper: float = 0.5, name: str = "eps") -> float:
+    value = float(eps)
+    if not (math.isfinite(value) and 0.0 < value < upper):
+        raise InputError(f"{name} must be in (0, {upper}), got {eps!r}")
+    return value
+
+
+def _check_tol(tol: float, max_iter: int) -> tuple[float, int]:
+    value = float(tol)
+    if not (math.isfinite(value) and value > 0.0):
+        raise InputError(f"tol must be a positive number, got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 1:
+        raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
+    return value, int(max_iter)
+
+
+def _check_score_kind(score_kind: str) -> ScoreKind:
+    if score_kind == "probability":
+        return "probability"
+    if score_kind == "logit":
+        return "logit"
+    if score_kind == "raw":
+        return "raw"
+    raise InputError(f"score_kind must be one of {', '.join(_SCORE_KINDS)}, got {score_kind!r}")
+
+
+def _prepare_fit_data(
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    sample_weight: npt.ArrayLike | None,
+    *,
+    score_kind: ScoreKind = "probability",
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Validated float64 copies of scores, labels and weights for a fit (both classes needed)."""
+    x = check_scores(scores, kind=score_kind)
+    y = check_labels(y_true)
+    require_same_length([x, y], ["scores", "y_true"])
+    w = check_weights(sample_weight, x.shape[0])
+    require_both_classes(y, w)
+    return x, y, w
+
+
+def _is_separable(x: FloatArray, y: FloatArray, w: FloatArray) -> bool:
+    """Whether a threshold on ``x`` (quasi-)separates the classes among rows of positive weight.
+
+    In one dimension with an intercept, the maximum-likelihood estimate exists exactly when
+    neither ``max(x | y=0) <= min(x | y=1)`` nor ``max(x | y=1) <= min(x | y=0)`` holds, unless
+    ``x`` is constant (then the slope is simply zero).
+    """
+    used = w > 0.0
+    pos = x[used & (y == 1.0)]
+    neg = x[used & (y == 0.0)]
+    lo = min(float(pos.min()), float(neg.min()))
+    hi = max(float(pos.max()), float(neg.max()))
+    if lo == hi:
+        return False
+    return bool(neg.max() <= pos.min() or pos.max() <= neg.min())
+
+
+def _smoothed_targets(y: FloatArray, w: FloatArray) -> FloatArray:
+    """Platt's targets: (N+ + 1) / (N+ + 2) for positives, 1 / (N- + 2) for negatives."""
+    n_pos = float(np.sum(w[y == 1.0]))
+    n_neg = float(np.sum(w[y == 0.0]))
+    t_pos = (n_pos + 1.0) / (n_pos + 2.0)
+    t_neg = 1.0 / (n_neg + 2.0)
+    return np.where(y == 1.0, t_pos, t_neg)
+
+
+def _loss_and_prob(
+    z: FloatArray, t: FloatArray, w: FloatArray, total: float
+) -> tuple[float, FloatArray, FloatArray]:
+    """Weighted mean loss sum w (log(1 + e^z) - t z) / sum w, p = expit(z) and p (1 - p).
+
+    All from one ``e = exp(-|z|)``: ``log(1 + e^z) = max(z, 0) + log1p(e)``,
+    ``p = 1 / (1 + e)`` for ``z >= 0`` and ``e / (1 + e)`` otherwise, and
+    ``p (1 - p) = e / (1 + e)^2`` (no overflow, no cancellation in ``1 - p``).
+    """
+    e = np.exp(-np.abs(z))
+    softplus = np.maximum(z, 0.0) + np.log1p(e)
+    loss = float(np.dot(w, softplus - t * z)) / total
+    inv = 1.0 / (1.0 + e)
+    p = np.where(z >= 0.0, inv, e * inv)
+    return loss, p, e * inv * inv
+
+
+def _fit_logistic(
+    features: FloatArray,
+    targets: FloatArray,
+    weights: FloatArray,
+    *,
+    tol: float,
+    max_iter: int,
+) -> _LogisticFit:
+    """Weighted logistic regression with intercept by damped Newton on standardised features.
+
+    ``features`` has shape (n, d); ``targets`` may be fractional (target smoothing). Rows of
+    weight 0 are dropped and constant features get coefficient 0. Each Newton step solves
+    ``(H + 1e-14 I) step = -gradient``: the tiny ridge (Levenberg-Marquardt) keeps the solve
+    defined when features are collinear on the data (the step stays orthogonal to that null
+    space) and keeps the step pointing the right way where rows are saturated (curvature
+    ``p (1 - p)`` underflows); a backtracking (Armijo) line search then shortens it as needed.
+    The stopping rule is ``max |gradient of the mean loss| <= tol`` in the standardised
+    coordinates.
+    """
+    if not np.all(weights > 0.0):  # rows of weight 0 take no part (also in the scaling)
+        used = weights > 0.0
+        features, targets, weights = features[used], targets[used], weights[used]
+    d = features.shape[1]
+    total = float(weights.sum())
+    mean = (weights @ features) / total
+    centred = features - mean
+    scale = np.sqrt((weights @ (centred * centred)) / total)
+    # A feature with (numerically) zero spread is collinear with the intercept: coefficient 0.
+    varying = (scale > 0.0) & (features.max(axis=0) > features.min(axis=0))
+    z_feat = centred[:, varying] / scale[varying]
+    k = z_feat.shape[1]
+
+    rate = float(weights @ targets) / total
+    theta = np.zeros(k + 1)
+    theta[k] = math.log(rate) - math.log1p(-rate)
+
+    def linear(th: FloatArray) -> FloatArray:
+        out: FloatArray = z_feat @ th[:k] + th[k]
+        return out
+
+    z = linear(theta)
+    loss, p, p_q = _loss_and_prob(z, targets, weights, total)
+    converged = False
+    n_iter = 0
+    while True:
+        resid = weights * (p - targets)
+        grad = np.empty(k + 1)
+        grad[:k] = resid @ z_feat
+        grad[k] = resid.sum()
+        grad /= total
+        if float(np.max(np.abs(grad))) <= tol:
+            converged = True
+            break
+        if n_iter >= max_iter:
+            break
+        n_iter += 1
+        curv = weights * p_q
+        hess = np.empty((k + 1, k + 1))
+        hess[:k, :k] = z_feat.T @ (curv[:, None] * z_feat)
+        hess[:k, k] = curv @ z_feat
+        hess[k, :k] = hess[:k, k]
+        hess[k, k] = curv.sum()
+        hess /= total
+        hess[np.diag_indices(k + 1)] += _RIDGE
+        step = np.linalg.solve(hess, -grad)
+        dz = linear(step)
+        slope = float(grad @ step)
+        if -slope <= 1e-15 * max(1.0, abs(loss)):
+            # The predicted decrease is below rounding noise: take the Newton step as it is.
+            theta = theta + step
+            z = z + dz
+            loss, p, p_q = _loss_and_prob(z, targets, weights, total)
+            continue
+        t = 1.0
+        while t >= 1e-16:  # backtracking (Armijo) line search
+            trial_z = z + t * dz
+            trial_loss, trial_p, trial_pq = _loss_and_prob(trial_z, targets, weights, total)
+            if trial_loss <= loss + 1e-4 * t * slope:
+                break
+            t *= 0.5
+        else:  # no decrease along the step: stuck at rounding level
+            break
+        theta, z, loss, p, p_q = theta + t * step, trial_z, trial_loss, trial_p, trial_pq
+    coef = np.zeros(d)
+    coef[varying] = theta[:k] / scale[varying]
+    intercept = float(theta[k] - coef[varying] @ mean[varying])
+    return _LogisticFit(
+        coef=coef, intercept=intercept, loss=loss, converged=converged, n_iter=n_iter
+    )
+
+
+def _platt_features(scores: FloatArray, score_kind: ScoreKind, eps: float) -> FloatArray:
+    if score_kind == "probability":
+        result: FloatArray = logit(np.clip(scores, eps, 1.0 - eps))
+        return result
+    return scores
+
+
+def fit_platt(
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    score_kind: ScoreKind = "probability",
+    target_smoothing: bool = False,
+    eps: float = 1e-12,
+    tol: float = 1e-10,
+    max_iter: int = 100,
+) -> PlattParams:
+    """Fit Platt scaling: ``p = expit(intercept + slope * x)`` by weighted maximum likelihood.
+
+    Parameters
+    ----------
+    scores : array-like of shape (n_rows,)
+        Classifier scores: probabilities in [0, 1] (``score_kind="probability"``, then
+        ``x = logit(clip(score, eps, 1 - eps))``) or logits/raw margins (``x = score``).
+    y_true : array-like of shape (n_rows,)
+        Binary labels (0/1 or booleans); both classes must carry positive weight.
+    sample_weight : array-like of shape (n_rows,), optional
+        Non-negative row weights; a row of weight 2 counts exactly as two rows of weight 1.
+    score_kind : {"probability", "logit", "raw"}, default "probability"
+        What the scores are.
+    target_smoothing : bool, default False
+        Fit to Platt's targets ``(N+ + 1)/(N+ + 2)`` and ``1/(N- + 2)`` instead of 1 and 0
+        (weighted counts). Used automatically when the data are separable.
+    eps : float, default 1e-12
+        Probability scores are clipped to ``[eps, 1 - eps]`` before the logit. Pass the same
+        value to :func:`apply_platt`.
+    tol : float, default 1e-10
+        Stop when every component of the gradient of the mean log loss (in standardised
+        coordinates) is at most ``tol``.
+    max_iter : int, default 100
+        Maximum number of Newton iterations.
+
+    Returns
+    -------
+    PlattParams
+        ``slope``, ``intercept``, ``score_kind``, ``converged``, ``n_iter``, ``separable``.
+
+    Notes
+    -----
+    The loss is :math:`-\\sum_i w_i [t_i \\log p_i + (1 - t_i) \\log(1 - p_i)]` with
+    :math:`p_i = \\sigma(c + a x_i)`; gradient :math:`\\sum_i w_i (p_i - t_i) (x_i, 1)`,
+    Hessian :math:`\\sum_i w_i p_i (1 - p_i) (x_i, 1)(x_i, 1)^T`. Without target smoothing the
+    result equals an unpenalised logistic regression on ``x`` (e.g. scikit-learn's
+    ``LogisticRegression(C=np.inf)``). If a threshold on the score separates the classes, the
+    maximum-likelihood slope is infinite: the fit reports ``separable=True`` and uses target
+    smoothing, which has a finite optimum. The sign of ``slope`` is the sign of the difference
+    between the weighted mean ``x`` of positives and of negatives, so the map is
+    non-decreasing whenever the scores rank positives higher on average.
+
+    References
+    ----------
+    J. Platt, "Probabilistic Outputs for Support Vector Machines and Comparisons to
+    Regularized Likelihood Methods", 1999.
+
+    Examples
+    --------
+    >>> params = fit_platt([0.1, 0.3, 0.3, 0.6, 0.8, 0.9], [0, 0, 1, 0, 1, 1])
+    >>> params.converged, params.separable, params.slope > 0
+    (True, False, True)
+    >>> fit_platt([0.2, 0.4, 0.6, 0.8], [0, 0, 1, 1]).separable
+    True
+    """
+    kind = _check_score_kind(score_kind)
+    eps = _check_eps(eps)
+    tol, max_iter = _check_tol(tol, max_iter)
+    raw, y, w = _prepare_fit_data(scores, y_true, sample_weight, score_kind=kind)
+    x = _platt_features(raw, kind, eps)
+    separable = _is_separable(x, y, w)
+    targets = _smoothed_targets(y, w) if (target_smoothing or separable) else y
+    fit = _fit_logistic(x[:, None], targets, w, tol=tol, max_iter=max_iter)
+    return PlattParams(
+        slope=float(fit.coef[0]),
+        intercept=fit.intercept,
+        score_kind=kind,
+        converged=fit.converged,
+        n_iter=fit.n_iter,
+        separable=separable,
+    )
+
+
+def apply_platt(params: PlattParams, scores: npt.ArrayLike, *, eps: float = 1e-12) -> FloatArray:
+    """Calibrated probabilities ``expit(intercept + slope * x)`` for new scores.
+
+    Parameters
+    ----------
+    params : PlattParams
+        A fitted map from :func:`fit_platt`.
+    scores : array-like of shape (n_rows,)
+        Scores of the same kind as at fit time (``params.score_kind``).
+    eps : float, default 1e-12
+        Clip for probability scores before the logit (use the value given to the fit).
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+        Calibrated probabilities.
+
+    Examples
+    --------
+    >>> params = PlattParams(slope=1.0, intercept=0.0, score_kind="probability",
+    ...                      converged=True, n_iter=0, separable=False)
+    >>> apply_platt(params, [0.25, 0.5]).round(12).tolist()
+    [0.25, 0.5]
+    """
+    eps = _check_eps(eps)
+    x = _platt_features(check_scores(scores, kind=params.score_kind), params.score_kind, eps)
+    result: FloatArray = expit(params.intercept + params.slope * x)
+    return result

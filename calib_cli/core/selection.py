@@ -1,0 +1,447 @@
+"""One interface over the fitted calibrators, cross-fitting, and the ``auto`` method choice.
+
+* :func:`fit_calibrator` / :func:`apply_calibrator` dispatch to Platt, isotonic, beta and
+  histogram calibration by name and by the fitted parameters' type.
+* :func:`cross_fit` gives out-of-fold calibrated probabilities: rows are split into
+  ``n_folds`` folds stratified by label (each class is shuffled with ``rng`` and dealt round
+  robin, so every fold holds both classes whenever each class has at least ``n_folds`` rows),
+  and each fold is calibrated by a map fitted on the other folds.
+* :func:`choose_method` compares candidate methods by the weighted log loss (and Brier score)
+  of their out-of-fold probabilities on the same folds, and picks the lowest log loss.
+
+Isotonic, beta and histogram calibration take probability scores only; with logit or raw
+scores they are refused (convert the scores with ``scipy.special.expit`` first, or use Platt
+scaling, which takes logits and raw margins directly).
+
+References
+----------
+A. Niculescu-Mizil and R. Caruana, "Predicting Good Probabilities With Supervised Learning",
+ICML 2005 (comparing calibration methods by held-out log loss and Brier score).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import xlogy
+
+from calib_cli.core.beta import BetaParams, apply_beta, fit_beta
+from calib_cli.core.checks import (
+    check_labels,
+    check_scores,
+    check_weights,
+    require_both_classes,
+    require_same_length,
+)
+from calib_cli.core.histogram import HistogramParams, apply_histogram, fit_histogram
+from calib_cli.core.isotonic import IsotonicParams, apply_isotonic, fit_isotonic
+from calib_cli.core.platt import PlattParams, _check_score_kind, apply_platt, fit_platt
+from calib_cli.errors import InputError
+from calib_cli.types import FittedMethod, FloatArray, IntArray, ScoreKind
+
+__all__ = [
+    "CalibratorParams",
+    "MethodChoice",
+    "MethodScore",
+    "apply_calibrator",
+    "choose_method",
+    "cross_fit",
+    "cross_val_log_loss",
+    "fit_calibrator",
+]
+
+CalibratorParams: TypeAlias = PlattParams | IsotonicParams | BetaParams | HistogramParams
+
+_METHODS: tuple[FittedMethod, ...] = ("platt", "isotonic", "beta", "histogram")
+_PROBABILITY_ONLY = frozenset({"isotonic", "beta", "histogram"})
+_OPTIONS: dict[str, frozenset[str]] = {
+    "platt": frozenset({"target_smoothing", "eps", "tol", "max_iter"}),
+    "isotonic": frozenset({"increasing", "strict", "eps"}),
+    "beta": frozenset({"eps", "tol", "max_iter"}),
+    "histogram": frozenset({"n_bins", "prior_strength"}),
+}
+
+
+@dataclass(frozen=True)
+class MethodScore:
+    """Cross-validated scores of one candidate method (weighted, out-of-fold).
+
+    Attributes
+    ----------
+    method : str
+        The calibration method.
+    cv_log_loss : float
+        Weighted log loss of the out-of-fold calibrated probabilities.
+    cv_brier : float
+        Weighted Brier score of the out-of-fold calibrated probabilities.
+    """
+
+    method: str
+    cv_log_loss: float
+    cv_brier: float
+
+
+@dataclass(frozen=True)
+class MethodChoice:
+    """The ``auto`` comparison table and the method it chose.
+
+    Attributes
+    ----------
+    chosen : str
+        The candidate with the lowest ``cv_log_loss`` (the earlier candidate on a tie).
+    n_folds : int
+        Number of cross-validation folds (the same folds for every candidate).
+    candidates : tuple of MethodScore
+        One row per candidate, in the order given.
+    """
+
+    chosen: str
+    n_folds: int
+    candidates: tuple[MethodScore, ...]
+
+
+def _check_method(method: str) -> FittedMethod:
+    for known in _METHODS:
+        if method == known:
+            return known
+    raise InputError(f"method must be one of {', '.join(_METHODS)}, got {method!r}")
+
+
+def _require_kind_supported(method: FittedMethod, score_kind: ScoreKind) -> None:
+    if score_kind != "probability" and method in _PROBABILITY_ONLY:
+        raise InputError(
+            f"method '{method}' needs probability scores, got score_kind={score_kind!r}; "
+            "convert the scores with expit first, or use method 'platt'"
+        )
+
+
+def fit_calibrator(
+    method: FittedMethod,
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    score_kind: ScoreKind = "probability",
+    **options: Any,
+) -> CalibratorParams:
+    """Fit the calibrator named by ``method``.
+
+    Parameters
+    ----------
+    method : {"platt", "isotonic", "beta", "histogram"}
+        Which calibrator to fit.
+    scores, y_true, sample_weight
+        As for the individual ``fit_*`` functions.
+    score_kind : {"probability", "logit", "raw"}, default "probability"
+        Only ``platt`` accepts logit or raw scores; the others refuse them.
+    **options
+        Passed on to the method's fit function (e.g. ``strict=True`` for isotonic,
+        ``n_bins=20`` for histogram, ``target_smoothing=True`` for Platt).
+
+    Returns
+    -------
+    PlattParams or IsotonicParams or BetaParams or HistogramParams
+        The fitted parameters; their class attribute ``kind`` names the method.
+
+    Examples
+    --------
+    >>> params = fit_calibrator("histogram", [0.1, 0.4, 0.6, 0.9], [0, 0, 1, 1], n_bins=2)
+    >>> params.kind, apply_calibrator(params, [0.2, 0.8]).round(3).tolist()
+    ('histogram', [0.167, 0.833])
+    """
+    checked = _check_method(method)
+    kind = _check_score_kind(score_kind)
+    _require_kind_supported(checked, kind)
+    unknown = sorted(set(options) - _OPTIONS[checked])
+    if unknown:
+        raise InputError(
+            f"method '{checked}' does not take option(s) {', '.join(unknown)}; "
+            f"it takes {', '.join(sorted(_OPTIONS[checked]))}"
+        )
+    if checked == "platt":
+        return fit_platt(scores, y_true, sample_weight=sample_weight, score_kind=kind, **options)
+    if checked == "isotonic":
+        return fit_isotonic(scores, y_true, sample_weight=sample_weight, **options)
+    if checked == "beta":
+        return fit_beta(scores, y_true, sample_weight=sample_weight, **options)
+    return fit_histogram(scores, y_true, sample_weight=sample_weight, **options)
+
+
+def apply_calibrator(params: CalibratorParams, scores: npt.ArrayLike) -> FloatArray:
+    """Calibrated probabilities from any fitted calibrator.
+
+    Parameters
+    ----------
+    params : PlattParams or IsotonicParams or BetaParams or HistogramParams
+        Fitted parameters from :func:`fit_calibrator` or a ``fit_*`` function.
+    scores : array-like of shape (n_rows,)
+        Scores of the kind the calibrator was fitted on.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+        Calibrated probabilities. Platt and beta maps clip probability scores with their
+        default ``eps`` (1e-12); isotonic outputs are clipped to ``[params.eps, 1 - params.eps]``.
+
+    Examples
+    --------
+    >>> apply_calibrator(BetaParams(a=1.0, b=1.0, c=0.0, converged=True, n_iter=0), [0.3])
+    array([0.3])
+    """
+    if isinstance(params, PlattParams):
+        return apply_platt(params, scores)
+    if isinstance(params, IsotonicParams):
+        return apply_isotonic(params, scores)
+    if isinstance(params, BetaParams):
+        return apply_beta(params, scores)
+    if isinstance(params, HistogramParams):
+        return apply_histogram(params, scores)
+    raise InputError(f"not a fitted calibrator: {type(params).__name__}")
+
+
+def _weighted_log_loss(
+    y: FloatArray, prob: FloatArray, w: FloatArray, *, eps: float = 1e-15
+) -> float:
+    """sum w (y log p + (1 - y) log(1 - p)) / -sum w, with p clipped to [eps, 1 - eps]."""
+    p = np.clip(prob, eps, 1.0 - eps)
+    loss = -(xlogy(y, p) + xlogy(1.0 - y, 1.0 - p))
+    return float(np.dot(w, loss) / w.sum())
+
+
+def _weighted_brier(y: FloatArray, prob: FloatArray, w: FloatArray) -> float:
+    return float(np.dot(w, (prob - y) ** 2) / w.sum())
+
+
+def _check_data(
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    sample_weight: npt.ArrayLike | None,
+    score_kind: ScoreKind,
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    x = check_scores(scores, kind=score_kind)
+    y = check_labels(y_true)
+    require_same_length([x, y], ["scores", "y_true"])
+    w = check_weights(sample_weight, x.shape[0])
+    require_both_classes(y, w)
+    return x, y, w
+
+
+def _check_n_folds(n_folds: int, y: FloatArray) -> int:
+    if isinstance(n_folds, bool) or not isinstance(n_folds, int | np.integer) or n_folds < 2:
+        raise InputError(f"n_folds must be an integer of at least 2, got {n_folds!r}")
+    n_pos = int(np.count_nonzero(y == 1.0))
+    n_neg = y.shape[0] - n_pos
+    if min(n_pos, n_neg) < 2:
+        raise InputError(
+            f"cross-fitting needs at least 2 positive and 2 negative rows, "
+            f"got {n_pos} positive and {n_neg} negative"
+        )
+    return int(n_folds)
+
+
+def _stratified_folds(y: FloatArray, n_folds: int, rng: np.random.Generator) -> IntArray:
+    """Fold of each row: rows shuffled by ``rng``, grouped by label, dealt round robin."""
+    n = y.shape[0]
+    shuffled = rng.permutation(n)
+    order = shuffled[np.argsort(y[shuffled], kind="stable")]
+    folds = np.empty(n, dtype=np.int64)
+    folds[order] = np.arange(n, dtype=np.int64) % n_folds
+    return folds
+
+
+def _out_of_fold(
+    method: FittedMethod,
+    x: FloatArray,
+    y: FloatArray,
+    w: FloatArray,
+    folds: IntArray,
+    n_folds: int,
+    score_kind: ScoreKind,
+    options: Mapping[str, Any],
+) -> FloatArray:
+    result = np.empty(x.shape[0])
+    for fold in range(n_folds):
+        test = folds == fold
+        if not test.any():
+            continue
+        train = ~test
+        try:
+            params = fit_calibrator(
+                method,
+                x[train],
+                y[train],
+                sample_weight=w[train],
+                score_kind=score_kind,
+                **options,
+            )
+        except InputError as exc:
+            raise InputError(f"fold {fold + 1} of {n_folds}: {exc}") from None
+        result[test] = apply_calibrator(params, x[test])
+    return result
+
+
+def cross_fit(
+    method: FittedMethod,
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_folds: int = 5,
+    rng: np.random.Generator,
+    score_kind: ScoreKind = "probability",
+    **options: Any,
+) -> FloatArray:
+    """Out-of-fold calibrated probabilities (K-fold cross-fitting, stratified by label).
+
+    Parameters
+    ----------
+    method : {"platt", "isotonic", "beta", "histogram"}
+        Which calibrator to fit on each training part.
+    scores, y_true : array-like of shape (n_rows,)
+        Scores and binary labels; each class needs at least 2 rows.
+    sample_weight : array-like of shape (n_rows,), optional
+        Non-negative row weights, used by every fit.
+    n_folds : int, default 5
+        Number of folds K (at least 2).
+    rng : numpy.random.Generator
+        Source of the fold assignment (the same generator state gives the same folds).
+    score_kind : {"probability", "logit", "raw"}, default "probability"
+        What the scores are (only Platt takes logit or raw scores).
+    **options
+        Passed on to the method's fit function.
+
+    Returns
+    -------
+    ndarray of shape (n_rows,)
+        For each row, the calibrated probability from the map fitted without its fold.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> out = cross_fit("platt", [0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9],
+    ...                 [0, 0, 1, 0, 1, 0, 1, 1], n_folds=2, rng=rng)
+    >>> out.shape, bool(((out > 0) & (out < 1)).all())
+    ((8,), True)
+    """
+    checked = _check_method(method)
+    kind = _check_score_kind(score_kind)
+    _require_kind_supported(checked, kind)
+    x, y, w = _check_data(scores, y_true, sample_weight, kind)
+    k = _check_n_folds(n_folds, y)
+    folds = _stratified_folds(y, k, rng)
+    return _out_of_fold(checked, x, y, w, folds, k, kind, options)
+
+
+def cross_val_log_loss(
+    method: FittedMethod,
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_folds: int = 5,
+    rng: np.random.Generator,
+    score_kind: ScoreKind = "probability",
+    **options: Any,
+) -> float:
+    """Weighted log loss of the out-of-fold calibrated probabilities of :func:`cross_fit`.
+
+    .. math::
+
+        -\\frac{1}{\\sum_i w_i} \\sum_i w_i [y_i \\log \\hat p_i + (1 - y_i) \\log(1 - \\hat p_i)],
+
+    with :math:`\\hat p_i` clipped to ``[1e-15, 1 - 1e-15]``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> loss = cross_val_log_loss("beta", [0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9],
+    ...                           [0, 0, 1, 0, 1, 0, 1, 1], n_folds=2, rng=rng)
+    >>> 0.0 < loss < 2.0
+    True
+    """
+    checked = _check_method(method)
+    kind = _check_score_kind(score_kind)
+    _require_kind_supported(checked, kind)
+    x, y, w = _check_data(scores, y_true, sample_weight, kind)
+    k = _check_n_folds(n_folds, y)
+    folds = _stratified_folds(y, k, rng)
+    prob = _out_of_fold(checked, x, y, w, folds, k, kind, options)
+    return _weighted_log_loss(y, prob, w)
+
+
+def choose_method(
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_folds: int = 5,
+    rng: np.random.Generator,
+    score_kind: ScoreKind = "probability",
+    candidates: Sequence[FittedMethod] = _METHODS,
+    method_options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> MethodChoice:
+    """Pick the calibration method with the lowest cross-validated log loss (``auto``).
+
+    Every candidate is cross-fitted on the same stratified folds (drawn once from ``rng``);
+    the table reports each one's out-of-fold weighted log loss and Brier score.
+
+    Parameters
+    ----------
+    scores, y_true, sample_weight, n_folds, rng, score_kind
+        As for :func:`cross_fit`.
+    candidates : sequence of method names, default all four
+        Methods to compare, in order of preference on a tie. With logit or raw scores only
+        ``("platt",)`` is allowed.
+    method_options : mapping, optional
+        Per-method fit options, e.g. ``{"isotonic": {"eps": 1e-4}}``; entries for methods
+        that are not candidates are ignored.
+
+    Returns
+    -------
+    MethodChoice
+        ``chosen``, ``n_folds`` and the ``candidates`` table of :class:`MethodScore`.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> scores = np.linspace(0.05, 0.95, 40)
+    >>> labels = (np.arange(40) % 3 == 0) | (scores > 0.6)
+    >>> choice = choose_method(scores, labels, n_folds=4, rng=rng)
+    >>> choice.chosen in ("platt", "isotonic", "beta", "histogram"), len(choice.candidates)
+    (True, 4)
+    """
+    methods = [_check_method(m) for m in candidates]
+    if not methods:
+        raise InputError("candidates must name at least one method")
+    if len(set(methods)) != len(methods):
+        raise InputError(f"candidates must not repeat a method, got {list(candidates)!r}")
+    kind = _check_score_kind(score_kind)
+    refused = [m for m in methods if kind != "probability" and m in _PROBABILITY_ONLY]
+    if refused:
+        raise InputError(
+            f"candidates {', '.join(refused)} need probability scores, got "
+            f"score_kind={kind!r}; pass candidates=('platt',) or convert the scores with expit"
+        )
+    options = dict(method_options or {})
+    unknown = sorted(set(options) - set(_METHODS))
+    if unknown:
+        raise InputError(f"method_options names unknown methods: {', '.join(unknown)}")
+    x, y, w = _check_data(scores, y_true, sample_weight, kind)
+    k = _check_n_folds(n_folds, y)
+    folds = _stratified_folds(y, k, rng)
+    table = []
+    for method in methods:
+        prob = _out_of_fold(method, x, y, w, folds, k, kind, options.get(method, {}))
+        table.append(
+            MethodScore(
+                method=method,
+                cv_log_loss=_weighted_log_loss(y, prob, w),
+                cv_brier=_weighted_brier(y, prob, w),
+            )
+        )
+    best = min(range(len(table)), key=lambda i: (table[i].cv_log_loss, i))
+    return MethodChoice(chosen=table[best].method, n_folds=k, candidates=tuple(table))

@@ -1,0 +1,99 @@
+"""Histogram binning: equal-mass edges against NumPy's weighted quantiles, hand-worked rates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.optimize import isotonic_regression
+
+from calib_cli.core.histogram import HistogramParams, apply_histogram, fit_histogram
+from calib_cli.errors import InputError
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_edges_are_weighted_quantiles(weighted: bool) -> None:
+    # With no tied scores and no cumulative weight landing exactly on k/n_bins, the edges are
+    # NumPy's inverted-CDF quantiles: the smallest score whose weighted CDF reaches k/n_bins.
+    rng = np.random.default_rng(1)
+    scores = rng.uniform(0.0, 1.0, 1001)
+    y = (rng.uniform(size=scores.size) < scores).astype(float)
+    w = rng.uniform(0.1, 2.0, scores.size) if weighted else None
+    params = fit_histogram(scores, y, sample_weight=w, n_bins=10)
+    levels = np.arange(1, 10) / 10
+    expected = np.quantile(scores, levels, method="inverted_cdf", weights=w)
+    np.testing.assert_array_equal(params.edges, np.concatenate([[0.0], expected, [1.0]]))
+    counts = np.bincount(np.searchsorted(params.edges[1:-1], scores, side="right"), weights=w)
+    np.testing.assert_allclose(counts / counts.sum(), 0.1, atol=0.01)
+
+
+def test_hand_worked_rates_with_prior() -> None:
+    # Two bins of four rows: positives 1 and 3; base rate 4/8; m = 2.
+    # rates = (1 + 2 * 0.5) / (4 + 2) = 1/3 and (3 + 1) / 6 = 2/3 (already increasing).
+    scores = [0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9]
+    y = [0, 0, 0, 1, 0, 1, 1, 1]
+    params = fit_histogram(scores, y, n_bins=2, prior_strength=2.0)
+    assert params.edges.tolist() == [0.0, 0.6, 1.0]
+    np.testing.assert_allclose(params.rates, [1 / 3, 2 / 3], atol=1e-15)
+    np.testing.assert_allclose(
+        apply_histogram(params, [0.0, 0.5999, 0.6, 1.0]), [1 / 3, 1 / 3, 2 / 3, 2 / 3]
+    )
+
+
+def test_non_monotone_bins_are_pooled() -> None:
+    # Three bins with positives 2/3, 0/3, 3/3; base 5/9; m = 1.
+    # Smoothed: (2 + 5/9)/4, (0 + 5/9)/4, (3 + 5/9)/4; the first two violate and pool with
+    # weights 4 and 4 into (2 + 10/9) / 8.
+    scores = [0.1, 0.15, 0.2, 0.4, 0.45, 0.5, 0.7, 0.75, 0.8]
+    y = [1, 1, 0, 0, 0, 0, 1, 1, 1]
+    params = fit_histogram(scores, y, n_bins=3, prior_strength=1.0)
+    assert params.edges.tolist() == [0.0, 0.4, 0.7, 1.0]
+    pooled = (2 + 10 / 9) / 8
+    np.testing.assert_allclose(params.rates, [pooled, pooled, (3 + 5 / 9) / 4], atol=1e-15)
+    smoothed = (np.array([2, 0, 3]) + 5 / 9) / 4
+    np.testing.assert_allclose(
+        params.rates, isotonic_regression(smoothed, weights=[4, 4, 4]).x, atol=1e-15
+    )
+
+
+def test_tied_scores_collapse_edges_and_leave_no_empty_bin() -> None:
+    scores = np.array([0.0] * 50 + [0.3] * 30 + [0.9] * 20)
+    y = np.tile([0, 1], 50)
+    params = fit_histogram(scores, y, n_bins=10, prior_strength=0.0)
+    assert params.edges.tolist() == [0.0, 0.3, 0.9, 1.0]
+    assert params.rates.shape == (3,)
+    np.testing.assert_allclose(params.rates, [0.5, 0.5, 0.5])
+
+
+def test_prior_keeps_rates_off_zero_and_one() -> None:
+    scores = [0.1, 0.2, 0.3, 0.7, 0.8, 0.9]
+    y = [0, 0, 0, 1, 1, 1]
+    params = fit_histogram(scores, y, n_bins=2)
+    assert 0.0 < params.rates[0] < params.rates[1] < 1.0
+    np.testing.assert_allclose(params.rates, [0.5 / 4, 3.5 / 4])
+
+
+def test_outputs_are_non_decreasing_and_cover_zero_and_one() -> None:
+    rng = np.random.default_rng(2)
+    scores = rng.uniform(0.0, 1.0, 500)
+    y = (rng.uniform(size=scores.size) < 0.5).astype(float)  # pure noise: rates would wiggle
+    params = fit_histogram(scores, y, n_bins=20)
+    assert np.all(np.diff(params.rates) >= 0.0)
+    assert np.all(np.diff(params.edges) > 0.0) and params.edges[0] == 0.0
+    out = apply_histogram(params, np.linspace(0.0, 1.0, 1001))
+    assert np.all(np.diff(out) >= 0.0)
+    assert HistogramParams.kind == "histogram"
+
+
+def test_inputs_not_mutated_and_bad_options_refused() -> None:
+    scores = np.array([0.3, 0.1, 0.2, 0.9])
+    y = np.array([1, 0, 0, 1])
+    copies = scores.copy(), y.copy()
+    fit_histogram(scores, y, n_bins=2)
+    np.testing.assert_array_equal(copies[0], scores)
+    np.testing.assert_array_equal(copies[1], y)
+    with pytest.raises(InputError, match="n_bins must be a positive integer"):
+        fit_histogram(scores, y, n_bins=0)
+    with pytest.raises(InputError, match="prior_strength must be a non-negative"):
+        fit_histogram(scores, y, prior_strength=-1.0)
+    with pytest.raises(InputError, match="outside \\[0, 1\\]"):
+        fit_histogram([0.1, 1.1], [0, 1])

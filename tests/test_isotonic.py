@@ -1,0 +1,145 @@
+"""Isotonic calibration against scikit-learn's IsotonicRegression and hand-worked cases."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.isotonic import IsotonicRegression
+from sklearn.metrics import roc_auc_score
+
+from calib_cli.core.isotonic import IsotonicParams, apply_isotonic, fit_isotonic
+from calib_cli.errors import InputError
+
+
+def _tied_data(n: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Scores on a 0.01 grid (many ties), labels from a noisy increasing rate, some 0 weights."""
+    rng = np.random.default_rng(seed)
+    scores = np.round(rng.beta(2.0, 3.0, n), 2)
+    y = (rng.uniform(size=n) < 0.1 + 0.8 * scores).astype(float)
+    weights = rng.integers(0, 4, n).astype(float) * rng.uniform(0.5, 1.5, n)
+    return scores, y, weights
+
+
+@pytest.mark.parametrize("increasing", [True, False])
+@pytest.mark.parametrize("weighted", [False, True])
+def test_matches_sklearn_with_ties_and_weights(increasing: bool, weighted: bool) -> None:
+    scores, y, w = _tied_data(3000, seed=1)
+    if not increasing:
+        y = 1.0 - y
+    weights = w if weighted else None
+    params = fit_isotonic(scores, y, sample_weight=weights, increasing=increasing)
+    ref = IsotonicRegression(out_of_bounds="clip", increasing=increasing)
+    ref.fit(scores, y, sample_weight=weights)
+    np.testing.assert_array_equal(params.x_knots, ref.X_thresholds_)
+    np.testing.assert_allclose(params.y_knots, ref.y_thresholds_, rtol=0, atol=1e-12)
+    new = np.concatenate([np.linspace(0.0, 1.0, 1001), scores])
+    ours = apply_isotonic(params, new, clip_eps=False)
+    np.testing.assert_allclose(ours, ref.predict(new), rtol=0, atol=1e-9)
+
+
+def test_hand_worked_pav() -> None:
+    # Distinct scores 0.1 .. 0.5; pooled rates 0, 1, 0.5 (two tied rows), 0, 1.
+    # PAV: (1, 0.5, 0) pool to 0.5 (weights 1, 2, 1) -> fitted 0, .5, .5, .5, 1.
+    scores = [0.1, 0.2, 0.3, 0.3, 0.4, 0.5]
+    y = [0, 1, 1, 0, 0, 1]
+    params = fit_isotonic(scores, y, eps=0.0)
+    assert params.x_knots.tolist() == [0.1, 0.2, 0.4, 0.5]  # 0.3 is interior to its block
+    assert params.y_knots.tolist() == [0.0, 0.5, 0.5, 1.0]
+    out = apply_isotonic(params, [0.0, 0.15, 0.3, 0.45, 1.0])
+    np.testing.assert_allclose(out, [0.0, 0.25, 0.5, 0.75, 1.0], atol=1e-15)
+
+
+def test_weights_pool_ties_like_repetition() -> None:
+    # A tied score with weights 3 (y=1) and 1 (y=0) has pooled rate 0.75.
+    params = fit_isotonic([0.2, 0.5, 0.5, 0.8], [0, 1, 0, 1], sample_weight=[1, 3, 1, 1])
+    assert params.y_knots.tolist() == [0.0, 0.75, 1.0]
+
+
+def test_eps_clip_keeps_outputs_inside() -> None:
+    scores, y, w = _tied_data(500, seed=2)
+    params = fit_isotonic(scores, y, sample_weight=w, eps=1e-3)
+    out = apply_isotonic(params, np.linspace(0.0, 1.0, 101))
+    assert out.min() >= 1e-3 and out.max() <= 1.0 - 1e-3
+    raw = apply_isotonic(params, np.linspace(0.0, 1.0, 101), clip_eps=False)
+    np.testing.assert_array_equal(np.clip(raw, 1e-3, 1 - 1e-3), out)
+
+
+@pytest.mark.parametrize("increasing", [True, False])
+def test_strict_keeps_auc_exactly(increasing: bool) -> None:
+    rng = np.random.default_rng(3)
+    scores, y, w = _tied_data(2000, seed=3)
+    if not increasing:
+        y = 1.0 - y
+    params = fit_isotonic(scores, y, sample_weight=w, strict=True, increasing=increasing)
+    assert params.strict and np.all(np.diff(params.x_knots) > 0.0)
+    steps = np.diff(params.y_knots)
+    assert np.all(steps > 0.0) if increasing else np.all(steps < 0.0)
+    out = apply_isotonic(params, scores)
+    assert out.min() >= params.eps and out.max() <= 1.0 - params.eps
+    sign = 1.0 if increasing else -1.0
+    auc_before = roc_auc_score(y, sign * scores, sample_weight=w)
+    assert roc_auc_score(y, out, sample_weight=w) == auc_before
+    # Fresh scores anywhere in [0, 1], with ties and new values, keep their ranking too.
+    fresh = np.concatenate([rng.uniform(0, 1, 3000), np.round(rng.uniform(0, 1, 1000), 3)])
+    labels = (rng.uniform(size=fresh.size) < 0.5).astype(float)
+    mapped = apply_isotonic(params, fresh)
+    assert roc_auc_score(labels, mapped) == roc_auc_score(labels, sign * fresh)
+    order = np.argsort(fresh)
+    assert np.all(sign * np.diff(mapped[order])[np.diff(fresh[order]) > 0] > 0.0)
+
+
+def test_default_map_can_tie_but_strict_does_not() -> None:
+    scores = np.array([0.1, 0.2, 0.3, 0.4, 0.5, 0.6])
+    y = np.array([0, 1, 0, 0, 1, 1])
+    plain = apply_isotonic(fit_isotonic(scores, y), scores)
+    strict = apply_isotonic(fit_isotonic(scores, y, strict=True), scores)
+    assert np.unique(plain).size < scores.size
+    assert np.all(np.diff(strict) > 0.0)
+
+
+def test_strict_knots_are_block_centres() -> None:
+    # Blocks: {0.1: y=0} and {0.3, 0.5: rate 0.5, 0.5} -> centres 0.1 and 0.4 (equal weights).
+    params = fit_isotonic([0.1, 0.3, 0.3, 0.5, 0.5], [0, 1, 0, 1, 0], strict=True, eps=1e-3)
+    assert params.x_knots.tolist() == pytest.approx([0.0, 0.1, 0.4, 1.0], abs=1e-15)
+    eps = 1e-3
+    raw = np.array([0.0 - eps, 0.0, 0.5, 0.5 + eps])
+
+    def squeeze(v: np.ndarray) -> np.ndarray:
+        return eps + (1 - 2 * eps) * (v + eps) / (1 + 2 * eps)
+
+    np.testing.assert_allclose(params.y_knots, squeeze(raw), atol=1e-15)
+    assert params.y_knots[0] == pytest.approx(eps)
+
+
+def test_zero_weight_rows_add_no_knots() -> None:
+    with_zero = fit_isotonic([0.1, 0.2, 0.3, 0.9], [0, 1, 1, 0], sample_weight=[1, 1, 1, 0])
+    without = fit_isotonic([0.1, 0.2, 0.3], [0, 1, 1])
+    np.testing.assert_array_equal(with_zero.x_knots, without.x_knots)
+    np.testing.assert_array_equal(with_zero.y_knots, without.y_knots)
+
+
+def test_single_distinct_score_is_constant() -> None:
+    params = fit_isotonic([0.4, 0.4, 0.4], [0, 1, 1])
+    assert apply_isotonic(params, [0.0, 0.4, 1.0]).tolist() == pytest.approx([2 / 3] * 3)
+
+
+def test_inputs_not_mutated() -> None:
+    scores, y, w = _tied_data(200, seed=4)
+    copies = scores.copy(), y.copy(), w.copy()
+    params = fit_isotonic(scores, y, sample_weight=w, strict=True)
+    apply_isotonic(params, scores)
+    for before, after in zip(copies, (scores, y, w), strict=True):
+        np.testing.assert_array_equal(before, after)
+    assert IsotonicParams.kind == "isotonic"
+
+
+def test_bad_options_are_refused() -> None:
+    with pytest.raises(InputError, match="eps must be in"):
+        fit_isotonic([0.2, 0.8], [0, 1], eps=0.5)
+    with pytest.raises(InputError, match="eps must be positive when strict"):
+        fit_isotonic([0.2, 0.8], [0, 1], eps=0.0, strict=True)
+    with pytest.raises(InputError, match="outside \\[0, 1\\]"):
+        fit_isotonic([0.2, 2.0], [0, 1])
+    params = fit_isotonic([0.2, 0.8], [0, 1])
+    with pytest.raises(InputError, match="outside \\[0, 1\\]"):
+        apply_isotonic(params, [-0.1])
