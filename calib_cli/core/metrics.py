@@ -1,0 +1,1714 @@
+"""Reliability of probability scores: proper scores, discrimination, calibration, tests.
+
+Every function takes the labels and the scores positionally and the sample weights as the
+keyword ``sample_weight``; options are keyword-only. Weights are *frequency* weights
+(DESIGN.md): a row of weight 2 counts exactly as two rows of weight 1, in every point estimate
+*and* every interval (Wilson, DeLong, Wald, the bootstrap). With survey or importance weights
+(for example ``1 / negative_rate`` after negative sampling) the intervals are therefore those of
+a sample of ``sum(weights)`` rows, not of the rows actually observed.
+
+Figures that are undefined on the data are ``nan`` (the report layer turns them into ``null``):
+AUC, its interval and Gini with one class, the calibration intercept and slope when the
+maximum-likelihood estimate does not exist, a bin's rates when the bin is empty. Only bad input
+(NaN scores, labels other than 0/1, negative weights, no rows, zero total weight) raises
+:class:`~calib_cli.errors.InputError`.
+
+Binning (shared by the bin table, ECE, MCE, the Brier decomposition, the debiased ECE and the
+Hosmer-Lemeshow groups) follows ``sklearn.calibration.calibration_curve`` exactly: with edges
+:math:`e_0 < e_1 < \\dots < e_K`, a score :math:`s` goes to bin
+``searchsorted(edges[1:-1], s, side="left")``, i.e. bin :math:`k` holds
+:math:`e_k < s \\le e_{k+1}`; the first bin also holds everything at or below :math:`e_1` and the
+last everything above :math:`e_{K-1}`. Uniform edges are ``linspace(0, 1, n_bins + 1)``;
+quantile edges are weighted percentiles (:func:`bin_edges`), with duplicate edges collapsed.
+
+Speed: no Python loop runs over rows. :func:`reliability_summary` sorts the scores once (one
+``argsort``) and derives AUC, DeLong, average precision and the quantile edges from the sorted
+rows, where every bin is a contiguous run (``searchsorted`` of the edges, then ``reduceat``);
+the single-figure functions bin with ``searchsorted`` + ``bincount`` and sort only when they
+need to. The recalibration fits run on the distinct scores (the likelihood depends on nothing
+else) and start from a fit on 4096 cells of the logit, so that Newton needs about two passes
+over the data. The bootstrap draws per-bin sufficient statistics, so its cost per replicate
+does not grow with the number of rows (see :func:`ece_bootstrap`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import chdtrc, expit, logit, ndtr, ndtri
+
+from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+from calib_cli.errors import InputError
+from calib_cli.types import BinStrategy, FloatArray, IntArray, choices
+
+__all__ = [
+    "AucInterval",
+    "Bin",
+    "BrierDecomposition",
+    "CalibrationFit",
+    "CalibrationInTheLarge",
+    "EceBootstrap",
+    "HosmerLemeshow",
+    "ReliabilitySummary",
+    "Spiegelhalter",
+    "average_precision",
+    "bin_edges",
+    "brier_score",
+    "calibration_in_the_large",
+    "calibration_intercept_slope",
+    "delong_interval",
+    "ece",
+    "ece_bootstrap",
+    "ece_debiased",
+    "hosmer_lemeshow",
+    "log_loss",
+    "mce",
+    "murphy_decomposition",
+    "reliability_bins",
+    "reliability_summary",
+    "roc_auc",
+    "spiegelhalter",
+    "wilson_interval",
+]
+
+NAN = float("nan")
+NAN_PAIR: tuple[float, float] = (NAN, NAN)
+
+# ---------------------------------------------------------------------------------------------
+# Result dataclasses (field names are the JSON report keys)
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Bin:
+    """One row of the reliability table.
+
+    Attributes
+    ----------
+    lower, upper : float
+        Bin edges; the bin holds scores ``lower < s <= upper`` (the first bin also holds
+        ``s <= upper``). Quantile bins start at the smallest and end at the largest score
+        with positive weight.
+    count : float
+        Weighted number of rows (sum of weights).
+    n_rows : int
+        Number of rows, whatever their weight.
+    mean_score : float
+        Weighted mean score in the bin (``nan`` when ``count`` is 0).
+    observed_rate : float
+        Weighted share of positives in the bin (``nan`` when ``count`` is 0).
+    observed_ci_low, observed_ci_high : float
+        Wilson score interval for ``observed_rate`` with ``count`` trials (frequency weights;
+        see :func:`wilson_interval`).
+    """
+
+    lower: float
+    upper: float
+    count: float
+    n_rows: int
+    mean_score: float
+    observed_rate: float
+    observed_ci_low: float
+    observed_ci_high: float
+
+
+@dataclass(frozen=True)
+class BrierDecomposition:
+    """Murphy's (1973) decomposition of the Brier score of the binned forecast.
+
+    ``brier_reliability - brier_resolution + brier_uncertainty == brier_binned`` exactly (up to
+    rounding), where ``brier_binned`` is the Brier score after replacing every score by the mean
+    score of its bin. The Brier score of the raw scores differs from it by the within-bin terms
+    of Stephenson et al. (2008).
+    """
+
+    brier_reliability: float
+    brier_resolution: float
+    brier_uncertainty: float
+    brier_binned: float
+
+
+@dataclass(frozen=True)
+class AucInterval:
+    """AUC with DeLong's standard error and a normal-theory interval clipped to [0, 1]."""
+
+    auc: float
+    auc_se: float
+    auc_ci: tuple[float, float]
+
+
+@dataclass(frozen=True)
+class CalibrationInTheLarge:
+    """Mean score minus base rate, and the observed/expected ratio base rate / mean score."""
+
+    calibration_in_the_large: float
+    observed_expected_ratio: float
+
+
+@dataclass(frozen=True)
+class CalibrationFit:
+    """Logistic recalibration of the labels on the logit of the score (Cox 1958).
+
+    Attributes
+    ----------
+    calibration_intercept : float
+        :math:`a` in ``y ~ a + offset(logit p)`` (the calibration-in-the-large intercept of
+        Van Calster et al. 2016 and R's CalibrationCurves ``val.prob.ci.2``); 0 when calibrated.
+    calibration_intercept_ci : tuple of float
+        Wald interval for it.
+    calibration_slope : float
+        :math:`b` in ``y ~ a' + b logit p``; 1 when calibrated, below 1 when over-confident.
+    calibration_slope_ci : tuple of float
+        Wald interval for it.
+    recalibration_intercept : float
+        :math:`a'`, the intercept of the two-parameter model (not the calibration intercept).
+    converged : bool
+        Whether both Newton fits met the step tolerance. Figures of a fit that did not converge
+        (or whose maximum-likelihood estimate does not exist: one class, separation, constant
+        score) are ``nan``.
+    n_iter : int
+        Newton iterations of both fits together.
+    """
+
+    calibration_intercept: float
+    calibration_intercept_ci: tuple[float, float]
+    calibration_slope: float
+    calibration_slope_ci: tuple[float, float]
+    recalibration_intercept: float
+    converged: bool
+    n_iter: int
+
+
+@dataclass(frozen=True)
+class HosmerLemeshow:
+    """Hosmer-Lemeshow statistic, its chi-square p-value, degrees of freedom and groups used."""
+
+    hosmer_lemeshow: float
+    hosmer_lemeshow_pvalue: float
+    df: int
+    n_groups: int
+
+
+@dataclass(frozen=True)
+class Spiegelhalter:
+    """Spiegelhalter's z statistic and its two-sided normal p-value."""
+
+    spiegelhalter_z: float
+    spiegelhalter_pvalue: float
+
+
+@dataclass(frozen=True)
+class EceBootstrap:
+    """Percentile bootstrap intervals for the ECE and the debiased ECE, with the replicates."""
+
+    ece_ci: tuple[float, float]
+    ece_debiased_ci: tuple[float, float]
+    ece_replicates: FloatArray
+    ece_debiased_replicates: FloatArray
+
+
+@dataclass(frozen=True)
+class ReliabilitySummary:
+    """Every figure of ``calib reliability`` for one score column (fields = JSON keys).
+
+    ``n`` is the number of rows and ``weight_total`` the sum of the weights; every other count
+    (``positives``, bin ``count``) is weighted. ``n_bins`` is the number of bins actually used
+    (fewer than requested when quantile edges coincide). ``ece_ci`` and ``ece_debiased_ci`` are
+    ``None`` when no bootstrap was asked for. ``calibration_converged`` reports the Newton fits
+    behind the calibration intercept and slope. The Hosmer-Lemeshow groups are always 10
+    equal-mass groups, whatever ``n_bins`` and ``strategy``.
+    """
+
+    n: int
+    weight_total: float
+    positives: float
+    base_rate: float
+    mean_score: float
+    calibration_in_the_large: float
+    observed_expected_ratio: float
+    log_loss: float
+    brier: float
+    brier_reliability: float
+    brier_resolution: float
+    brier_uncertainty: float
+    ece: float
+    ece_ci: tuple[float, float] | None
+    mce: float
+    ece_debiased: float
+    ece_debiased_ci: tuple[float, float] | None
+    auc: float
+    auc_ci: tuple[float, float]
+    gini: float
+    average_precision: float
+    calibration_intercept: float
+    calibration_intercept_ci: tuple[float, float]
+    calibration_slope: float
+    calibration_slope_ci: tuple[float, float]
+    calibration_converged: bool
+    hosmer_lemeshow: float
+    hosmer_lemeshow_pvalue: float
+    spiegelhalter_z: float
+    spiegelhalter_pvalue: float
+    n_bins: int
+    strategy: BinStrategy
+    bins: tuple[Bin, ...]
+
+
+# ---------------------------------------------------------------------------------------------
+# Validation and shared internals
+# ---------------------------------------------------------------------------------------------
+
+
+def _validate(
+    y_true: npt.ArrayLike, y_prob: npt.ArrayLike, sample_weight: npt.ArrayLike | None
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Clean float64 labels, scores and weights; refuse empty input and zero total weight."""
+    y = check_labels(y_true, name="y_true")
+    p = check_scores(y_prob, name="y_prob")
+    require_same_length([y, p], ["y_true", "y_prob"])
+    if p.shape[0] == 0:
+        raise InputError("y_prob is empty: there are no rows to evaluate")
+    w = check_weights(sample_weight, p.shape[0], name="sample_weight")
+    total = float(np.sum(w))
+    if not total > 0.0:
+        raise InputError("sample_weight sums to 0: no row carries weight")
+    if not math.isfinite(total):
+        raise InputError(f"sample_weight sums to {total}: weights are too large")
+    return y, p, w
+
+
+def _check_n_bins(n_bins: int, name: str = "n_bins") -> int:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
+        raise InputError(f"{name} must be a positive integer, got {n_bins!r}")
+    return int(n_bins)
+
+
+def _check_strategy(strategy: str) -> BinStrategy:
+    if strategy == "uniform":
+        return "uniform"
+    if strategy == "quantile":
+        return "quantile"
+    raise InputError(f"strategy must be one of {', '.join(choices(BinStrategy))}, got {strategy!r}")
+
+
+def _check_confidence(confidence: float) -> float:
+    if not 0.0 < confidence < 1.0:
+        raise InputError(f"confidence must be strictly between 0 and 1, got {confidence!r}")
+    return float(confidence)
+
+
+def _check_eps(eps: float) -> float:
+    if not 0.0 < eps < 0.5:
+        raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
+    return float(eps)
+
+
+def _z_value(confidence: float) -> float:
+    """Two-sided standard normal quantile, e.g. 1.959963984540054 for 0.95."""
+    return float(ndtri(0.5 + confidence / 2.0))
+
+
+def _divide(num: FloatArray, den: FloatArray) -> FloatArray:
+    """``num / den`` with ``nan`` where ``den`` is 0 (no warnings)."""
+    out = np.full(np.broadcast(num, den).shape, np.nan)
+    np.divide(num, den, out=out, where=den != 0.0)
+    return out
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den != 0.0 else NAN
+
+
+@dataclass(frozen=True)
+class _Sorted:
+    """Rows sorted by ascending score (the one argsort of a summary)."""
+
+    p: FloatArray
+    y: FloatArray
+    w: FloatArray
+
+
+def _sort_rows(y: FloatArray, p: FloatArray, w: FloatArray) -> _Sorted:
+    order = np.argsort(p)
+    return _Sorted(p=p[order], y=y[order], w=w[order])
+
+
+def _lerp(a: FloatArray, b: FloatArray, t: FloatArray) -> FloatArray:
+    """NumPy's own linear interpolation (``numpy.lib._function_base_impl._lerp``), bit for bit."""
+    diff = b - a
+    out = a + diff * t
+    return np.where(t >= 0.5, b - diff * (1.0 - t), out)
+
+
+def _weighted_percentiles(p_sorted: FloatArray, w_sorted: FloatArray, q: FloatArray) -> FloatArray:
+    """Percentiles of sorted scores under frequency weights (NumPy's ``linear`` method).
+
+    A row of weight :math:`w_i` occupies positions :math:`[C_{i-1}, C_i)` of the expanded sample
+    (:math:`C` the cumulative weights); the percentile at level :math:`q` interpolates linearly
+    between the values at positions :math:`\\lfloor h \\rfloor` and :math:`\\lfloor h \\rfloor + 1`,
+    :math:`h = q (W - 1)`, exactly as ``np.percentile(..., method="linear")`` does on the
+    expanded sample. With unit weights it *is* ``np.percentile``, bit for bit; with integer
+    weights it equals ``np.percentile`` of the rows repeated; zero-weight rows are ignored.
+
+    Weights below 1 are counted in units of the smallest positive weight (all weights divided
+    by it), so that weights normalised to sum to 1 do not make a sample of "one row" whose
+    percentiles all collapse onto the smallest score; integer weights are never rescaled.
+    """
+    unit = float(np.min(w_sorted[w_sorted > 0.0]))
+    cum = np.cumsum(w_sorted / unit) if unit < 1.0 else np.cumsum(w_sorted)
+    total = float(cum[-1])
+    last = int(np.searchsorted(cum, total, side="left"))  # last row with positive weight
+    virtual = np.maximum((total - 1.0) * q, 0.0)
+    previous = np.floor(virtual)
+    gamma = virtual - previous
+    lo = np.minimum(np.searchsorted(cum, previous, side="right"), last)
+    hi = np.minimum(np.searchsorted(cum, previous + 1.0, side="right"), last)
+    return _lerp(p_sorted[lo], p_sorted[hi], gamma)
+
+
+def _edges(
+    p_sorted: FloatArray | None, w_sorted: FloatArray | None, n_bins: int, strategy: str
+) -> FloatArray:
+    if strategy == "uniform":
+        return np.linspace(0.0, 1.0, n_bins + 1)
+    if p_sorted is None or w_sorted is None:  # pragma: no cover - internal misuse
+        raise ValueError("quantile edges need the sorted scores")
+    # The levels exactly as calibration_curve passes them to np.percentile (q*100, then /100).
+    levels = np.true_divide(np.linspace(0.0, 1.0, n_bins + 1) * 100.0, 100.0)
+    edges = np.maximum.accumulate(_weighted_percentiles(p_sorted, w_sorted, levels))
+    keep = np.concatenate(([True], np.diff(edges) > 0.0))
+    edges = edges[keep]
+    if edges.size == 1:  # every score equal: one bin of zero width
+        edges = np.array([edges[0], edges[0]])
+    return edges
+
+
+@dataclass(frozen=True)
+class _BinStats:
+    """Per-bin sufficient statistics (weighted count, score sum, positives, rows)."""
+
+    edges: FloatArray
+    bin_id: IntArray
+    weight: FloatArray
+    score_sum: FloatArray
+    positive_sum: FloatArray
+    n_rows: IntArray
+
+    @property
+    def total(self) -> float:
+        return float(np.sum(self.weight))
+
+    @property
+    def mean_score(self) -> FloatArray:
+        return _divide(self.score_sum, self.weight)
+
+    @property
+    def observed_rate(self) -> FloatArray:
+        return _divide(self.positive_sum, self.weight)
+
+
+def _bin_stats(
+    p: FloatArray, w: FloatArray, wp: FloatArray, wy: FloatArray, edges: FloatArray
+) -> _BinStats:
+    """Per-bin sums with ``searchsorted`` + ``bincount`` (rows in any order)."""
+    k = edges.size - 1
+    bin_id = np.searchsorted(edges[1:-1], p, side="left").astype(np.int64, copy=False)
+    return _BinStats(
+        edges=edges,
+        bin_id=bin_id,
+        weight=np.bincount(bin_id, weights=w, minlength=k).astype(np.float64),
+        score_sum=np.bincount(bin_id, weights=wp, minlength=k).astype(np.float64),
+        positive_sum=np.bincount(bin_id, weights=wy, minlength=k).astype(np.float64),
+        n_rows=np.bincount(bin_id, minlength=k).astype(np.int64),
+    )
+
+
+def _segment_sums(values: FloatArray, bounds: IntArray) -> FloatArray:
+    """Sums of ``values[bounds[k]:bounds[k + 1]]`` (0 for empty segments)."""
+    starts = bounds[:-1]
+    full = bounds[1:] > starts
+    out = np.zeros(starts.size)
+    if np.any(full):
+        # Empty segments lie between non-empty ones, so each non-empty start runs to its end.
+        out[full] = np.add.reduceat(values, starts[full])
+    return out
+
+
+def _bin_stats_sorted(
+    p_sorted: FloatArray, w: FloatArray, wp: FloatArray, wy: FloatArray, edges: FloatArray
+) -> _BinStats:
+    """The same sums for rows sorted by score: each bin is a contiguous run of rows.
+
+    Bin k holds ``edges[k] < s <= edges[k + 1]``, so it starts after the last score equal to
+    ``edges[k]`` (``searchsorted(..., side="right")``), exactly the assignment of
+    :func:`_bin_stats`.
+    """
+    k = edges.size - 1
+    inner = np.searchsorted(p_sorted, edges[1:-1], side="right").astype(np.int64)
+    bounds = np.concatenate(([0], inner, [p_sorted.size])).astype(np.int64)
+    n_rows = np.diff(bounds)
+    return _BinStats(
+        edges=edges,
+        bin_id=np.repeat(np.arange(k, dtype=np.int64), n_rows),
+        weight=_segment_sums(w, bounds),
+        score_sum=_segment_sums(wp, bounds),
+        positive_sum=_segment_sums(wy, bounds),
+        n_rows=n_rows,
+    )
+
+
+def _binned(y: FloatArray, p: FloatArray, w: FloatArray, n_bins: int, strategy: str) -> _BinStats:
+    """Bins for the public one-figure functions (sorts only for quantile edges)."""
+    if strategy == "quantile":
+        order = np.argsort(p)
+        edges = _edges(p[order], w[order], n_bins, strategy)
+    else:
+        edges = _edges(None, None, n_bins, strategy)
+    return _bin_stats(p, w, w * p, w * y, edges)
+
+
+def _ece_from_sums(
+    weight: FloatArray, positive_sum: FloatArray, score_sum: FloatArray
+) -> FloatArray:
+    """ECE along the last axis: ``sum_b |Y_b - S_b| / W`` = ``sum_b (W_b/W)|o_b - f_b|``."""
+    total = np.sum(weight, axis=-1)
+    return _divide(np.sum(np.abs(positive_sum - score_sum), axis=-1), total)
+
+
+def _debiased_sq_from_sums(
+    weight: FloatArray, positive_sum: FloatArray, score_sum: FloatArray
+) -> FloatArray:
+    """Kumar et al.'s debiased squared L2 calibration error along the last axis (unclipped)."""
+    total = np.sum(weight, axis=-1, keepdims=True)
+    enough = weight >= 2.0
+    safe_w = np.where(enough, weight, 2.0)
+    observed = positive_sum / safe_w
+    gap = (positive_sum - score_sum) / safe_w
+    variance = np.clip(observed * (1.0 - observed), 0.0, None) / (safe_w - 1.0)
+    terms = np.where(enough, weight * (gap * gap - variance), 0.0)
+    return np.asarray(_divide(np.sum(terms, axis=-1), np.squeeze(total, axis=-1)))
+
+
+def _sqrt_clipped(value: float) -> float:
+    return math.sqrt(max(value, 0.0)) if math.isfinite(value) else NAN
+
+
+# ---------------------------------------------------------------------------------------------
+# Proper scores
+# ---------------------------------------------------------------------------------------------
+
+
+def _log_loss(y: FloatArray, p: FloatArray, w: FloatArray, eps: float) -> float:
+    clipped = np.clip(p, eps, 1.0 - eps)
+    log_lik = np.where(y == 1.0, np.log(clipped), np.log1p(-clipped))
+    return -float(w @ log_lik) / float(np.sum(w))
+
+
+def log_loss(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    eps: float = 1e-15,
+) -> float:
+    """Weighted mean negative log-likelihood (cross-entropy) of binary labels.
+
+    .. math::
+
+        \\mathrm{LL} = -\\frac{1}{W} \\sum_i w_i \\,[\\, y_i \\log \\tilde p_i
+        + (1 - y_i) \\log(1 - \\tilde p_i) \\,], \\qquad
+        \\tilde p_i = \\operatorname{clip}(p_i, \\varepsilon, 1 - \\varepsilon).
+
+    Scores are clipped to ``[eps, 1 - eps]`` so that a confident wrong score costs at most
+    :math:`-\\log \\varepsilon \\approx 34.5` nats instead of infinity. The default
+    ``eps=1e-15`` is scikit-learn's historical clip; scikit-learn >= 1.5 clips at the float64
+    machine epsilon (``eps=np.finfo(float).eps`` reproduces it). The two agree unless a score
+    lies within ``1e-15`` of 0 or 1.
+
+    Parameters
+    ----------
+    y_true : array of shape (n,)
+        Labels, 0/1 or booleans.
+    y_prob : array of shape (n,)
+        Probability scores in [0, 1].
+    sample_weight : array of shape (n,), optional
+        Non-negative frequency weights (default: ones).
+    eps : float
+        Clipping distance from 0 and 1.
+
+    Returns
+    -------
+    float
+        Log loss in nats.
+
+    Examples
+    --------
+    >>> round(log_loss([0, 1], [0.2, 0.9]), 6)  # -(log 0.8 + log 0.9) / 2
+    0.164252
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    return _log_loss(y, p, w, _check_eps(eps))
+
+
+def _brier(y: FloatArray, p: FloatArray, w: FloatArray) -> float:
+    diff = p - y
+    return float((w * diff) @ diff) / float(np.sum(w))
+
+
+def brier_score(
+    y_true: npt.ArrayLike, y_prob: npt.ArrayLike, *, sample_weight: npt.ArrayLike | None = None
+) -> float:
+    """Weighted Brier score :math:`\\frac{1}{W}\\sum_i w_i (p_i - y_i)^2` (Brier 1950).
+
+    Parameters
+    ----------
+    y_true : array of shape (n,)
+        Labels, 0/1 or booleans.
+    y_prob : array of shape (n,)
+        Probability scores in [0, 1].
+    sample_weight : array of shape (n,), optional
+        Non-negative frequency weights (default: ones).
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> brier_score([0, 1], [0.2, 0.9])  # (0.04 + 0.01) / 2
+    0.025
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    return _brier(y, p, w)
+
+
+def _murphy(stats: _BinStats) -> BrierDecomposition:
+    total = stats.total
+    full = stats.weight > 0.0
+    weight = stats.weight[full]
+    observed = stats.positive_sum[full] / weight
+    forecast = stats.score_sum[full] / weight
+    base_rate = float(np.sum(stats.positive_sum[full])) / total
+    reliability = float(weight @ (forecast - observed) ** 2) / total
+    resolution = float(weight @ (observed - base_rate) ** 2) / total
+    uncertainty = base_rate * (1.0 - base_rate)
+    # Brier score of the binned forecast from its per-bin form, without the identity.
+    within = float(weight @ (observed * (1.0 - observed) + (forecast - observed) ** 2)) / total
+    return BrierDecomposition(
+        brier_reliability=reliability,
+        brier_resolution=resolution,
+        brier_uncertainty=uncertainty,
+        brier_binned=within,
+    )
+
+
+def murphy_decomposition(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+) -> BrierDecomposition:
+    """Murphy's decomposition of the Brier score of the binned forecast.
+
+    With bins :math:`b` of weight :math:`W_b`, mean score :math:`\\bar f_b`, observed rate
+    :math:`\\bar o_b` and base rate :math:`\\bar o`:
+
+    .. math::
+
+        \\mathrm{REL} = \\sum_b \\tfrac{W_b}{W} (\\bar f_b - \\bar o_b)^2, \\quad
+        \\mathrm{RES} = \\sum_b \\tfrac{W_b}{W} (\\bar o_b - \\bar o)^2, \\quad
+        \\mathrm{UNC} = \\bar o (1 - \\bar o),
+
+    and :math:`\\mathrm{REL} - \\mathrm{RES} + \\mathrm{UNC}` is *exactly* the Brier score of
+    the forecast that replaces each score by :math:`\\bar f_b` (``brier_binned``). For the raw
+    scores the identity holds only up to the within-bin variance and covariance terms
+    (Stephenson, Coelho and Jolliffe 2008), which is why this decomposition is of the binned
+    forecast.
+
+    References
+    ----------
+    A. H. Murphy, "A new vector partition of the probability score", J. Applied Meteorology 12,
+    1973. D. B. Stephenson, C. A. S. Coelho, I. T. Jolliffe, "Two extra components in the Brier
+    score decomposition", Weather and Forecasting 23, 2008.
+
+    Examples
+    --------
+    >>> d = murphy_decomposition([0, 0, 1, 1], [0.1, 0.2, 0.7, 0.8], n_bins=2)
+    >>> round(d.brier_reliability, 4), d.brier_resolution, d.brier_uncertainty  # (.15^2+.25^2)/2
+    (0.0425, 0.25, 0.25)
+    >>> round(d.brier_reliability - d.brier_resolution + d.brier_uncertainty, 4)
+    0.0425
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
+    return _murphy(stats)
+
+
+# ---------------------------------------------------------------------------------------------
+# Discrimination: AUC, DeLong, average precision
+# ---------------------------------------------------------------------------------------------
+
+
+def _tie_groups(rows: _Sorted) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Each distinct score (ascending) with its positive and negative weight."""
+    p = rows.p
+    starts = np.flatnonzero(np.concatenate(([True], p[1:] != p[:-1])))
+    wy = rows.w * rows.y
+    positive = np.add.reduceat(wy, starts)
+    negative = np.add.reduceat(rows.w - wy, starts)
+    return p[starts], positive, negative
+
+
+def _delong(positive: FloatArray, negative: FloatArray, confidence: float) -> AucInterval:
+    n_pos = float(np.sum(positive))
+    n_neg = float(np.sum(negative))
+    if not (n_pos > 0.0 and n_neg > 0.0):
+        return AucInterval(auc=NAN, auc_se=NAN, auc_ci=NAN_PAIR)
+    negative_below = np.concatenate(([0.0], np.cumsum(negative)[:-1]))
+    positive_above = np.concatenate((np.cumsum(positive[::-1])[::-1][1:], [0.0]))
+    v10 = (negative_below + 0.5 * negative) / n_neg  # placement of each positive
+    v01 = (positive_above + 0.5 * positive) / n_pos  # placement of each negative
+    auc = float(positive @ v10) / n_pos
+    if not (n_pos > 1.0 and n_neg > 1.0):
+        return AucInterval(auc=auc, auc_se=NAN, auc_ci=NAN_PAIR)
+    s10 = float(positive @ (v10 - auc) ** 2) / (n_pos - 1.0)
+    s01 = float(negative @ (v01 - auc) ** 2) / (n_neg - 1.0)
+    se = math.sqrt(s10 / n_pos + s01 / n_neg)
+    half = _z_value(confidence) * se
+    return AucInterval(auc=auc, auc_se=se, auc_ci=(max(auc - half, 0.0), min(auc + half, 1.0)))
+
+
+def _average_precision(positive: FloatArray, negative: FloatArray) -> float:
+    n_pos = float(np.sum(positive))
+    if not n_pos > 0.0:
+        return NAN
+    pos_desc = positive[::-1]
+    true_pos = np.cumsum(pos_desc)
+    predicted = true_pos + np.cumsum(negative[::-1])
+    precision = np.zeros_like(true_pos)
+    np.divide(true_pos, predicted, out=precision, where=predicted != 0.0)
+    return float(pos_desc @ precision) / n_pos
+
+
+def roc_auc(
+    y_true: npt.ArrayLike, y_prob: npt.ArrayLike, *, sample_weight: npt.ArrayLike | None = None
+) -> float:
+    """Area under the ROC curve, ties counting one half (weighted Mann-Whitney statistic).
+
+    .. math::
+
+        \\mathrm{AUC} = \\frac{1}{W_+ W_-} \\sum_{i: y_i = 1} \\sum_{j: y_j = 0} w_i w_j
+        \\left( [s_i > s_j] + \\tfrac12 [s_i = s_j] \\right),
+
+    computed in :math:`O(n \\log n)` with one sort: per distinct score the positive weight is
+    multiplied by the negative weight below it plus half the negative weight tied with it.
+    Equals ``sklearn.metrics.roc_auc_score`` (trapezoidal ROC area). ``nan`` with one class.
+
+    Examples
+    --------
+    >>> roc_auc([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    0.75
+    >>> roc_auc([0, 1], [0.5, 0.5])  # a tie counts one half
+    0.5
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    _, positive, negative = _tie_groups(_sort_rows(y, p, w))
+    return _delong(positive, negative, 0.95).auc
+
+
+def delong_interval(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    confidence: float = 0.95,
+) -> AucInterval:
+    """AUC with DeLong's (1988) variance from placement values, and a normal interval.
+
+    For a positive :math:`i` and a negative :math:`j` the placement values are
+
+    .. math::
+
+        V_{10}(i) = \\frac{1}{W_-} \\sum_{j} w_j \\psi(s_i, s_j), \\quad
+        V_{01}(j) = \\frac{1}{W_+} \\sum_{i} w_i \\psi(s_i, s_j), \\quad
+        \\psi(a, b) = [a > b] + \\tfrac12 [a = b],
+
+    and
+
+    .. math::
+
+        S_{10} = \\frac{\\sum_i w_i (V_{10}(i) - \\mathrm{AUC})^2}{W_+ - 1}, \\quad
+        S_{01} = \\frac{\\sum_j w_j (V_{01}(j) - \\mathrm{AUC})^2}{W_- - 1}, \\quad
+        \\widehat{\\mathrm{Var}} = \\frac{S_{10}}{W_+} + \\frac{S_{01}}{W_-}.
+
+    With unit weights (:math:`W_\\pm = m, n`) this is DeLong, DeLong and Clarke-Pearson's
+    estimator exactly; the weighted form is its frequency-weight generalisation, i.e. DeLong's
+    estimator on the rows repeated by their (integer) weights. Placement values are constant
+    within a group of tied scores, so all sums run over distinct scores after one sort (no
+    :math:`O(n^2)` pairs). The interval is :math:`\\mathrm{AUC} \\pm z \\sqrt{\\widehat{\\mathrm
+    {Var}}}` clipped to [0, 1]; ``nan`` when a class has weight at most 1.
+
+    References
+    ----------
+    E. R. DeLong, D. M. DeLong, D. L. Clarke-Pearson, "Comparing the areas under two or more
+    correlated receiver operating characteristic curves: a nonparametric approach",
+    Biometrics 44, 1988. X. Sun, W. Xu, "Fast implementation of DeLong's algorithm",
+    IEEE Signal Processing Letters 21, 2014.
+
+    Examples
+    --------
+    >>> r = delong_interval([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
+    >>> r.auc, round(r.auc_se ** 2, 6)  # S10 = S01 = 1/8, Var = 1/16 + 1/16
+    (0.75, 0.125)
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    confidence = _check_confidence(confidence)
+    _, positive, negative = _tie_groups(_sort_rows(y, p, w))
+    return _delong(positive, negative, confidence)
+
+
+def average_precision(
+    y_true: npt.ArrayLike, y_prob: npt.ArrayLike, *, sample_weight: npt.ArrayLike | None = None
+) -> float:
+    """Average precision, step-wise, exactly as ``sklearn.metrics.average_precision_score``.
+
+    .. math::
+
+        \\mathrm{AP} = \\sum_t (R_t - R_{t-1})\\, P_t,
+
+    over the distinct scores :math:`t` in decreasing order (tied scores form one threshold),
+    with weighted precision :math:`P_t` and recall :math:`R_t` of the rule ``score >= t``.
+    ``nan`` without positives; 1 without negatives (as scikit-learn).
+
+    Examples
+    --------
+    >>> round(average_precision([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8]), 6)  # (1 + 2/3) / 2
+    0.833333
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    _, positive, negative = _tie_groups(_sort_rows(y, p, w))
+    return _average_precision(positive, negative)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bins, the reliability table, ECE
+# ---------------------------------------------------------------------------------------------
+
+
+def bin_edges(
+    y_prob: npt.ArrayLike,
+    *,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+    sample_weight: npt.ArrayLike | None = None,
+) -> FloatArray:
+    """Bin edges for the reliability table, ECE, MCE and the Brier decomposition.
+
+    ``uniform``: ``n_bins`` equal-width bins on [0, 1] (``np.linspace(0, 1, n_bins + 1)``).
+    ``quantile``: equal-mass bins, the edges being the weighted percentiles at levels
+    ``0, 1/n_bins, ..., 1`` (NumPy's ``linear`` method on the sample expanded by its frequency
+    weights, so unit weights give ``np.percentile`` exactly, as in
+    ``sklearn.calibration.calibration_curve``). Duplicate edges (from tied scores) are
+    collapsed, so fewer bins than asked may come back; the outer edges are the smallest and the
+    largest score with positive weight. Weights below 1 are counted in units of the smallest
+    positive weight, so weights normalised to sum to 1 give the same edges as unit weights.
+
+    Parameters
+    ----------
+    y_prob : array of shape (n,)
+        Probability scores in [0, 1].
+    n_bins : int
+        Number of bins asked for.
+    strategy : {"uniform", "quantile"}
+        Equal width or equal mass.
+    sample_weight : array of shape (n,), optional
+        Frequency weights (quantile edges only).
+
+    Returns
+    -------
+    ndarray of shape (k + 1,)
+        Increasing edges, ``k <= n_bins``.
+
+    Examples
+    --------
+    >>> bin_edges([0.1, 0.2, 0.3, 0.4, 0.5], n_bins=2, strategy="quantile").tolist()
+    [0.1, 0.3, 0.5]
+    >>> bin_edges([0.1, 0.1, 0.1, 0.9], n_bins=4, strategy="quantile").tolist()
+    [0.1, 0.30000000000000004, 0.9]
+    """
+    n_bins = _check_n_bins(n_bins)
+    strategy = _check_strategy(strategy)
+    p = check_scores(y_prob, name="y_prob")
+    if p.shape[0] == 0:
+        raise InputError("y_prob is empty: there are no rows to evaluate")
+    w = check_weights(sample_weight, p.shape[0], name="sample_weight")
+    if strategy == "uniform":
+        return _edges(None, None, n_bins, strategy)
+    if not float(np.sum(w)) > 0.0:
+        raise InputError("sample_weight sums to 0: no row carries weight")
+    order = np.argsort(p)
+    return _edges(p[order], w[order], n_bins, strategy)
+
+
+def wilson_interval(
+    successes: npt.ArrayLike, trials: npt.ArrayLike, *, confidence: float = 0.95
+) -> tuple[FloatArray, FloatArray]:
+    """Wilson (1927) score interval for a binomial proportion, elementwise.
+
+    .. math::
+
+        \\frac{\\hat p + \\frac{z^2}{2n} \\pm z \\sqrt{\\frac{\\hat p (1 - \\hat p)}{n}
+        + \\frac{z^2}{4 n^2}}}{1 + \\frac{z^2}{n}}, \\qquad \\hat p = \\frac{x}{n}.
+
+    ``trials`` may be a weighted count: under frequency weights it is the sum of the weights in
+    the bin (so a bin of two rows of weight 1 and a bin of one row of weight 2 get the same
+    interval). ``nan`` where ``trials`` is 0.
+
+    References
+    ----------
+    E. B. Wilson, "Probable inference, the law of succession, and statistical inference",
+    JASA 22, 1927. R. G. Newcombe, "Two-sided confidence intervals for the single proportion",
+    Statistics in Medicine 17, 1998.
+
+    Examples
+    --------
+    >>> low, high = wilson_interval([81], [263])  # Newcombe (1998), example (a)
+    >>> round(float(low[0]), 4), round(float(high[0]), 4)
+    (0.2553, 0.3662)
+    """
+    confidence = _check_confidence(confidence)
+    x = np.asarray(successes, dtype=np.float64)
+    n = np.asarray(trials, dtype=np.float64)
+    z = _z_value(confidence)
+    z2 = z * z
+    phat = _divide(x, n)
+    safe_n = np.where(n > 0.0, n, 1.0)
+    centre = (phat + z2 / (2.0 * safe_n)) / (1.0 + z2 / safe_n)
+    spread = np.clip(phat * (1.0 - phat), 0.0, None) / safe_n + z2 / (4.0 * safe_n * safe_n)
+    half = z * np.sqrt(spread) / (1.0 + z2 / safe_n)
+    low = np.where(n > 0.0, np.clip(centre - half, 0.0, 1.0), np.nan)
+    high = np.where(n > 0.0, np.clip(centre + half, 0.0, 1.0), np.nan)
+    return low, high
+
+
+def _table(stats: _BinStats, confidence: float) -> tuple[Bin, ...]:
+    mean_score = stats.mean_score
+    observed = stats.observed_rate
+    low, high = wilson_interval(stats.positive_sum, stats.weight, confidence=confidence)
+    return tuple(
+        Bin(
+            lower=float(stats.edges[k]),
+            upper=float(stats.edges[k + 1]),
+            count=float(stats.weight[k]),
+            n_rows=int(stats.n_rows[k]),
+            mean_score=float(mean_score[k]),
+            observed_rate=float(observed[k]),
+            observed_ci_low=float(low[k]),
+            observed_ci_high=float(high[k]),
+        )
+        for k in range(stats.weight.size)
+    )
+
+
+def reliability_bins(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+    confidence: float = 0.95,
+) -> tuple[Bin, ...]:
+    """The reliability table: per bin the edges, counts, mean score and observed rate.
+
+    Bins are those of :func:`bin_edges`, rows assigned as ``calibration_curve`` does (module
+    docstring). Empty bins are kept (uniform strategy) with ``count`` 0 and ``nan`` rates. The
+    non-empty bins' ``observed_rate`` and ``mean_score`` are scikit-learn's ``prob_true`` and
+    ``prob_pred``. The observed-rate interval is Wilson's (:func:`wilson_interval`) with the
+    weighted count as the number of trials.
+
+    Examples
+    --------
+    >>> t = reliability_bins([0, 1, 1, 1], [0.2, 0.3, 0.8, 0.9], n_bins=2)
+    >>> [(b.count, round(b.mean_score, 12), b.observed_rate) for b in t]
+    [(2.0, 0.25, 0.5), (2.0, 0.85, 1.0)]
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
+    return _table(stats, _check_confidence(confidence))
+
+
+def _mce(stats: _BinStats) -> float:
+    full = stats.weight > 0.0
+    gaps = np.abs(stats.positive_sum[full] - stats.score_sum[full]) / stats.weight[full]
+    return float(np.max(gaps))
+
+
+def ece(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+) -> float:
+    """Expected calibration error: the weighted mean gap between observed rate and mean score.
+
+    .. math::
+
+        \\mathrm{ECE} = \\sum_b \\frac{W_b}{W} \\,|\\bar o_b - \\bar f_b|
+
+    over the bins of :func:`bin_edges` (Naeini, Cooper and Hauskrecht 2015). The plug-in
+    estimate is biased upwards in small bins; see :func:`ece_debiased`.
+
+    Examples
+    --------
+    >>> round(ece([0, 1, 1, 1], [0.2, 0.3, 0.8, 0.9], n_bins=2), 12)  # (2*0.25 + 2*0.15) / 4
+    0.2
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
+    return float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+
+
+def mce(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+) -> float:
+    """Maximum calibration error: :math:`\\max_b |\\bar o_b - \\bar f_b|` over non-empty bins.
+
+    Examples
+    --------
+    >>> round(mce([0, 1, 1, 1], [0.2, 0.3, 0.8, 0.9], n_bins=2), 12)
+    0.25
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
+    return _mce(stats)
+
+
+def ece_debiased(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+    squared: bool = False,
+) -> float:
+    """Debiased L2 calibration error of Kumar, Liang and Ma (2019).
+
+    The plug-in squared error :math:`\\sum_b \\frac{W_b}{W} (\\bar o_b - \\bar f_b)^2` is
+    biased upwards by the sampling variance of :math:`\\bar o_b`, about
+    :math:`\\bar o_b (1 - \\bar o_b) / W_b` per bin. The debiased estimator subtracts the
+    unbiased estimate of that variance in each bin with at least 2 (weighted) rows,
+
+    .. math::
+
+        \\widehat{\\mathrm{CE}}^2 = \\sum_{b: W_b \\ge 2} \\frac{W_b}{W} \\left[
+        (\\bar o_b - \\bar f_b)^2 - \\frac{\\bar o_b (1 - \\bar o_b)}{W_b - 1} \\right],
+
+    and reports :math:`\\sqrt{\\max(\\widehat{\\mathrm{CE}}^2, 0)}` (the estimate of the
+    square can be negative; the root is clipped at 0). Like the paper's estimator, it measures
+    the calibration error of the *binned* forecast (each score replaced by its bin mean). Bins
+    with ``W_b < 2`` contribute 0, as in the authors' ``uncertainty-calibration`` package.
+
+    Parameters
+    ----------
+    squared : bool
+        Return the unclipped debiased estimate of the squared error instead of its root.
+
+    References
+    ----------
+    A. Kumar, P. Liang, T. Ma, "Verified Uncertainty Calibration", NeurIPS 2019, section 5
+    (debiased plug-in estimator).
+
+    Examples
+    --------
+    >>> # one bin: o = 0.5, f = 0.2, (0.5 - 0.2)^2 - 0.25 / 3 = 0.00666...
+    >>> round(ece_debiased([0, 1, 0, 1], [0.2] * 4, n_bins=1, squared=True), 6)
+    0.006667
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
+    value = float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+    return value if squared else _sqrt_clipped(value)
+
+
+def _bootstrap(
+    y: FloatArray,
+    p: FloatArray,
+    w: FloatArray,
+    stats: _BinStats,
+    *,
+    n_bootstrap: int,
+    rng: np.random.Generator,
+    confidence: float,
+    exact_limit: float,
+) -> EceBootstrap:
+    n_cells = 2 * stats.weight.size
+    cell = 2 * stats.bin_id + (y == 1.0)
+    wp = w * p
+    cell_weight = np.bincount(cell, weights=w, minlength=n_cells).astype(np.float64)
+    cell_sum = np.bincount(cell, weights=wp, minlength=n_cells).astype(np.float64)
+    cell_sq = np.bincount(cell, weights=wp * p, minlength=n_cells).astype(np.float64)
+    # Weighted mean and variance of the scores in each cell (0 for empty cells).
+    safe_weight = np.where(cell_weight > 0.0, cell_weight, 1.0)
+    mean = cell_sum / safe_weight
+    var = np.clip(cell_sq / safe_weight - mean * mean, 0.0, None)
+
+    counts = rng.poisson(cell_weight, size=(n_bootstrap, n_cells)).astype(np.float64)
+    noise = rng.standard_normal((n_bootstrap, n_cells))
+    sums = np.clip(counts * mean + np.sqrt(counts * var) * noise, 0.0, counts)
+    replicate = np.arange(n_bootstrap)
+    for c in np.flatnonzero((cell_weight > 0.0) & (cell_weight <= exact_limit)):
+        rows = np.flatnonzero((cell == c) & (w > 0.0))
+        rows = rows[np.argsort(p[rows], kind="stable")]  # draws independent of the row order
+        cum = np.cumsum(w[rows])
+        draws = counts[:, c].astype(np.int64)
+        picks = np.searchsorted(cum, rng.random(int(draws.sum())) * cum[-1], side="right")
+        values = p[rows[np.minimum(picks, rows.size - 1)]]
+        sums[:, c] = np.bincount(np.repeat(replicate, draws), weights=values, minlength=n_bootstrap)
+
+    weight = counts[:, 0::2] + counts[:, 1::2]
+    positive_sum = counts[:, 1::2]
+    score_sum = sums[:, 0::2] + sums[:, 1::2]
+    ece_reps = _ece_from_sums(weight, positive_sum, score_sum)
+    deb_reps = np.sqrt(np.clip(_debiased_sq_from_sums(weight, positive_sum, score_sum), 0.0, None))
+    levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
+
+    def interval(reps: FloatArray) -> tuple[float, float]:
+        finite = reps[np.isfinite(reps)]
+        if finite.size == 0:
+            return NAN_PAIR
+        low, high = np.quantile(finite, levels)
+        return float(low), float(high)
+
+    return EceBootstrap(
+        ece_ci=interval(ece_reps),
+        ece_debiased_ci=interval(deb_reps),
+        ece_replicates=ece_reps,
+        ece_debiased_replicates=deb_reps,
+    )
+
+
+def _check_bootstrap(n_bootstrap: int, rng: object, exact_limit: float) -> None:
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int | np.integer):
+        raise InputError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
+    if n_bootstrap < 0:
+        raise InputError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
+    if n_bootstrap > 0 and not isinstance(rng, np.random.Generator):
+        raise InputError(
+            f"rng must be a numpy.random.Generator when n_bootstrap > 0, got {type(rng).__name__}"
+        )
+    if not exact_limit >= 0.0:
+        raise InputError(f"exact_limit must be non-negative, got {exact_limit!r}")
+
+
+def ece_bootstrap(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+    n_bootstrap: int = 200,
+    rng: np.random.Generator,
+    confidence: float = 0.95,
+    exact_limit: float = 1000.0,
+) -> EceBootstrap:
+    """Percentile bootstrap intervals for :func:`ece` and :func:`ece_debiased`.
+
+    The scheme is the Poisson bootstrap of the rows with the bin edges held fixed at their
+    full-sample values (for quantile bins the edges are *not* re-estimated per replicate; the
+    interval is conditional on the binning). Every unit of weight is drawn Poisson(1) times, so
+    a row of weight :math:`w_i` is drawn :math:`k_i \\sim \\mathrm{Poisson}(w_i)` times, which
+    for integer weights is the Poisson bootstrap of the rows repeated by their weights.
+
+    The ECEs depend on the replicate only through, per bin and label (a *cell* :math:`c`), the
+    count :math:`m_c = \\sum_{i \\in c} k_i` and the score sum
+    :math:`S_c = \\sum_{i \\in c} k_i s_i`. These are drawn directly, so the cost is
+    independent of the number of rows:
+
+    * :math:`m_c \\sim \\mathrm{Poisson}(W_c)` exactly (a sum of independent Poissons);
+    * given :math:`m_c`, :math:`S_c` is the sum of :math:`m_c` draws from the cell's scores
+      with probabilities :math:`w_i / W_c` (Poisson thinning). For cells with
+      :math:`W_c \\le` ``exact_limit`` those draws are made exactly; for larger cells
+      :math:`S_c` is drawn from its normal limit :math:`N(m_c \\mu_c, m_c \\sigma_c^2)`
+      (:math:`\\mu_c, \\sigma_c^2` the weighted mean and variance of the cell's scores), which
+      matches the exact mean and variance and whose skewness error is of order
+      :math:`m_c^{-1/2}`; the score term's sampling spread is in any case small next to the
+      binomial spread of the label counts, which is always exact.
+
+    Parameters
+    ----------
+    n_bootstrap : int
+        Number of replicates.
+    rng : numpy.random.Generator
+        The only source of randomness.
+    confidence : float
+        Central coverage of the percentile intervals.
+    exact_limit : float
+        Cells up to this weight are resampled exactly (``inf``: every cell, cost ~ rows per
+        replicate; 0: the normal limit everywhere).
+
+    Returns
+    -------
+    EceBootstrap
+
+    References
+    ----------
+    B. Efron, R. Tibshirani, "An Introduction to the Bootstrap", 1993 (percentile interval).
+    A. B. Owen, D. Eckles, "Bootstrapping data arrays of arbitrary order", Annals of Applied
+    Statistics 6, 2012 (Poisson bootstrap weights).
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> p = rng.random(1000)
+    >>> y = (rng.random(1000) < p).astype(int)
+    >>> b = ece_bootstrap(y, p, n_bootstrap=50, rng=np.random.default_rng(1))
+    >>> b.ece_replicates.shape, b.ece_ci[0] < b.ece_ci[1]
+    ((50,), True)
+    """
+    _check_bootstrap(n_bootstrap, rng, exact_limit)
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
+    return _bootstrap(
+        y,
+        p,
+        w,
+        stats,
+        n_bootstrap=int(n_bootstrap),
+        rng=rng,
+        confidence=_check_confidence(confidence),
+        exact_limit=float(exact_limit),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Calibration in the large, intercept and slope
+# ---------------------------------------------------------------------------------------------
+
+
+def calibration_in_the_large(
+    y_true: npt.ArrayLike, y_prob: npt.ArrayLike, *, sample_weight: npt.ArrayLike | None = None
+) -> CalibrationInTheLarge:
+    """Mean score minus base rate, and the observed/expected ratio (base rate / mean score).
+
+    Positive ``calibration_in_the_large`` (ratio below 1) means the scores over-predict.
+    The ratio is ``nan`` when the mean score is 0.
+
+    Examples
+    --------
+    >>> r = calibration_in_the_large([0, 0, 1, 1], [0.5, 0.5, 0.5, 0.5])
+    >>> r.calibration_in_the_large, r.observed_expected_ratio
+    (0.0, 1.0)
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    total = float(np.sum(w))
+    return _citl(float(w @ y) / total, float(w @ p) / total)
+
+
+def _citl(base_rate: float, mean_score: float) -> CalibrationInTheLarge:
+    return CalibrationInTheLarge(
+        calibration_in_the_large=mean_score - base_rate,
+        observed_expected_ratio=_ratio(base_rate, mean_score),
+    )
+
+
+def _log_lik(eta: FloatArray, w: FloatArray, wy: FloatArray) -> float:
+    """Bernoulli log-likelihood ``sum w (y eta - log(1 + e^eta))`` at linear predictor eta."""
+    return float(wy @ eta) - float(w @ np.logaddexp(0.0, eta))
+
+
+@dataclass(frozen=True)
+class _Newton:
+    """Result of a logistic Newton fit: estimate, inverse information, status."""
+
+    theta: FloatArray
+    cov: FloatArray
+    converged: bool
+    n_iter: int
+
+
+def _logistic_terms(
+    theta: FloatArray, x: FloatArray, w: FloatArray, wy: FloatArray, wy_sums: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Linear predictor, gradient and Fisher information of ``a + x`` or ``a + b x``."""
+    if theta.size == 1:
+        eta = x + theta[0]
+    else:
+        eta = x * theta[1]
+        eta += theta[0]
+    mu = expit(eta)
+    wmu = w * mu
+    v = wmu - wmu * mu
+    if theta.size == 1:
+        grad = np.array([wy_sums[0] - float(np.sum(wmu))])
+        info = np.array([[float(np.sum(v))]])
+    else:
+        vx = v * x
+        grad = np.array([wy_sums[0] - float(np.sum(wmu)), wy_sums[1] - float(wmu @ x)])
+        h01 = float(np.sum(vx))
+        info = np.array([[float(np.sum(v)), h01], [h01, float(vx @ x)]])
+    return eta, grad, info
+
+
+def _inverse_information(info: FloatArray) -> FloatArray | None:
+    """Inverse of a 1x1 or 2x2 Fisher information, or None when it is (nearly) singular."""
+    if info.shape == (1, 1):
+        return np.array([[1.0 / info[0, 0]]]) if info[0, 0] > 0.0 else None
+    h00, h01, h11 = float(info[0, 0]), float(info[0, 1]), float(info[1, 1])
+    det = h00 * h11 - h01 * h01
+    if not (h00 > 0.0 and det > 1e-12 * h00 * h11):
+        return None
+    return np.array([[h11, -h01], [-h01, h00]]) / det
+
+
+def _newton_logistic(
+    x: FloatArray,
+    w: FloatArray,
+    wy: FloatArray,
+    *,
+    start: FloatArray,
+    tol: float,
+    max_iter: int,
+) -> _Newton:
+    """Maximise the weighted Bernoulli log-likelihood of ``a + x`` (1 parameter) or ``a + b x``.
+
+    Newton's method with the analytic gradient and information. A step is accepted when the
+    directional derivative at the new point is still non-negative (the log-likelihood is
+    concave, so it then rose along the whole step); otherwise when the log-likelihood did not
+    fall, else it is halved. Converged when a Newton step is below ``tol * (1 + max|theta|)``;
+    that last step is taken and the inverse information is the one it was computed with.
+    """
+    k = start.size
+    wy_sums = np.array([float(np.sum(wy)), float(wy @ x)]) if k == 2 else np.array([np.sum(wy)])
+    theta = start.astype(np.float64, copy=True)
+    eta, grad, info = _logistic_terms(theta, x, w, wy, wy_sums)
+    ll: float | None = None
+    for it in range(1, max_iter + 1):
+        cov = _inverse_information(info)
+        if cov is None:
+            break
+        step = cov @ grad
+        if float(np.max(np.abs(step))) <= tol * (1.0 + float(np.max(np.abs(theta)))):
+            return _Newton(theta + step, cov, True, it)
+        scale = 1.0
+        while True:
+            trial = theta + scale * step
+            eta_t, grad_t, info_t = _logistic_terms(trial, x, w, wy, wy_sums)
+            ll_t: float | None = None
+            if float(grad_t @ step) >= 0.0:
+                break
+            if ll is None:
+                ll = _log_lik(eta, w, wy)
+            ll_t = _log_lik(eta_t, w, wy)
+            if ll_t >= ll - 1e-13 * abs(ll):
+                break
+            scale /= 2.0
+            if scale < 1e-10:
+                return _Newton(theta, np.full((k, k), np.nan), False, it)
+        theta, eta, grad, info, ll = trial, eta_t, grad_t, info_t, ll_t
+        if not np.all(np.isfinite(theta)):
+            break
+    return _Newton(theta, np.full((k, k), np.nan), False, max_iter)
+
+
+_COARSE_ROWS = 100_000
+_COARSE_CELLS = 4096
+
+
+def _coarse_data(
+    x: FloatArray, w: FloatArray, wy: FloatArray
+) -> tuple[FloatArray, FloatArray, FloatArray] | None:
+    """The data grouped into equal-width cells of x (cell means), for Newton's starting point."""
+    if x.size <= _COARSE_ROWS:
+        return None
+    lo, hi = float(np.min(x)), float(np.max(x))
+    if not hi > lo:
+        return None
+    cell = np.minimum(((x - lo) * (_COARSE_CELLS / (hi - lo))).astype(np.int64), _COARSE_CELLS - 1)
+    weight = np.bincount(cell, weights=w, minlength=_COARSE_CELLS).astype(np.float64)
+    weight_x = np.bincount(cell, weights=w * x, minlength=_COARSE_CELLS).astype(np.float64)
+    positives = np.bincount(cell, weights=wy, minlength=_COARSE_CELLS).astype(np.float64)
+    full = weight > 0.0
+    return weight_x[full] / weight[full], weight[full], positives[full]
+
+
+def _start(
+    coarse: tuple[FloatArray, FloatArray, FloatArray] | None, default: FloatArray
+) -> FloatArray:
+    """Starting point: the fit on the coarse data when there is one and it converged."""
+    if coarse is None:
+        return default
+    fit = _newton_logistic(*coarse, start=default, tol=1e-8, max_iter=50)
+    return fit.theta if fit.converged else default
+
+
+def _separated(x: FloatArray, positive: FloatArray, negative: FloatArray) -> bool:
+    """Whether x (quasi-)separates the weighted classes, so that no finite MLE exists."""
+    pos_x, neg_x = x[positive > 0.0], x[negative > 0.0]
+    return bool(pos_x.min() >= neg_x.max() or neg_x.min() >= pos_x.max())
+
+
+def _calibration_fit(
+    x: FloatArray,
+    w: FloatArray,
+    wy: FloatArray,
+    *,
+    confidence: float,
+    tol: float,
+    max_iter: int,
+) -> CalibrationFit:
+    """Both recalibration fits on covariate x = logit(clipped score), weights w, positives wy.
+
+    The rows may be grouped (one row per distinct score, with its total and positive weight):
+    the likelihood depends on the data only through those sums.
+    """
+    if np.any(w == 0.0):  # rows without weight change nothing but the rounding
+        keep = w > 0.0
+        x, w, wy = x[keep], w[keep], wy[keep]
+    n_pos = float(np.sum(wy))
+    n_neg = float(np.sum(w)) - n_pos
+    if not (n_pos > 0.0 and n_neg > 0.0):
+        return CalibrationFit(NAN, NAN_PAIR, NAN, NAN_PAIR, NAN, converged=False, n_iter=0)
+    z = _z_value(confidence)
+    coarse = _coarse_data(x, w, wy)
+    offset = _newton_logistic(
+        x, w, wy, start=_start(coarse, np.zeros(1)), tol=tol, max_iter=max_iter
+    )
+    if offset.converged:
+        a, half = float(offset.theta[0]), z * math.sqrt(float(offset.cov[0, 0]))
+        intercept, intercept_ci = a, (a - half, a + half)
+    else:
+        intercept, intercept_ci = NAN, NAN_PAIR
+    if _separated(x, wy, w - wy):
+        return CalibrationFit(intercept, intercept_ci, NAN, NAN_PAIR, NAN, False, offset.n_iter)
+    full = _newton_logistic(
+        x, w, wy, start=_start(coarse, np.array([0.0, 1.0])), tol=tol, max_iter=max_iter
+    )
+    if full.converged:
+        b, half = float(full.theta[1]), z * math.sqrt(float(full.cov[1, 1]))
+        slope, slope_ci, recal = b, (b - half, b + half), float(full.theta[0])
+    else:
+        slope, slope_ci, recal = NAN, NAN_PAIR, NAN
+    return CalibrationFit(
+        calibration_intercept=intercept,
+        calibration_intercept_ci=intercept_ci,
+        calibration_slope=slope,
+        calibration_slope_ci=slope_ci,
+        recalibration_intercept=recal,
+        converged=offset.converged and full.converged,
+        n_iter=offset.n_iter + full.n_iter,
+    )
+
+
+def calibration_intercept_slope(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    eps: float = 1e-15,
+    confidence: float = 0.95,
+    tol: float = 1e-10,
+    max_iter: int = 50,
+) -> CalibrationFit:
+    """Calibration intercept and slope by logistic recalibration (Cox 1958), with Wald intervals.
+
+    With :math:`x_i = \\operatorname{logit}(\\operatorname{clip}(p_i, \\varepsilon,
+    1 - \\varepsilon))` two weighted logistic regressions are fitted by maximum likelihood:
+
+    * slope: :math:`\\operatorname{logit} P(y = 1) = a' + b\\, x` (Cox 1958); ``calibration_slope``
+      is :math:`b` (1 for calibrated scores, < 1 for over-confident ones);
+    * intercept: :math:`\\operatorname{logit} P(y = 1) = a + x` (:math:`x` as an offset);
+      ``calibration_intercept`` is :math:`a`, the "calibration-in-the-large" intercept of
+      Van Calster et al. (2016) and R's CalibrationCurves (``val.prob.ci.2``), 0 when the mean
+      risk is right (not :math:`a'` of the slope model, which is ``recalibration_intercept``).
+
+    Both fits are Newton's method with the analytic gradient and Hessian (Fisher information
+    :math:`\\sum_i w_i \\mu_i (1 - \\mu_i) (1, x_i)^T (1, x_i)`) and step halving, started at
+    the identity recalibration (:math:`a = 0`, :math:`b = 1`); converged when a step is below
+    ``tol * (1 + |theta|)``. Wald intervals use the inverse information at the estimate.
+    When a maximum-likelihood estimate does not exist (one class; the score separating the
+    classes, checked before fitting; constant scores for the slope) or Newton does not
+    converge, that fit's figures are ``nan`` and ``converged`` is False.
+
+    References
+    ----------
+    D. R. Cox, "Two further applications of a model for binary regression", Biometrika 45,
+    1958. B. Van Calster et al., "A calibration hierarchy for risk models was defined: from
+    utopia to empirical data", J. Clinical Epidemiology 74, 2016.
+
+    Examples
+    --------
+    >>> # Constant scores 0.5: the intercept is the logit of the base rate, logit(0.25).
+    >>> fit = calibration_intercept_slope([1, 0, 0, 0], [0.5] * 4)
+    >>> round(fit.calibration_intercept, 6), round(math.log(1 / 3), 6)
+    (-1.098612, -1.098612)
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+        raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
+    if not tol > 0.0:
+        raise InputError(f"tol must be positive, got {tol!r}")
+    x = logit(np.clip(p, _check_eps(eps), 1.0 - eps))
+    return _calibration_fit(
+        x,
+        w,
+        w * y,
+        confidence=_check_confidence(confidence),
+        tol=tol,
+        max_iter=max_iter,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Goodness-of-fit tests
+# ---------------------------------------------------------------------------------------------
+
+
+def _hosmer_lemeshow(stats: _BinStats, w: FloatArray, p: FloatArray) -> HosmerLemeshow:
+    # Expected negatives as sum w (1 - p) directly (not n - E, which cancels), so that groups
+    # of scores 0 or 1 get an expected variance of exactly 0 and scores near 1 keep precision.
+    complement = np.bincount(stats.bin_id, weights=w * (1.0 - p), minlength=stats.weight.size)
+    full = stats.weight > 0.0
+    count = stats.weight[full]
+    observed = stats.positive_sum[full]
+    expected = stats.score_sum[full]
+    denom = expected * complement[full] / count
+    num = (observed - expected) ** 2
+    # A group whose expected variance is 0 (or so small the ratio overflows) adds inf unless it
+    # matches exactly.
+    with np.errstate(over="ignore"):
+        ratio = num / np.where(denom > 0.0, denom, 1.0)
+    terms = np.where(denom > 0.0, ratio, np.where(num > 0.0, np.inf, 0.0))
+    statistic = float(np.sum(terms))
+    groups = int(count.size)
+    df = groups - 2
+    pvalue = float(chdtrc(df, statistic)) if df > 0 else NAN
+    return HosmerLemeshow(
+        hosmer_lemeshow=statistic, hosmer_lemeshow_pvalue=pvalue, df=df, n_groups=groups
+    )
+
+
+def hosmer_lemeshow(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_groups: int = 10,
+) -> HosmerLemeshow:
+    """Hosmer-Lemeshow goodness-of-fit statistic over groups of risk ("deciles of risk").
+
+    .. math::
+
+        \\hat C = \\sum_{g} \\frac{(O_g - E_g)^2}{E_g (1 - E_g / n_g)}, \\qquad
+        \\hat C \\sim \\chi^2_{G - 2},
+
+    with, per group, the weighted count :math:`n_g`, observed positives :math:`O_g` and
+    expected positives :math:`E_g = \\sum w_i p_i`. Groups are equal-mass (the quantile bins of
+    :func:`bin_edges` with ``n_bins=n_groups``; tied scores never straddle two groups, so
+    fewer groups may result). Empty groups are dropped and :math:`G` counts the groups used;
+    the p-value is ``nan`` when :math:`G \\le 2`. A group whose expected variance is 0 adds 0 when
+    it matches exactly and ``inf`` otherwise.
+
+    References
+    ----------
+    D. W. Hosmer, S. Lemeshow, "Goodness of fit tests for the multiple logistic regression
+    model", Communications in Statistics A 9, 1980; Applied Logistic Regression, 2nd ed.,
+    section 5.2.2, 2000.
+
+    Examples
+    --------
+    >>> r = hosmer_lemeshow([0, 1, 0, 1, 1, 1], [0.2, 0.2, 0.5, 0.5, 0.8, 0.8], n_groups=3)
+    >>> round(r.hosmer_lemeshow, 6), r.df  # 0.36/0.32 + 0 + 0.16/0.32
+    (1.625, 1)
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    stats = _binned(y, p, w, _check_n_bins(n_groups, "n_groups"), "quantile")
+    return _hosmer_lemeshow(stats, w, p)
+
+
+def _spiegelhalter(y: FloatArray, p: FloatArray, w: FloatArray) -> Spiegelhalter:
+    centred = 1.0 - 2.0 * p
+    num = float(w @ ((y - p) * centred))
+    den = float(w @ (centred * centred * p * (1.0 - p)))
+    if not den > 0.0:
+        return Spiegelhalter(spiegelhalter_z=NAN, spiegelhalter_pvalue=NAN)
+    z = num / math.sqrt(den)
+    return Spiegelhalter(spiegelhalter_z=z, spiegelhalter_pvalue=float(2.0 * ndtr(-abs(z))))
+
+
+def spiegelhalter(
+    y_true: npt.ArrayLike, y_prob: npt.ArrayLike, *, sample_weight: npt.ArrayLike | None = None
+) -> Spiegelhalter:
+    """Spiegelhalter's (1986) z test of calibration, two-sided.
+
+    .. math::
+
+        Z = \\frac{\\sum_i w_i (y_i - p_i)(1 - 2 p_i)}
+        {\\sqrt{\\sum_i w_i (1 - 2 p_i)^2 p_i (1 - p_i)}},
+
+    the standardised difference between the Brier score and its expectation under the null
+    hypothesis that :math:`y_i \\sim \\mathrm{Bernoulli}(p_i)`. Frequency weights multiply
+    both sums (a row of weight 2 is two independent rows). ``nan`` when the variance is 0 (all
+    scores in {0, 0.5, 1}).
+
+    References
+    ----------
+    D. J. Spiegelhalter, "Probabilistic prediction in patient management and clinical trials",
+    Statistics in Medicine 5, 1986.
+
+    Examples
+    --------
+    >>> r = spiegelhalter([0, 1], [0.2, 0.6])  # (-0.12 - 0.08) / sqrt(0.0576 + 0.0096)
+    >>> round(r.spiegelhalter_z, 6)
+    -0.771517
+    """
+    y, p, w = _validate(y_true, y_prob, sample_weight)
+    return _spiegelhalter(y, p, w)
+
+
+# ---------------------------------------------------------------------------------------------
+# The summary
+# ---------------------------------------------------------------------------------------------
+
+
+def reliability_summary(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    n_bins: int = 10,
+    strategy: BinStrategy = "uniform",
+    n_bootstrap: int = 0,
+    rng: np.random.Generator | None = None,
+    eps: float = 1e-15,
+) -> ReliabilitySummary:
+    """Every reliability figure of one score column, from one sort of the scores.
+
+    Combines :func:`log_loss`, :func:`brier_score`, :func:`murphy_decomposition`,
+    :func:`ece`, :func:`mce`, :func:`ece_debiased` (with :func:`ece_bootstrap` when
+    ``n_bootstrap > 0``), :func:`delong_interval`, :func:`average_precision`,
+    :func:`calibration_intercept_slope`, :func:`hosmer_lemeshow` (10 equal-mass groups) and
+    :func:`spiegelhalter`, plus the bin table of :func:`reliability_bins`. Intervals are 95%.
+    Gini is :math:`2\\,\\mathrm{AUC} - 1`. Figures undefined on the data are ``nan``; one-class
+    data never raises.
+
+    Parameters
+    ----------
+    y_true, y_prob : array of shape (n,)
+        Labels (0/1 or booleans) and probability scores in [0, 1].
+    sample_weight : array of shape (n,), optional
+        Non-negative frequency weights.
+    n_bins : int
+        Number of bins for the table, ECE, MCE, Brier decomposition and debiased ECE.
+    strategy : {"uniform", "quantile"}
+        Equal-width or equal-mass bins.
+    n_bootstrap : int
+        Bootstrap replicates for ``ece_ci`` and ``ece_debiased_ci`` (0: no intervals).
+    rng : numpy.random.Generator, optional
+        Required when ``n_bootstrap > 0``.
+    eps : float
+        Clipping for the log loss and the logit of the calibration fits.
+
+    Returns
+    -------
+    ReliabilitySummary
+
+    Examples
+    --------
+    >>> s = reliability_summary([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], n_bins=2)
+    >>> s.n, s.base_rate, s.auc, s.gini, len(s.bins)
+    (4, 0.5, 0.75, 0.5, 2)
+    """
+    n_bins = _check_n_bins(n_bins)
+    strategy = _check_strategy(strategy)
+    eps = _check_eps(eps)
+    _check_bootstrap(n_bootstrap, rng, 0.0)
+    y0, p0, w0 = _validate(y_true, y_prob, sample_weight)
+    rows = _sort_rows(y0, p0, w0)
+    y, p, w = rows.y, rows.p, rows.w
+    wy = w * y
+    wp = w * p
+    total = float(np.sum(w))
+    positives = float(np.sum(wy))
+    base_rate = positives / total
+    mean_score = float(np.sum(wp)) / total
+
+    stats = _bin_stats_sorted(p, w, wp, wy, _edges(p, w, n_bins, strategy))
+    murphy = _murphy(stats)
+    debiased = float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+    ece_ci: tuple[float, float] | None = None
+    ece_debiased_ci: tuple[float, float] | None = None
+    if n_bootstrap > 0 and rng is not None:
+        boot = _bootstrap(
+            y,
+            p,
+            w,
+            stats,
+            n_bootstrap=int(n_bootstrap),
+            rng=rng,
+            confidence=0.95,
+            exact_limit=1000.0,
+        )
+        ece_ci, ece_debiased_ci = boot.ece_ci, boot.ece_debiased_ci
+
+    # Distinct scores with their positive and negative weight: enough for AUC, DeLong, average
+    # precision and the recalibration fits (whose likelihood depends on nothing else).
+    scores_g, positive_g, negative_g = _tie_groups(rows)
+    auc = _delong(positive_g, negative_g, 0.95)
+    x_g = logit(np.clip(scores_g, eps, 1.0 - eps))
+    fit = _calibration_fit(
+        x_g, positive_g + negative_g, positive_g, confidence=0.95, tol=1e-10, max_iter=50
+    )
+    hl_stats = _bin_stats_sorted(p, w, wp, wy, _edges(p, w, 10, "quantile"))
+    hl = _hosmer_lemeshow(hl_stats, w, p)
+    spieg = _spiegelhalter(y, p, w)
+    citl = _citl(base_rate, mean_score)
+    return ReliabilitySummary(
+        n=int(p.shape[0]),
+        weight_total=total,
+        positives=positives,
+        base_rate=base_rate,
+        mean_score=mean_score,
+        calibration_in_the_large=citl.calibration_in_the_large,
+        observed_expected_ratio=citl.observed_expected_ratio,
+        log_loss=_log_loss(y, p, w, eps),
+        brier=_brier(y, p, w),
+        brier_reliability=murphy.brier_reliability,
+        brier_resolution=murphy.brier_resolution,
+        brier_uncertainty=murphy.brier_uncertainty,
+        ece=float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum)),
+        ece_ci=ece_ci,
+        mce=_mce(stats),
+        ece_debiased=_sqrt_clipped(debiased),
+        ece_debiased_ci=ece_debiased_ci,
+        auc=auc.auc,
+        auc_ci=auc.auc_ci,
+        gini=2.0 * auc.auc - 1.0,
+        average_precision=_average_precision(positive_g, negative_g),
+        calibration_intercept=fit.calibration_intercept,
+        calibration_intercept_ci=fit.calibration_intercept_ci,
+        calibration_slope=fit.calibration_slope,
+        calibration_slope_ci=fit.calibration_slope_ci,
+        calibration_converged=fit.converged,
+        hosmer_lemeshow=hl.hosmer_lemeshow,
+        hosmer_lemeshow_pvalue=hl.hosmer_lemeshow_pvalue,
+        spiegelhalter_z=spieg.spiegelhalter_z,
+        spiegelhalter_pvalue=spieg.spiegelhalter_pvalue,
+        n_bins=int(stats.weight.size),
+        strategy=strategy,
+        bins=_table(stats, 0.95),
+    )
