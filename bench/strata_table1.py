@@ -28,8 +28,8 @@ odds from the training and tuning labels (a sample of the population), and the s
 test rows are re-ranked (``--smoothing`` chooses the slope estimator). As a baseline, the
 per-stratum isotonic calibration on the tuning rows, pooled (section 2.2.3 of the paper).
 
-Run ``python bench/strata_table1.py --reps 5 --seed 0``; prints the average test AUC (and its
-standard deviation over the repetitions) per model and technique.
+Run ``python bench/strata_table1.py --reps 10 --seed 0`` (about 40 s); prints the average
+test AUC (and its standard deviation over the repetitions) per model and technique.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import roc_auc_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
+from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
 from calib_cli.core.strata import fit_strata, rerank, stratum_odds
 
@@ -59,8 +60,10 @@ N_FEATURES = 28
 STD = np.geomspace(1.96, 0.33, N_FEATURES)
 # approximate fraud-minus-normal mean of V1..V28 in the real data (in units of each feature)
 FRAUD_SHIFT = np.array(
-    [-4.8, 3.6, -7.0, 4.5, -3.2, -1.4, -5.6, 0.6, -2.6, -5.7, 3.8, -6.3, -0.1, -7.0]
-    + [-0.1, -4.1, -6.7, -2.2, 0.7, 0.4, 0.7, 0.0, -0.04, -0.1, 0.04, 0.05, 0.2, 0.1]
+    [
+        *(-4.8, 3.6, -7.0, 4.5, -3.2, -1.4, -5.6, 0.6, -2.6, -5.7, 3.8, -6.3, -0.1, -7.0),
+        *(-0.1, -4.1, -6.7, -2.2, 0.7, 0.4, 0.7, 0.0, -0.04, -0.1, 0.04, 0.05, 0.2, 0.1),
+    ]
 )
 FRAUD_SPREAD = 1.5  # fraud rows scatter this many times wider than normal rows
 SPLIT = (0.49, 0.21)  # training and tuning shares; the rest is the test set
@@ -96,10 +99,41 @@ def logistic(seed: int) -> object:
     return make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
 
 
+class QuantisedBoosting:
+    """HistGradientBoostingClassifier on features cut at 255 unweighted quantiles.
+
+    The booster bins every feature into at most 255 bins anyway; doing it beforehand, without
+    weights, avoids scikit-learn's slow weighted-percentile binning when sample weights are
+    given (seconds per feature), at the same resolution.
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.model = HistGradientBoostingClassifier(
+            max_iter=100, learning_rate=0.1, max_leaf_nodes=15, early_stopping=False,
+            random_state=seed,
+        )  # fmt: skip
+        self.edges: list[FloatArray] = []
+
+    def _codes(self, x: FloatArray) -> FloatArray:
+        return np.column_stack(
+            [np.searchsorted(e, x[:, k]) for k, e in enumerate(self.edges)]
+        ).astype(np.float64)
+
+    def fit(
+        self, x: FloatArray, y: FloatArray, sample_weight: FloatArray | None = None
+    ) -> QuantisedBoosting:
+        levels = np.linspace(0.0, 1.0, 256)[1:-1]
+        self.edges = [np.unique(np.quantile(x[:, k], levels)) for k in range(x.shape[1])]
+        self.model.fit(self._codes(x), y, sample_weight=sample_weight)
+        return self
+
+    def predict_proba(self, x: FloatArray) -> FloatArray:
+        out: FloatArray = self.model.predict_proba(self._codes(x))
+        return out
+
+
 def boosting(seed: int) -> object:
-    return HistGradientBoostingClassifier(
-        max_iter=150, learning_rate=0.1, max_leaf_nodes=15, early_stopping=False, random_state=seed
-    )
+    return QuantisedBoosting(seed)
 
 
 MODELS: dict[str, Model] = {"logistic": logistic, "boosting": boosting}
@@ -126,7 +160,7 @@ def train_models(
         model = make(int(rng.integers(2**31)))
         if weight is None:
             model.fit(data.x[idx], y)  # type: ignore[attr-defined]
-        elif isinstance(model, HistGradientBoostingClassifier):
+        elif isinstance(model, QuantisedBoosting):
             model.fit(data.x[idx], y, sample_weight=weight)
         else:
             model.fit(data.x[idx], y, logisticregression__sample_weight=weight)  # type: ignore[attr-defined]
@@ -185,13 +219,17 @@ def one_repetition(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=5, help="repetitions (default 5)")
+    parser.add_argument("--reps", type=int, default=10, help="repetitions (default 10)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     parser.add_argument("--smoothing", choices=("hull", "loess"), default="hull")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="BLAS/OpenMP threads (default 1: fastest here)"
+    )
     args = parser.parse_args()
     rng = np.random.default_rng(args.seed)
     start = time.perf_counter()
-    runs = [one_repetition(rng, args.smoothing) for _ in range(args.reps)]
+    with threadpool_limits(limits=args.threads):
+        runs = [one_repetition(rng, args.smoothing) for _ in range(args.reps)]
     elapsed = time.perf_counter() - start
 
     print(
