@@ -31,6 +31,7 @@ from calib_cli.types import (
     InputFormat,
     OnInvalid,
     ScoreKind,
+    SlopeSmoothing,
     choices,
 )
 
@@ -1030,3 +1031,245 @@ def _data_destination(output: str | None) -> str:
     if sys.stdout.isatty():
         raise UsageError("give -o PATH for the output (or -o - to print the rows here)")
     return "-"
+
+
+# ------------------------------------------------------------------------ rerank-strata
+
+SlopeSmoothingChoice: Any = _choice_enum("SlopeSmoothingChoice", SlopeSmoothing)
+
+
+@app.command(
+    "rerank-strata",
+    epilog=(
+        "Examples: calib rerank-strata --reference tune.csv --target test.csv --strata-col "
+        "segment -o reranked.csv  |  calib rerank-strata --reference tune.parquet --target "
+        "test.parquet --pca-features age,income,tenure --n-strata 3 -o reranked.parquet"
+    ),
+)
+def rerank_strata(
+    reference: Annotated[
+        str, typer.Option("--reference", help="Labelled tuning rows (scores, labels, strata).",
+                          show_default=False)
+    ],
+    target: Annotated[
+        str, typer.Option("--target", help="Rows to re-rank (labels optional: then reported).",
+                          show_default=False)
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="Target rows with rerank_score, calibrated and "
+                     "rerank_rank ('-': stdout).", show_default="stdout when not a terminal"),
+    ] = None,
+    strata_col: Annotated[
+        str | None, typer.Option("--strata-col", help="Column naming each row's stratum.")
+    ] = None,
+    pca_features: Annotated[
+        str | None,
+        typer.Option("--pca-features", help="Comma-separated feature columns: strata from "
+                     "their first principal component (Algorithm 2) instead of --strata-col."),
+    ] = None,
+    n_strata: Annotated[
+        int, typer.Option("--n-strata", min=1, help="With --pca-features: number of strata.")
+    ] = 3,
+    smoothing: Annotated[
+        SlopeSmoothingChoice,
+        typer.Option("--smoothing", help="ROC slope: hull (concave hull, PAV) or loess "
+                     "(local quadratic, as in the paper)."),
+    ] = "hull",
+    prevalence_file: Annotated[
+        str | None,
+        typer.Option("--prevalence-file", help="Table of stratum, prevalence: the population's "
+                     "positive rate per stratum (default: from the weighted reference)."),
+    ] = None,
+    estimate_target_prevalence: Annotated[
+        bool,
+        typer.Option("--estimate-target-prevalence", help="Estimate each stratum's positive "
+                     "rate on the target from its scores (label shift, as estimate-shift)."),
+    ] = False,
+    score_col: ScoreColOpt = "score",
+    label_col: LabelColOpt = "label",
+    weight_col: WeightColOpt = None,
+    positive_label: PositiveLabelOpt = None,
+    score_kind: ScoreKindOpt = "probability",
+    output_col: Annotated[
+        str, typer.Option("--output-col", help="Name of the calibrated-probability column.")
+    ] = "calibrated",
+    input_format: InputFormatOpt = None,
+    output_format: OutputFormatOpt = None,
+    report: ReportOpt = None,
+    seed: SeedOpt = DEFAULT_SEED,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Re-rank scores of per-stratum models by stratum odds times the stratum's ROC slope
+    (Zuo 2021), so one ranking is best across strata; adds the population posterior."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        from calib_cli import io
+        from calib_cli.core.strata import (
+            compare_rankings,
+            fit_strata,
+            odds_from_prevalence,
+            rerank,
+            rerank_rank,
+            stratum_odds,
+            summarise_strata,
+        )
+        from calib_cli.report import ranking_comparison_table, strata_table
+
+        if (strata_col is None) == (pca_features is None):
+            raise UsageError("give --strata-col COL or --pca-features C1,C2,... (one of them)")
+        if prevalence_file is not None and estimate_target_prevalence:
+            raise UsageError("give --prevalence-file or --estimate-target-prevalence, not both")
+        kind = _enum_value(score_kind)
+        fmt_in = _enum_value(input_format)
+        ref = io.read_table(reference, input_format=fmt_in)
+        tgt = io.read_table(target, input_format=fmt_in,
+                            typed=io.typed_output(output or "-", _enum_value(output_format)))
+        ref_scores = ref.scores(score_col, kind=kind)
+        ref_labels = ref.labels(label_col, positive_label=positive_label)
+        ref_weights = ref.weights(weight_col)
+        tgt_scores = tgt.scores(score_col, kind=kind)
+        payload: dict[str, Any] = {"seed": seed, "smoothing": _enum_value(smoothing)}
+        added: dict[str, Any] = {}
+
+        if pca_features is not None:
+            ref_strata, tgt_strata, pca_payload = _pca_strata(ref, tgt, pca_features, n_strata,
+                                                              ref_labels, ref_weights)
+            payload["pca"] = pca_payload
+            session.info(_pca_note(pca_payload))
+            added["pca_stratum"] = tgt_strata
+        else:
+            ref_strata = ref.text(str(strata_col), option="--strata-col")
+            tgt_strata = tgt.text(str(strata_col), option="--strata-col")
+
+        slopes = fit_strata(ref_scores, ref_labels, ref_strata, sample_weight=ref_weights,
+                            smoothing=_enum_value(smoothing))
+        if prevalence_file is not None:
+            odds = odds_from_prevalence(_read_prevalence_file(prevalence_file))
+            payload["odds_source"] = "prevalence-file"
+        elif estimate_target_prevalence:
+            prevalences = _estimate_stratum_prevalence(
+                session, ref_scores, ref_labels, ref_weights, ref_strata, tgt_scores, tgt_strata,
+                score_kind=kind, seed=seed,
+            )
+            payload["target_prevalence"] = prevalences
+            odds = odds_from_prevalence({k: v["prevalence"] for k, v in prevalences.items()})
+            payload["odds_source"] = "estimated on the target"
+        else:
+            odds = stratum_odds(ref_labels, ref_strata, sample_weight=ref_weights)
+            payload["odds_source"] = "reference"
+        result = rerank(tgt_scores, tgt_strata, slopes, odds)
+        summary = summarise_strata(slopes, odds, tgt_strata)
+        payload["strata"] = summary
+        session.info(strata_table(summary, source=payload["odds_source"]))
+        if tgt.has_column(label_col):
+            tgt_labels = tgt.labels(label_col, positive_label=positive_label)
+            comparison = compare_rankings(tgt_labels, tgt_scores, result.rerank_score,
+                                          sample_weight=tgt.weights(weight_col))
+            payload["comparison"] = comparison
+            session.info(ranking_comparison_table(comparison))
+        added.update({
+            "rerank_score": result.rerank_score,
+            output_col: result.calibrated,
+            "rerank_rank": rerank_rank(result.rerank_score, tgt_scores),
+        })
+        frame = tgt.with_columns(added)
+        io.write_table(frame, _data_destination(output),
+                       output_format_override=_enum_value(output_format))
+        emit_report(session, payload, as_json=False, report_path=report)
+
+
+def _pca_strata(
+    ref: Table, tgt: Table, features: str, n_strata: int, ref_labels: Any, ref_weights: Any
+) -> tuple[Any, Any, dict[str, Any]]:
+    """Algorithm 2: strata from the first principal component of the pooled, standardised
+    reference and target features, cut at pooled quantiles."""
+    import numpy as np
+
+    from calib_cli.core.pca import assign_strata, first_principal_component, project_first_component
+
+    names = [name.strip() for name in features.split(",") if name.strip()]
+    if not names:
+        raise UsageError("--pca-features needs at least one column name")
+    ref_x = np.column_stack([ref.numbers(name, option="--pca-features") for name in names])
+    tgt_x = np.column_stack([tgt.numbers(name, option="--pca-features") for name in names])
+    pooled = np.vstack([ref_x, tgt_x])
+    pca = first_principal_component(pooled, names=names)
+    codes, edges = assign_strata(project_first_component(pca, pooled), n_strata=n_strata)
+    labels = np.array([f"pc{code + 1}" for code in range(int(codes.max()) + 1)])
+    ref_codes, tgt_codes = codes[: ref.n_rows], codes[ref.n_rows:]
+    rates = {}
+    for code, name in enumerate(labels):
+        rows = ref_codes == code
+        total = float(ref_weights[rows].sum())
+        rates[str(name)] = float(np.dot(ref_weights[rows], ref_labels[rows]) / total) if total else None
+    payload = {
+        "features": names,
+        "loadings": dict(zip(names, pca.loadings.tolist(), strict=True)),
+        "explained_variance_ratio": pca.explained_variance_ratio,
+        "cut_points": edges,
+        "n_strata": len(labels),
+        "reference_label_rate": rates,
+    }
+    return labels[ref_codes], labels[tgt_codes], payload
+
+
+def _pca_note(payload: dict[str, Any]) -> str:
+    rates = ", ".join(f"{k}: {v:.4f}" if v is not None else f"{k}: —"
+                      for k, v in payload["reference_label_rate"].items())
+    return (f"first principal component of {', '.join(payload['features'])}: explains "
+            f"{payload['explained_variance_ratio']:.1%} of the variance; {payload['n_strata']} "
+            f"strata (pca_stratum), reference label rates {rates}")
+
+
+def _read_prevalence_file(path: str) -> dict[str, float]:
+    """``--prevalence-file``: stratum -> population positive rate."""
+    from calib_cli import io
+
+    table = io.read_table(path)
+    names, codes = table.categories("stratum", option="--prevalence-file (column 'stratum')")
+    column = "prevalence" if table.has_column("prevalence") else "rate"
+    rates = table.numbers(column, option="--prevalence-file (column 'prevalence')")
+    if len(names) != table.n_rows:
+        raise UsageError(f"{table.name}: each stratum must appear once")
+    return {names[code]: float(rates[row]) for row, code in enumerate(codes)}
+
+
+def _estimate_stratum_prevalence(
+    session: Session,
+    ref_scores: Any,
+    ref_labels: Any,
+    ref_weights: Any,
+    ref_strata: Any,
+    tgt_scores: Any,
+    tgt_strata: Any,
+    *,
+    score_kind: ScoreKind,
+    seed: int,
+) -> dict[str, dict[str, Any]]:
+    """Each stratum's positive rate on the target, estimated from its scores with the label-
+    shift estimator of ``estimate-shift`` (method auto), fitted on the stratum's reference."""
+    import numpy as np
+
+    from calib_cli.core.shift import estimate_prevalence, fit_reference
+
+    rng = np.random.default_rng(seed)
+    out: dict[str, dict[str, Any]] = {}
+    for stratum in sorted(set(tgt_strata.tolist())):
+        in_ref = ref_strata == stratum
+        if not in_ref.any():
+            continue  # rerank() names the missing stratum with its row count
+        model = fit_reference(ref_scores[in_ref], ref_labels[in_ref],
+                              sample_weight=ref_weights[in_ref], score_kind=score_kind)
+        estimate = estimate_prevalence(model, tgt_scores[tgt_strata == stratum], rng=rng)
+        for warning in estimate.warnings:
+            session.warn(f"stratum '{stratum}': {warning}")
+        out[str(stratum)] = {
+            "prevalence": estimate.prevalence,
+            "ci_low": estimate.ci_low,
+            "ci_high": estimate.ci_high,
+            "method": estimate.method,
+            "reference_prevalence": estimate.reference_prevalence,
+        }
+    return out

@@ -163,6 +163,11 @@ class Table:
             )
         return values
 
+    def text(self, column: str, *, option: str | None = None) -> Any:
+        """A column's values as text (NumPy array of str); missing values are refused."""
+        names, codes = self.categories(column, option=option)
+        return np.asarray(names, dtype=object)[codes].astype(str)
+
     def categories(self, column: str, *, option: str | None = None) -> tuple[list[str], Any]:
         """A grouping column as (sorted distinct values as text, integer code per row).
 

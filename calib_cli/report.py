@@ -331,3 +331,33 @@ def method_choice_table(choice: Any) -> Table:
         table.add_row(row.method, fmt(row.cv_log_loss, 5), fmt(row.cv_brier, 5), mark,
                       style="bold" if mark else None)
     return table
+
+
+# --------------------------------------------------------------------------- rerank-strata
+
+
+def strata_table(summary: Sequence[Any], *, source: str) -> Table:
+    """Per stratum: reference rows, positives, odds, within-stratum AUC, slope range."""
+    table = Table(title=f"Strata (odds from the {source})", title_justify="left",
+                  header_style="bold")
+    for heading in ("stratum", "ref. rows", "positives", "odds", "AUC in stratum",
+                    "ROC slope min", "ROC slope max", "target rows"):
+        table.add_column(heading, justify="right", no_wrap=True)
+    for row in summary:
+        table.add_row(str(row.stratum), fmt_count(row.rows), fmt_count(row.positives),
+                      fmt(row.stratum_odds), fmt(row.auc), fmt(row.slope_min),
+                      fmt(row.slope_max), fmt_count(row.target_rows))
+    return table
+
+
+def ranking_comparison_table(comparison: Any) -> Table:
+    """AUC and TPR at fixed FPRs, raw pooled scores against the re-ranked order."""
+    table = Table(title="Ranking on the labelled target", title_justify="left",
+                  header_style="bold")
+    for heading in ("figure", "raw scores", "reranked"):
+        table.add_column(heading, justify="right", no_wrap=True)
+    table.add_row("AUC", fmt(comparison.auc_raw), fmt(comparison.auc_reranked))
+    for fpr, raw, reranked in zip(comparison.fpr, comparison.tpr_raw, comparison.tpr_reranked,
+                                  strict=True):
+        table.add_row(f"TPR at FPR {float(fpr):g}", fmt(raw), fmt(reranked))
+    return table

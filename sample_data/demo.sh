@@ -38,7 +38,10 @@ step "5. Apply the saved calibrator to new rows (no labels needed) and check the
 
 #SHIFT-STEP
 
-#STRATA-STEP
+step "7. One model per stratum, each trained on its own undersample: re-rank them together" \
+     "calib rerank-strata --reference $DATA/strata_reference.csv --target $DATA/strata_target.csv --strata-col stratum -o $OUT/strata_reranked.csv"
+"$CALIB" rerank-strata --reference "$DATA/strata_reference.csv" \
+    --target "$DATA/strata_target.csv" --strata-col stratum -o "$OUT/strata_reranked.csv"
 
 step "8. A real public table: ISLR's Default data, cross-fitted logistic scores" \
      "calib reliability $DATA/credit_default_scores.csv --by student --bootstrap 200"

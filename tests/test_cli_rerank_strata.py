@@ -1,0 +1,112 @@
+"""`calib rerank-strata` end to end through the installed command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from scipy.stats import rankdata
+
+from tests.conftest import SAMPLE_DATA, RunCalib
+
+REFERENCE = SAMPLE_DATA / "strata_reference.csv"
+TARGET = SAMPLE_DATA / "strata_target.csv"
+
+
+def test_reranking_beats_pooled_scores_and_keeps_order_within_strata(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    out, report = tmp_path / "out.parquet", tmp_path / "r.json"
+    done = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET),
+                      "--strata-col", "stratum", "-o", str(out), "--report", str(report)])
+    assert done.returncode == 0, done.stderr
+    frame = pl.read_parquet(out)
+    assert frame.columns == [*pl.read_csv(TARGET).columns, "rerank_score", "calibrated",
+                             "rerank_rank"]
+    for _, group in frame.group_by("stratum"):
+        raw = rankdata(group["score"].to_numpy(), method="min")
+        reranked = rankdata(group["rerank_score"].to_numpy(), method="min")
+        np.testing.assert_array_equal(raw, reranked)
+    r = frame["rerank_score"].to_numpy()
+    np.testing.assert_allclose(frame["calibrated"].to_numpy(), r / (1 + r), rtol=1e-15)
+    assert sorted(frame["rerank_rank"].to_list())[0] == 1
+    figures = json.loads(report.read_text())
+    assert figures["comparison"]["auc_reranked"] > figures["comparison"]["auc_raw"] + 0.05
+    assert [s["stratum"] for s in figures["strata"]] == ["A", "B", "C"]
+    assert "Ranking on the labelled target" in done.stderr.decode()
+
+
+def test_one_stratum_keeps_the_raw_ranking(run_calib: RunCalib, tmp_path: Path) -> None:
+    reference = pl.read_csv(REFERENCE).with_columns(pl.lit("all").alias("stratum"))
+    target = pl.read_csv(TARGET).with_columns(pl.lit("all").alias("stratum"))
+    reference.write_csv(tmp_path / "ref.csv")
+    target.write_csv(tmp_path / "tgt.csv")
+    out = tmp_path / "out.csv"
+    done = run_calib(["rerank-strata", "--reference", str(tmp_path / "ref.csv"), "--target",
+                      str(tmp_path / "tgt.csv"), "--strata-col", "stratum", "-o", str(out), "-q"])
+    assert done.returncode == 0, done.stderr
+    frame = pl.read_csv(out)
+    expected = rankdata(-frame["score"].to_numpy(), method="min")
+    np.testing.assert_array_equal(frame["rerank_rank"].to_numpy(), expected)
+
+
+def test_missing_target_stratum_is_a_clear_error(run_calib: RunCalib, tmp_path: Path) -> None:
+    target = pl.read_csv(TARGET).head(5).with_columns(
+        pl.Series("stratum", ["A", "Z", "Z", "B", "A"]))
+    target.write_csv(tmp_path / "tgt.csv")
+    out = tmp_path / "out.csv"
+    done = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target",
+                      str(tmp_path / "tgt.csv"), "--strata-col", "stratum", "-o", str(out)])
+    assert done.returncode == 65
+    assert "stratum 'Z' of the target has no rows in the reference (2 target rows)" in (
+        done.stderr.decode())
+    assert not out.exists()
+
+
+def test_prevalence_file_sets_the_odds(run_calib: RunCalib, tmp_path: Path) -> None:
+    prevalence = tmp_path / "p.csv"
+    prevalence.write_text("stratum,prevalence\nA,0.01\nB,0.05\nC,0.2\n")
+    report = tmp_path / "r.json"
+    done = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET),
+                      "--strata-col", "stratum", "--prevalence-file", str(prevalence), "-o",
+                      str(tmp_path / "o.csv"), "--report", str(report), "-q"])
+    assert done.returncode == 0, done.stderr
+    odds = {s["stratum"]: s["stratum_odds"] for s in json.loads(report.read_text())["strata"]}
+    assert odds == pytest.approx({"A": 0.01 / 0.99, "B": 0.05 / 0.95, "C": 0.25}, rel=1e-12)
+
+
+def test_strata_from_the_first_principal_component(run_calib: RunCalib, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    frames = []
+    for n in (3000, 2000):
+        x1 = rng.normal(size=n)
+        x2 = 0.8 * x1 + 0.2 * rng.normal(size=n)
+        score = 1 / (1 + np.exp(-(x1 + rng.normal(size=n))))
+        label = (rng.random(n) < 1 / (1 + np.exp(-(-3 + 1.5 * x1)))).astype(int)
+        frames.append(pl.DataFrame({"x1": x1, "x2": x2, "score": score, "label": label}))
+    frames[0].write_csv(tmp_path / "ref.csv")
+    frames[1].write_csv(tmp_path / "tgt.csv")
+    report, out = tmp_path / "r.json", tmp_path / "o.csv"
+    done = run_calib(["rerank-strata", "--reference", str(tmp_path / "ref.csv"), "--target",
+                      str(tmp_path / "tgt.csv"), "--pca-features", "x1,x2", "--n-strata", "3",
+                      "-o", str(out), "--report", str(report)])
+    assert done.returncode == 0, done.stderr
+    pca = json.loads(report.read_text())["pca"]
+    assert pca["explained_variance_ratio"] > 0.9
+    assert pca["n_strata"] == 3
+    rates = list(pca["reference_label_rate"].values())
+    assert rates == sorted(rates)  # the component follows x1, which drives the labels
+    assert set(pl.read_csv(out)["pca_stratum"].unique()) == {"pc1", "pc2", "pc3"}
+    assert "explains" in done.stderr.decode()
+
+
+def test_usage_errors(run_calib: RunCalib) -> None:
+    both = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET),
+                      "--strata-col", "stratum", "--pca-features", "x", "-o", "-"])
+    assert both.returncode == 2
+    neither = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target",
+                         str(TARGET), "-o", "-"])
+    assert neither.returncode == 2
