@@ -31,6 +31,7 @@ from calib_cli.types import (
     InputFormat,
     OnInvalid,
     ScoreKind,
+    ShiftMethod,
     SlopeSmoothing,
     choices,
 )
@@ -1273,3 +1274,185 @@ def _estimate_stratum_prevalence(
             "reference_prevalence": estimate.reference_prevalence,
         }
     return out
+
+
+# ------------------------------------------------------------------------ estimate-shift
+
+ShiftMethodChoice: Any = _choice_enum("ShiftMethodChoice", ShiftMethod)
+
+
+@app.command(
+    "estimate-shift",
+    epilog=(
+        "Examples: calib estimate-shift --reference calibration.csv --target today.parquet  |  "
+        "calib estimate-shift --reference ref.csv --target batch.csv --batch-col day "
+        "--costs 1:20 -o decided.csv --report shift.json"
+    ),
+)
+def estimate_shift(
+    reference: Annotated[
+        str, typer.Option("--reference", help="Scores and labels from the population the model "
+                          "was calibrated on.", show_default=False)
+    ],
+    target: Annotated[
+        str, typer.Option("--target", help="Scores of the new batch (labels optional: then "
+                          "only used to report the error).", show_default=False)
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="Target rows with the calibrated probability (and "
+                     "decision with --costs); '-' for stdout."),
+    ] = None,
+    method: Annotated[
+        ShiftMethodChoice, typer.Option("--method", help="auto, mle, em, acc, pacc or map.")
+    ] = "auto",
+    batch_col: Annotated[
+        str | None, typer.Option("--batch-col", help="Estimate each value of this column "
+                                 "(day, week, segment) separately, in one pass.")
+    ] = None,
+    bootstrap: Annotated[
+        int, typer.Option("--bootstrap", min=0, help="Bootstrap replicates over target and "
+                          "reference rows, for the interval and the fit p-value.")
+    ] = 200,
+    costs: Annotated[
+        str | None,
+        typer.Option("--costs", help="FP:FN costs: flag rows whose calibrated probability is at "
+                     "least FP/(FP+FN) and compare static and re-estimated decisions."),
+    ] = None,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="acc/pacc: score threshold (default: the "
+                                   "one maximising TPR - FPR on the reference).")
+    ] = None,
+    map_nodes: Annotated[
+        int, typer.Option("--map-nodes", min=2, help="map: nodes of the piecewise-linear "
+                          "positive density.")
+    ] = 10,
+    map_beta: Annotated[
+        float, typer.Option("--map-beta", min=0.0, help="map: strength of the prior tying the "
+                            "positive density to the reference's.")
+    ] = 1000.0,
+    map_power: Annotated[
+        float, typer.Option("--map-power", min=0.0, help="map: power p of the prior's penalty.")
+    ] = 1.0,
+    score_col: ScoreColOpt = "score",
+    label_col: LabelColOpt = "label",
+    weight_col: Annotated[
+        str | None, typer.Option("--weight-col", help="Column of reference sample weights.")
+    ] = None,
+    positive_label: PositiveLabelOpt = None,
+    score_kind: ScoreKindOpt = "probability",
+    output_col: Annotated[
+        str, typer.Option("--output-col", help="Name of the calibrated-probability column.")
+    ] = "calibrated",
+    input_format: InputFormatOpt = None,
+    output_format: OutputFormatOpt = None,
+    as_json: JsonOpt = False,
+    report: ReportOpt = None,
+    seed: SeedOpt = DEFAULT_SEED,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Estimate the positive rate of an unlabeled batch from its scores (label shift),
+    recalibrate the batch to it, and move the decision threshold."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        import numpy as np
+
+        from calib_cli import io
+        from calib_cli.core.shift import (
+            bayes_threshold,
+            decision_costs,
+            estimate_prevalence,
+            fit_reference,
+            posterior,
+        )
+        from calib_cli.report import decision_table, shift_table
+
+        cost_fp, cost_fn = _parse_costs(costs) if costs is not None else (None, None)
+        kind = _enum_value(score_kind)
+        fmt_in = _enum_value(input_format)
+        ref = io.read_table(reference, input_format=fmt_in)
+        tgt = io.read_table(target, input_format=fmt_in,
+                            typed=io.typed_output(output, _enum_value(output_format)))
+        model = fit_reference(
+            ref.scores(score_col, kind=kind),
+            ref.labels(label_col, positive_label=positive_label),
+            sample_weight=ref.weights(weight_col),
+            score_kind=kind,
+        )
+        scores = tgt.scores(score_col, kind=kind)
+        labels = (tgt.labels(label_col, positive_label=positive_label)
+                  if tgt.has_column(label_col) else None)
+        calibrated = np.empty(tgt.n_rows, dtype=np.float64)
+        static = np.empty(tgt.n_rows, dtype=np.float64)
+        batches: list[dict[str, Any]] = []
+        for batch_name, rows in _batches(tgt, batch_col):
+            # A fresh generator per batch: one call with --batch-col equals one call per batch.
+            estimate = estimate_prevalence(
+                model, scores[rows], method=_enum_value(method), n_bootstrap=bootstrap,
+                rng=np.random.default_rng(seed), threshold=threshold, map_nodes=map_nodes,
+                map_beta=map_beta, map_power=map_power,
+            )
+            calibrated[rows] = posterior(model, estimate, scores[rows])
+            entry: dict[str, Any] = {} if batch_col is None else {"batch": batch_name}
+            entry.update(_as_dict(estimate))
+            if labels is not None:
+                truth = float(np.mean(labels[rows]))
+                entry.update(true_prevalence=truth, error=estimate.prevalence - truth)
+            if cost_fp is not None and cost_fn is not None:
+                static[rows] = posterior(model, model.reference_prevalence, scores[rows],
+                                         method="em")
+                entry["decision"] = _as_dict(decision_costs(
+                    static[rows], calibrated[rows], cost_fp=cost_fp, cost_fn=cost_fn,
+                    y_true=None if labels is None else labels[rows],
+                ))
+            for warning in estimate.warnings:
+                prefix = f"batch {batch_name}: " if batch_col is not None else ""
+                session.warn(f"{prefix}{warning}")
+            batches.append(entry)
+
+        payload: dict[str, Any]
+        if batch_col is None:
+            payload = batches[0]
+        else:
+            payload = {"batch_col": batch_col, "batches": batches}
+        emit_report(session, payload, as_json=as_json and output is None, report_path=report)
+        show = session.result if output is None else session.info
+        if not (as_json and output is None):
+            show(shift_table(batches, batch_col=batch_col, source=tgt.name))
+            if cost_fp is not None and cost_fn is not None:
+                show(decision_table(batches, batch_col=batch_col,
+                                    threshold=bayes_threshold(cost_fp, cost_fn)))
+        if output is not None:
+            added: dict[str, Any] = {output_col: calibrated}
+            if cost_fp is not None and cost_fn is not None:
+                cut = bayes_threshold(cost_fp, cost_fn)
+                added["decision"] = (calibrated >= cut).astype(np.int64)
+            io.write_table(tgt.with_columns(added), output,
+                           output_format_override=_enum_value(output_format))
+
+
+def _parse_costs(text: str) -> tuple[float, float]:
+    """``--costs FP:FN`` as two positive, finite numbers."""
+    import math
+
+    parts = text.split(":")
+    try:
+        if len(parts) != 2:
+            raise ValueError
+        cost_fp, cost_fn = float(parts[0]), float(parts[1])
+    except ValueError:
+        raise UsageError(f"--costs must look like FP:FN (e.g. 1:20), got {text!r}") from None
+    if not (math.isfinite(cost_fp) and math.isfinite(cost_fn) and cost_fp > 0 and cost_fn > 0):
+        raise UsageError(f"--costs needs two positive numbers, got {text!r}")
+    return cost_fp, cost_fn
+
+
+def _batches(table: Table, batch_col: str | None) -> Iterator[tuple[str | None, Any]]:
+    """(batch name, row selector) pairs: every row, or each value of --batch-col in order."""
+    if batch_col is None:
+        yield None, slice(None)
+        return
+    names, codes = table.categories(batch_col, option="--batch-col")
+    for index, name in enumerate(names):
+        yield name, codes == index

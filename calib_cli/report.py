@@ -361,3 +361,67 @@ def ranking_comparison_table(comparison: Any) -> Table:
                                   strict=True):
         table.add_row(f"TPR at FPR {float(fpr):g}", fmt(raw), fmt(reranked))
     return table
+
+
+# -------------------------------------------------------------------------- estimate-shift
+
+
+def shift_table(batches: Sequence[Mapping[str, Any]], *, batch_col: str | None, source: str) -> Table:
+    """Per batch: rows, estimated prevalence and interval, method, diagnostics (and the true
+    rate and error when the target has labels)."""
+    table = Table(title=f"Positive rate of {source}", title_justify="left", header_style="bold")
+    has_truth = any("true_prevalence" in b for b in batches)
+    headings = [batch_col] if batch_col is not None else []
+    headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "conv.", "ref. AUC",
+                 "fit p"]
+    if has_truth:
+        headings += ["true", "error"]
+    for heading in headings:
+        table.add_column(heading, justify="right", no_wrap=True)
+    for batch in batches:
+        cells = [str(batch["batch"])] if batch_col is not None else []
+        cells += [
+            fmt_count(batch["n"]),
+            fmt(batch["prevalence"]),
+            _span(_number(batch["ci_low"]), _number(batch["ci_high"])),
+            fmt(batch["reference_prevalence"]),
+            str(batch["method"]),
+            fmt(batch["converged"]),
+            fmt(batch["reference_auc"]),
+            fmt(batch["fit_pvalue"]),
+        ]
+        if has_truth:
+            cells += [fmt(batch.get("true_prevalence")), fmt(batch.get("error"))]
+        table.add_row(*cells)
+    return table
+
+
+def _number(value: Any) -> float:
+    return float("nan") if value is None else float(value)
+
+
+def decision_table(
+    batches: Sequence[Mapping[str, Any]], *, batch_col: str | None, threshold: float
+) -> Table:
+    """Expected (and realised) cost per row of the static and the re-estimated decisions."""
+    table = Table(title=f"Decisions at the Bayes threshold {threshold:.4g} (cost per row; "
+                  "static = reference prior)", title_justify="left", header_style="bold")
+    has_truth = any((b.get("decision") or {}).get("realised_cost_static") is not None
+                    for b in batches)
+    headings = [batch_col] if batch_col is not None else []
+    headings += ["flagged: static", "re-est.", "expected cost: static", "re-est."]
+    if has_truth:
+        headings += ["actual cost: static", "re-est."]
+    for heading in headings:
+        table.add_column(heading, justify="right", no_wrap=True)
+    for batch in batches:
+        decision = batch.get("decision") or {}
+        cells = [str(batch["batch"])] if batch_col is not None else []
+        cells += [fmt(decision.get("flagged_static")), fmt(decision.get("flagged_shifted")),
+                  fmt(decision.get("expected_cost_static")),
+                  fmt(decision.get("expected_cost_shifted"))]
+        if has_truth:
+            cells += [fmt(decision.get("realised_cost_static")),
+                      fmt(decision.get("realised_cost_shifted"))]
+        table.add_row(*cells)
+    return table

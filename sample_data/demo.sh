@@ -36,7 +36,10 @@ step "5. Apply the saved calibrator to new rows (no labels needed) and check the
         --strategy quantile --fail-above-ece 0.02 \
     || echo "(quality gate: the raw score fails --fail-above-ece 0.02, exit $?)"
 
-#SHIFT-STEP
+step "6. The fraud rate moved: estimate each day's positive rate from the scores alone, recalibrate, move the threshold" \
+     "calib estimate-shift --reference $DATA/transactions.csv --target $DATA/shifted_batch.csv --batch-col day --costs 1:20 -o $OUT/shifted_decided.csv"
+"$CALIB" estimate-shift --reference "$DATA/transactions.csv" --target "$DATA/shifted_batch.csv" \
+    --batch-col day --costs 1:20 -o "$OUT/shifted_decided.csv" --report "$OUT/shift.json"
 
 step "7. One model per stratum, each trained on its own undersample: re-rank them together" \
      "calib rerank-strata --reference $DATA/strata_reference.csv --target $DATA/strata_target.csv --strata-col stratum -o $OUT/strata_reranked.csv"
