@@ -1,0 +1,231 @@
+"""Tests of the MAP machinery of reference 001 (calib_cli.core.shift_map).
+
+References used: scipy.integrate.quad and np.interp for the piecewise-linear density and its
+cumulative, scipy.optimize.check_grad / central differences for every analytic gradient, and
+the exact bracketed maximum-likelihood solution for the beta -> infinity limit of the MAP fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from scipy.integrate import quad
+from scipy.optimize import approx_fprime, brentq, check_grad
+
+from calib_cli.core import shift_map as sm
+from calib_cli.errors import InputError
+
+
+def _cells(nodes: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    return sm.cdf_basis(edges[1:], nodes) - sm.cdf_basis(edges[:-1], nodes)
+
+
+def test_uniform_nodes_and_checks() -> None:
+    assert sm.uniform_nodes(3).tolist() == pytest.approx([0.0, 1 / 3, 2 / 3, 1.0])
+    with pytest.raises(InputError, match="map_nodes must be a positive integer"):
+        sm.uniform_nodes(0)
+    with pytest.raises(InputError, match="start at 0 and end at 1"):
+        sm.check_nodes(np.array([0.1, 1.0]))
+    with pytest.raises(InputError, match="strictly increasing"):
+        sm.check_nodes(np.array([0.0, 0.5, 0.5, 1.0]))
+
+
+def test_heights_integrate_to_one_and_fix_h0() -> None:
+    rng = np.random.default_rng(0)
+    nodes = np.sort(np.concatenate(([0.0, 1.0], rng.random(6))))
+    weights = sm.trapezoid_weights(nodes)
+    q = rng.normal(size=nodes.size - 1) * 3
+    h = sm.heights(q, weights)
+    # trapezoid rule of the piecewise-linear function = its exact integral (quad reference)
+    integral = float(
+        quad(lambda z: np.interp(z, nodes, h), 0.0, 1.0, points=nodes[1:-1], limit=200)[0]
+    )
+    assert integral == pytest.approx(1.0, abs=1e-10)
+    assert float(weights @ h) == pytest.approx(1.0, rel=1e-14)
+    # h_0 = 1 / M and h_i = exp(q_i) / M (reference 001's parameterisation)
+    e = np.concatenate(([1.0], np.exp(q)))
+    big_m = float(np.sum(0.5 * (e[1:] + e[:-1]) * np.diff(nodes)))
+    np.testing.assert_allclose(h, e / big_m, rtol=1e-12)
+
+
+def test_interp_and_cdf_basis_against_numpy_and_quad() -> None:
+    rng = np.random.default_rng(1)
+    nodes = np.array([0.0, 0.2, 0.45, 0.7, 1.0])
+    h = rng.random(5) + 0.1
+    z = np.concatenate(([0.0, 1.0, 0.2], rng.random(20)))
+    np.testing.assert_allclose(sm.interp_basis(z, nodes) @ h, np.interp(z, nodes, h), rtol=1e-13)
+    cdf = sm.cdf_basis(z, nodes) @ h
+    expected = [
+        quad(lambda s: np.interp(s, nodes, h), 0.0, zz, points=nodes[1:-1], limit=200)[0]
+        for zz in z
+    ]
+    np.testing.assert_allclose(cdf, expected, atol=1e-12)
+
+
+def test_fit_piecewise_linear_recovers_a_triangle() -> None:
+    # density 2z on [0, 1] is piecewise linear on any nodes: heights 2 * nodes
+    rng = np.random.default_rng(2)
+    sample = np.sqrt(rng.random(200_000))
+    nodes = sm.uniform_nodes(4)
+    edges = np.linspace(0.0, 1.0, 201)
+    counts = np.histogram(sample, bins=edges)[0].astype(float)
+    fit = sm.fit_piecewise_linear(counts, _cells(nodes, edges), nodes)
+    assert fit.converged
+    np.testing.assert_allclose(fit.heights[1:], 2 * nodes[1:], atol=0.03)
+    assert fit.heights[0] < 0.03
+
+
+def test_fit_piecewise_linear_gradient_is_the_likelihood_gradient() -> None:
+    # The fitted q is a stationary point of the binned log-likelihood (central differences).
+    rng = np.random.default_rng(3)
+    nodes = sm.uniform_nodes(5)
+    edges = np.linspace(0.0, 1.0, 41)
+    counts = np.histogram(rng.beta(3, 2, 5000), bins=edges)[0].astype(float)
+    basis = _cells(nodes, edges)
+    fit = sm.fit_piecewise_linear(counts, basis, nodes)
+    weights = sm.trapezoid_weights(nodes)
+
+    def loglik(q: np.ndarray) -> float:
+        return float(counts @ np.log(basis @ sm.heights(q, weights))) / float(counts.sum())
+
+    grad = approx_fprime(fit.log_heights, loglik, 1e-7)
+    assert np.max(np.abs(grad)) < 1e-5
+
+
+@dataclass(frozen=True)
+class Problem:
+    nodes: np.ndarray
+    basis: np.ndarray
+    mass_neg: np.ndarray
+    counts: np.ndarray
+    prior_w: np.ndarray
+    prior_basis: np.ndarray
+    reference: sm.PiecewiseLinearFit
+
+    @property
+    def reference_density(self) -> np.ndarray:
+        return np.asarray(self.prior_basis @ self.reference.heights)
+
+    def args(self) -> tuple[np.ndarray, ...]:
+        return (
+            self.counts,
+            self.mass_neg,
+            self.basis,
+            self.prior_w,
+            self.prior_basis,
+            self.reference_density,
+            self.nodes,
+        )
+
+
+def _problem(seed: int) -> Problem:
+    rng = np.random.default_rng(seed)
+    nodes = sm.uniform_nodes(6)
+    edges = np.linspace(0.0, 1.0, 31)
+    basis = _cells(nodes, edges)
+    mass_neg = np.histogram(rng.beta(2, 6, 4000), bins=edges)[0] + 0.5
+    mass_neg = mass_neg / mass_neg.sum()
+    counts = np.histogram(np.concatenate((rng.beta(2, 6, 3000), rng.beta(4, 2, 300))), bins=edges)[
+        0
+    ].astype(float)
+    prior_z = rng.random(200)
+    prior_w = rng.random(200)
+    prior_w /= prior_w.sum()
+    ref_counts = np.histogram(rng.beta(5, 2, 2000), bins=edges)[0].astype(float)
+    reference = sm.fit_piecewise_linear(ref_counts, basis, nodes)
+    return Problem(
+        nodes, basis, mass_neg, counts, prior_w, sm.interp_basis(prior_z, nodes), reference
+    )
+
+
+@pytest.mark.parametrize("power", [1.0, 1.5, 2.0, 3.0])
+@pytest.mark.parametrize("beta", [0.0, 10.0, 1000.0])
+def test_map_objective_gradient_matches_finite_differences(power: float, beta: float) -> None:
+    prob = _problem(4)
+    args = prob.args()
+    rng = np.random.default_rng(5)
+    for _ in range(5):
+        theta = np.concatenate(([rng.normal(-2.0, 1.0)], rng.normal(0.0, 1.0, 6)))
+
+        def value(th: np.ndarray) -> float:
+            return sm.map_objective(th, *args, beta=beta, power=power)[0]
+
+        def grad(th: np.ndarray) -> np.ndarray:
+            return sm.map_objective(th, *args, beta=beta, power=power)[1]
+
+        err = check_grad(value, grad, theta, epsilon=1e-7)
+        assert err < 1e-5 * max(1.0, float(np.linalg.norm(grad(theta))))
+
+
+def test_map_objective_is_reference_001_log_posterior() -> None:
+    # Hand evaluation: -(sum c log((1-a) P0 + a P1) - beta * sum pi g(D)^p) / sum c.
+    prob = _problem(6)
+    weights = sm.trapezoid_weights(prob.nodes)
+    theta = np.array([-1.5, 0.3, -0.2, 0.1, 0.5, -0.4, 0.2])
+    h = sm.heights(theta[1:], weights)
+    a = 1.0 / (1.0 + np.exp(1.5))
+    mix = (1 - a) * prob.mass_neg + a * (prob.basis @ h)
+    d = prob.prior_basis @ h - prob.reference_density
+    g = np.sqrt(1 + d**2) - 1
+    expected = -(prob.counts @ np.log(mix) - 7.0 * prob.prior_w @ g**2) / prob.counts.sum()
+    got = sm.map_objective(theta, *prob.args(), beta=7.0, power=2.0)[0]
+    assert got == pytest.approx(float(expected), rel=1e-12)
+
+
+def test_map_with_a_huge_prior_is_the_mle_with_the_reference_shape() -> None:
+    prob = _problem(7)
+    p0 = prob.mass_neg
+    p1 = prob.basis @ prob.reference.heights
+
+    def slope(a: float) -> float:
+        return float(np.sum(prob.counts * (p1 - p0) / ((1 - a) * p0 + a * p1)))
+
+    exact = brentq(slope, 1e-9, 1 - 1e-9, xtol=1e-14)
+    a, fit, converged, _ = sm.fit_map(
+        prob.counts,
+        p0,
+        prob.basis,
+        prob.prior_w,
+        prob.prior_basis,
+        prob.reference,
+        beta=1e9,
+        power=1.0,
+        start_prevalence=0.5,
+    )
+    assert converged
+    assert a == pytest.approx(exact, abs=1e-4)
+    np.testing.assert_allclose(fit.heights, prob.reference.heights, atol=1e-3)
+    assert fit.prior_penalty < 1e-8
+
+
+def _fit(prob: Problem, beta: float, power: float = 2.0) -> tuple[float, sm.MapFit, bool, int]:
+    return sm.fit_map(
+        prob.counts,
+        prob.mass_neg,
+        prob.basis,
+        prob.prior_w,
+        prob.prior_basis,
+        prob.reference,
+        beta=beta,
+        power=power,
+        start_prevalence=0.1,
+    )
+
+
+def test_map_without_prior_fits_better_than_with() -> None:
+    prob = _problem(8)
+    _, free, ok_free, _ = _fit(prob, 0.0)
+    _, tied, ok_tied, _ = _fit(prob, 1e4)
+    assert ok_free and ok_tied
+    assert free.prior_penalty > tied.prior_penalty
+    assert free.log_posterior >= tied.log_posterior + tied.beta * tied.prior_penalty - 1e-6
+
+
+def test_fit_map_refuses_bad_options() -> None:
+    prob = _problem(9)
+    with pytest.raises(InputError, match="map_power"):
+        _fit(prob, 1.0, power=0.5)
+    with pytest.raises(InputError, match="map_beta"):
+        _fit(prob, -1.0)
