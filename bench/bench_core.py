@@ -38,31 +38,63 @@ def main() -> None:
         log_loss(y, p)
         calibration_curve(y, p, n_bins=10)
 
-    rows.append((f"reliability_summary, {n:,} rows", best_of(
-        lambda: reliability_summary(y, p), repeats), best_of(sklearn_figures, repeats),
-        "sklearn AUC+AP+Brier+log loss+curve"))
-    rows.append((f"roc_auc, {n:,} rows", best_of(lambda: roc_auc(y, p), repeats),
-                 best_of(lambda: roc_auc_score(y, p), repeats), "sklearn roc_auc_score"))
-    rows.append((f"roc_auc weighted, {n:,} rows",
-                 best_of(lambda: roc_auc(y, p, sample_weight=w), repeats),
-                 best_of(lambda: roc_auc_score(y, p, sample_weight=w), repeats),
-                 "sklearn roc_auc_score"))
-    rows.append((f"average_precision, {n:,} rows",
-                 best_of(lambda: average_precision(y, p), repeats),
-                 best_of(lambda: average_precision_score(y, p), repeats),
-                 "sklearn average_precision_score"))
-    rows.append((f"brier + log loss, {n:,} rows",
-                 best_of(lambda: (brier_score(y, p), calib_log_loss(y, p)), repeats),
-                 best_of(lambda: (brier_score_loss(y, p), log_loss(y, p)), repeats),
-                 "sklearn brier_score_loss + log_loss"))
-    rows.append((f"fit_isotonic weighted, {n:,} rows",
-                 best_of(lambda: fit_isotonic(p, y, sample_weight=w), 1),
-                 best_of(lambda: IsotonicRegression(out_of_bounds="clip").fit(
-                     p, y, sample_weight=w), 1), "sklearn IsotonicRegression"))
+    rows.append(
+        (
+            f"reliability_summary, {n:,} rows",
+            best_of(lambda: reliability_summary(y, p), repeats),
+            best_of(sklearn_figures, repeats),
+            "sklearn AUC+AP+Brier+log loss+curve",
+        )
+    )
+    rows.append(
+        (
+            f"roc_auc, {n:,} rows",
+            best_of(lambda: roc_auc(y, p), repeats),
+            best_of(lambda: roc_auc_score(y, p), repeats),
+            "sklearn roc_auc_score",
+        )
+    )
+    rows.append(
+        (
+            f"roc_auc weighted, {n:,} rows",
+            best_of(lambda: roc_auc(y, p, sample_weight=w), repeats),
+            best_of(lambda: roc_auc_score(y, p, sample_weight=w), repeats),
+            "sklearn roc_auc_score",
+        )
+    )
+    rows.append(
+        (
+            f"average_precision, {n:,} rows",
+            best_of(lambda: average_precision(y, p), repeats),
+            best_of(lambda: average_precision_score(y, p), repeats),
+            "sklearn average_precision_score",
+        )
+    )
+    rows.append(
+        (
+            f"brier + log loss, {n:,} rows",
+            best_of(lambda: (brier_score(y, p), calib_log_loss(y, p)), repeats),
+            best_of(lambda: (brier_score_loss(y, p), log_loss(y, p)), repeats),
+            "sklearn brier_score_loss + log_loss",
+        )
+    )
+    rows.append(
+        (
+            f"fit_isotonic weighted, {n:,} rows",
+            best_of(lambda: fit_isotonic(p, y, sample_weight=w), 1),
+            best_of(lambda: IsotonicRegression(out_of_bounds="clip").fit(p, y, sample_weight=w), 1),
+            "sklearn IsotonicRegression",
+        )
+    )
     logits = np.log(np.clip(p, 1e-12, 1 - 1e-12) / np.clip(1 - p, 1e-12, 1)).reshape(-1, 1)
-    rows.append((f"fit_platt, {n:,} rows", best_of(lambda: fit_platt(p, y), 1),
-                 best_of(lambda: LogisticRegression(C=np.inf, tol=1e-10).fit(logits, y), 1),
-                 "sklearn LogisticRegression(C=inf) on logits"))
+    rows.append(
+        (
+            f"fit_platt, {n:,} rows",
+            best_of(lambda: fit_platt(p, y), 1),
+            best_of(lambda: LogisticRegression(C=np.inf, tol=1e-10).fit(logits, y), 1),
+            "sklearn LogisticRegression(C=inf) on logits",
+        )
+    )
     report(rows)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -40,31 +39,54 @@ def main() -> None:
         chunks = []
         for start in range(0, args.rows, 5_000_000):
             n = min(5_000_000, args.rows - start)
-            chunks.append(pl.DataFrame({
-                "id": np.arange(start, start + n, dtype=np.int64),
-                "f1": rng.normal(size=n), "f2": rng.normal(size=n), "f3": rng.normal(size=n),
-                "label": (rng.random(n) < 0.02).astype(np.int8),
-            }))
+            chunks.append(
+                pl.DataFrame(
+                    {
+                        "id": np.arange(start, start + n, dtype=np.int64),
+                        "f1": rng.normal(size=n),
+                        "f2": rng.normal(size=n),
+                        "f3": rng.normal(size=n),
+                        "label": (rng.random(n) < 0.02).astype(np.int8),
+                    }
+                )
+            )
         pl.concat(chunks).write_parquet(source, row_group_size=1_000_000)
         del chunks
         size = source.stat().st_size / 2**20
         out = Path(scratch) / "sample.parquet"
-        seconds, peak = _run([CALIB, "resample", str(source), "-o", str(out), "--negative-rate",
-                              "0.1", "--key-col", "id", "-q"])
+        seconds, peak = _run(
+            [
+                CALIB,
+                "resample",
+                str(source),
+                "-o",
+                str(out),
+                "--negative-rate",
+                "0.1",
+                "--key-col",
+                "id",
+                "-q",
+            ]
+        )
         reference = (
             "import polars as pl, sys; df = pl.read_parquet(sys.argv[1]); "
             "df.filter((pl.col('label') == 1) | (pl.col('id').hash(7) < 2**64 // 10))"
             ".write_parquet(sys.argv[2])"
         )
-        ref_seconds, ref_peak = _run([sys.executable, "-c", reference, str(source),
-                                      str(Path(scratch) / "ref.parquet")])
-        print(f"input: {args.rows:,} rows, {size:,.0f} MiB Parquet "
-              f"({pl.scan_parquet(source).collect_schema().len()} columns)")
+        ref_seconds, ref_peak = _run(
+            [sys.executable, "-c", reference, str(source), str(Path(scratch) / "ref.parquet")]
+        )
+        print(
+            f"input: {args.rows:,} rows, {size:,.0f} MiB Parquet "
+            f"({pl.scan_parquet(source).collect_schema().len()} columns)"
+        )
         print(f"{'':<34} {'seconds':>8} {'peak MiB':>9}")
         print(f"{'calib resample (streaming)':<34} {seconds:8.2f} {peak:9.0f}")
         print(f"{'polars in memory (reference)':<34} {ref_seconds:8.2f} {ref_peak:9.0f}")
-        print(f"ratios calib/reference: time {seconds / ref_seconds:.2f}, "
-              f"memory {peak / ref_peak:.2f}")
+        print(
+            f"ratios calib/reference: time {seconds / ref_seconds:.2f}, "
+            f"memory {peak / ref_peak:.2f}"
+        )
 
 
 if __name__ == "__main__":

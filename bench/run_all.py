@@ -31,8 +31,9 @@ def main() -> int:
             continue
         print(f"\n=== {extra.stem} ===", flush=True)
         args = ["--reps", "2"] if QUICK else []
-        status |= subprocess.run([sys.executable, "-m", f"bench.{extra.stem}", *args],
-                                 cwd=ROOT, check=False).returncode
+        status |= subprocess.run(
+            [sys.executable, "-m", f"bench.{extra.stem}", *args], cwd=ROOT, check=False
+        ).returncode
     return status
 
 

@@ -378,7 +378,9 @@ def step_from_params(kind: str, params: Mapping[str, Any]) -> Any:
         return PriorParams(
             log_odds_shift=float(params["log_odds_shift"]),
             strata_col=params.get("strata_col"),
-            stratum_shifts={str(k): float(v) for k, v in (params.get("stratum_shifts") or {}).items()},
+            stratum_shifts={
+                str(k): float(v) for k, v in (params.get("stratum_shifts") or {}).items()
+            },
         )
     if kind == "platt":
         return PlattParams(

@@ -22,7 +22,7 @@ import typer
 from rich.console import Console, RenderableType
 
 from calib_cli import __version__
-from calib_cli.errors import CalibError, CheckFailed, ExitCode, InputError, UsageError
+from calib_cli.errors import CalibError, CheckFailedError, ExitCode, InputError, UsageError
 from calib_cli.types import (
     BinStrategy,
     CalibrationMethod,
@@ -83,13 +83,16 @@ PositiveLabelOpt = Annotated[
 ]
 InputFormatOpt = Annotated[
     InputFormatChoice | None,
-    typer.Option("--input-format", help="Read inputs as this format (default: by extension; "
-                 "sniffed on stdin)."),
+    typer.Option(
+        "--input-format",
+        help="Read inputs as this format (default: by extension; sniffed on stdin).",
+    ),
 ]
 OutputFormatOpt = Annotated[
     InputFormatChoice | None,
-    typer.Option("--output-format", help="Write as this format (default: by extension; CSV "
-                 "on stdout)."),
+    typer.Option(
+        "--output-format", help="Write as this format (default: by extension; CSV on stdout)."
+    ),
 ]
 ScoreKindOpt = Annotated[
     ScoreKindChoice,
@@ -106,9 +109,7 @@ ReportOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing but errors.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour (also NO_COLOR=1).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of all randomness (recorded).")]
-DebugOpt = Annotated[
-    bool, typer.Option("--debug", help="Show the traceback of an internal error.")
-]
+DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of an internal error.")]
 DEFAULT_SEED = 0
 
 
@@ -175,7 +176,7 @@ def command_session(*, quiet: bool, no_color: bool, debug: bool) -> Iterator[Ses
     except typer.Exit:
         raise
     except CalibError as error:
-        _fail(session, str(error), error.exit_code, checked=isinstance(error, CheckFailed))
+        _fail(session, str(error), error.exit_code, checked=isinstance(error, CheckFailedError))
     except BrokenPipeError:
         _silence_stdout()
         raise typer.Exit(BROKEN_PIPE_EXIT) from None
@@ -259,7 +260,8 @@ def reliability(
     score_col: Annotated[
         list[str] | None,
         typer.Option(
-            "--score-col", help="Column of probabilities; repeat to compare models side by side.",
+            "--score-col",
+            help="Column of probabilities; repeat to compare models side by side.",
             show_default="score",
         ),
     ] = None,
@@ -276,7 +278,9 @@ def reliability(
     ] = "uniform",
     bootstrap: Annotated[
         int,
-        typer.Option("--bootstrap", min=0, help="Bootstrap replicates for ECE intervals (0: none)."),
+        typer.Option(
+            "--bootstrap", min=0, help="Bootstrap replicates for ECE intervals (0: none)."
+        ),
     ] = 0,
     fail_above_ece: Annotated[
         float | None, typer.Option("--fail-above-ece", help="Exit 1 when any ECE exceeds this.")
@@ -297,7 +301,6 @@ def reliability(
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
         import numpy as np
 
-        from calib_cli import io
         from calib_cli.core.metrics import reliability_summary
         from calib_cli.report import reliability_detail, reliability_summary_table, stack
 
@@ -349,8 +352,10 @@ def reliability(
             )
             session.result(
                 stack(
-                    [reliability_detail(summary, title=f"Bins: {heading}")
-                     for heading, _, summary in entries]
+                    [
+                        reliability_detail(summary, title=f"Bins: {heading}")
+                        for heading, _, summary in entries
+                    ]
                 )
             )
         _check_gates(entries, fail_above_ece=fail_above_ece, fail_below_auc=fail_below_auc)
@@ -389,7 +394,7 @@ def _check_gates(
             failures.append(f"AUC {summary.auc:.4g} < {fail_below_auc:g} for {heading}")
     if failures:
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        raise CheckFailed(failures[0] + more)
+        raise CheckFailedError(failures[0] + more)
 
 
 def read_scored_table(
@@ -420,7 +425,9 @@ def read_scored_table(
             weight_col=weight_col,
         )
         if dropped:
-            session.warn(f"{table.name}: dropped {dropped} invalid rows of {dropped + table.n_rows}")
+            session.warn(
+                f"{table.name}: dropped {dropped} invalid rows of {dropped + table.n_rows}"
+            )
     return table
 
 
@@ -434,9 +441,6 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
         raise SystemExit(int(ExitCode.INTERRUPTED)) from None
-
-
-__all__ = ["app", "main", "UsageError"]
 
 
 # ----------------------------------------------------------------------------- resample
@@ -453,16 +457,18 @@ HASH_NAME = "calib-hash64-v1"
 def resample(
     file: Annotated[str, typer.Argument(help=INPUT_HELP, show_default=False)],
     output: Annotated[
-        str, typer.Option("-o", "--output", help="Output file, or '-' for stdout.",
-                          show_default=False)
+        str,
+        typer.Option("-o", "--output", help="Output file, or '-' for stdout.", show_default=False),
     ],
     negative_rate: Annotated[
         float | None, typer.Option("--negative-rate", help="Keep each negative with probability W.")
     ] = None,
     target_positive_rate: Annotated[
         float | None,
-        typer.Option("--target-positive-rate",
-                     help="Choose W so that the sample's expected positive rate is B'."),
+        typer.Option(
+            "--target-positive-rate",
+            help="Choose W so that the sample's expected positive rate is B'.",
+        ),
     ] = None,
     target_ratio: Annotated[
         str | None,
@@ -473,19 +479,24 @@ def resample(
     ] = 1.0,
     strata_col: Annotated[
         str | None,
-        typer.Option("--strata-col", help="Sample each stratum at its own rates (see --rates-file)."),
+        typer.Option(
+            "--strata-col", help="Sample each stratum at its own rates (see --rates-file)."
+        ),
     ] = None,
     rates_file: Annotated[
         str | None,
-        typer.Option("--rates-file",
-                     help="Table of per-stratum rates: columns stratum, negative_rate "
-                          "[, positive_rate]."),
+        typer.Option(
+            "--rates-file",
+            help="Table of per-stratum rates: columns stratum, negative_rate [, positive_rate].",
+        ),
     ] = None,
     key_col: Annotated[
         str | None,
-        typer.Option("--key-col",
-                     help="Hash this id column (rows sharing a key are kept together); "
-                          "default: the row number."),
+        typer.Option(
+            "--key-col",
+            help="Hash this id column (rows sharing a key are kept together); "
+            "default: the row number.",
+        ),
     ] = None,
     weight_col_out: Annotated[
         str | None,
@@ -493,8 +504,9 @@ def resample(
     ] = None,
     record: Annotated[
         str | None,
-        typer.Option("--record", help="Where to write the sampling record "
-                     "(default: OUTPUT.sampling.json)."),
+        typer.Option(
+            "--record", help="Where to write the sampling record (default: OUTPUT.sampling.json)."
+        ),
     ] = None,
     label_col: LabelColOpt = "label",
     positive_label: PositiveLabelOpt = None,
@@ -532,7 +544,10 @@ def resample(
         )
         name = io.display_name(file)
         before = io.class_counts(
-            lazy, name=name, label_col=label_col, positive_label=positive_label,
+            lazy,
+            name=name,
+            label_col=label_col,
+            positive_label=positive_label,
             strata_col=strata_col,
         )
         label_dtype = lazy.collect_schema()[label_col]
@@ -564,7 +579,10 @@ def resample(
             weight_col_out=weight_col_out,
         )
         after = io.counts_by_stratum(
-            kept, label_col=label_col, label_dtype=label_dtype, positive_label=positive_label,
+            kept,
+            label_col=label_col,
+            label_dtype=label_dtype,
+            positive_label=positive_label,
             strata_col=strata_col,
         )
         summary = _sampling_summary(before, after, rates)
@@ -588,14 +606,21 @@ def resample(
         artifact = Artifact(
             kind="sampling",
             params=params,
-            fitted_on={"file": name, "format": fmt,
-                       "output": "stdout" if output == io.STDIO else output,
-                       **summary},
+            fitted_on={
+                "file": name,
+                "format": fmt,
+                "output": "stdout" if output == io.STDIO else output,
+                **summary,
+            },
         )
         io.sink_table(kept, output, output_format_override=_enum_value(output_format))
         save_artifact(record_path, artifact)
-        emit_report(session, {"record": record_path, **artifact.params, **summary},
-                    as_json=False, report_path=report)
+        emit_report(
+            session,
+            {"record": record_path, **artifact.params, **summary},
+            as_json=False,
+            report_path=report,
+        )
         session.info(resample_table(summary, strata_col=strata_col))
         session.info(f"sampling record: {record_path}")
 
@@ -670,18 +695,26 @@ AUC_CHANGE_TOLERANCE = 1e-6
 def recalibrate(
     file: Annotated[
         str | None,
-        typer.Argument(help=INPUT_HELP + " Optional with --fit and --save-model.",
-                       show_default=False),
+        typer.Argument(
+            help=INPUT_HELP + " Optional with --fit and --save-model.", show_default=False
+        ),
     ] = None,
     output: Annotated[
         str | None,
-        typer.Option("-o", "--output", help="Output file with the added column ('-': stdout).",
-                     show_default="stdout when it is not a terminal"),
+        typer.Option(
+            "-o",
+            "--output",
+            help="Output file with the added column ('-': stdout).",
+            show_default="stdout when it is not a terminal",
+        ),
     ] = None,
     method: Annotated[
         CalibrationMethodChoice | None,
-        typer.Option("--method", help="prior, platt, isotonic, beta, histogram, or auto "
-                     "(cross-validated choice).", show_default="from the other options"),
+        typer.Option(
+            "--method",
+            help="prior, platt, isotonic, beta, histogram, or auto (cross-validated choice).",
+            show_default="from the other options",
+        ),
     ] = None,
     sampling_record: Annotated[
         str | None, typer.Option("--sampling-record", help="Record written by calib resample.")
@@ -706,25 +739,35 @@ def recalibrate(
     ] = None,
     cross_fit_folds: Annotated[
         int | None,
-        typer.Option("--cross-fit", min=2, help="Out-of-fold calibrated scores of a labelled "
-                     "INPUT with K folds."),
+        typer.Option(
+            "--cross-fit",
+            min=2,
+            help="Out-of-fold calibrated scores of a labelled INPUT with K folds.",
+        ),
     ] = None,
     save_model: Annotated[
         str | None, typer.Option("--save-model", help="Save the fitted calibrator (JSON).")
     ] = None,
     fit_data: Annotated[
         FitDataChoice,
-        typer.Option("--fit-data", help="With a prior correction and a fitted map: population "
-                     "(labels drawn from the scored population: prior first) or sampled "
-                     "(labels sampled like the training set: map first)."),
+        typer.Option(
+            "--fit-data",
+            help="With a prior correction and a fitted map: population "
+            "(labels drawn from the scored population: prior first) or sampled "
+            "(labels sampled like the training set: map first).",
+        ),
     ] = "population",
     score_col: ScoreColOpt = "score",
     label_col: LabelColOpt = "label",
     weight_col: WeightColOpt = None,
     positive_label: PositiveLabelOpt = None,
     strata_col: Annotated[
-        str | None, typer.Option("--strata-col", help="Strata column of a stratified record.",
-                                 show_default="the record's")
+        str | None,
+        typer.Option(
+            "--strata-col",
+            help="Strata column of a stratified record.",
+            show_default="the record's",
+        ),
     ] = None,
     score_kind: ScoreKindOpt = "probability",
     output_col: Annotated[
@@ -740,9 +783,7 @@ def recalibrate(
         bool, typer.Option("--target-smoothing", help="Platt's smoothed targets.")
     ] = False,
     bins: Annotated[int, typer.Option("--bins", min=1, help="Histogram: number of bins.")] = 10,
-    folds: Annotated[
-        int, typer.Option("--folds", min=2, help="auto: cross-validation folds.")
-    ] = 5,
+    folds: Annotated[int, typer.Option("--folds", min=2, help="auto: cross-validation folds.")] = 5,
     input_format: InputFormatOpt = None,
     output_format: OutputFormatOpt = None,
     on_invalid: OnInvalidOpt = "error",
@@ -774,11 +815,18 @@ def recalibrate(
         chosen_method = _enum_value(method)
         order = _enum_value(fit_data)
         invalid = _enum_value(on_invalid)
-        prior_given = any(v is not None for v in (sampling_record, negative_rate, train_prior,
-                                                   target_prior))
+        prior_given = any(
+            v is not None for v in (sampling_record, negative_rate, train_prior, target_prior)
+        )
         plan = _recalibration_plan(
-            file=file, output=output, method=chosen_method, prior_given=prior_given,
-            fit=fit, model=model, cross_fit_folds=cross_fit_folds, save_model=save_model,
+            file=file,
+            output=output,
+            method=chosen_method,
+            prior_given=prior_given,
+            fit=fit,
+            model=model,
+            cross_fit_folds=cross_fit_folds,
+            save_model=save_model,
         )
         rng = np.random.default_rng(seed)
         options: dict[str, dict[str, Any]] = {
@@ -795,58 +843,93 @@ def recalibrate(
         elif prior_given:
             from calib_cli.core.chain import PriorParams
 
-            prior = PriorParams(log_odds_shift=prior_shift_log_odds(
-                negative_rate=negative_rate, positive_rate=positive_rate,
-                train_prior=train_prior, target_prior=target_prior,
-            ))
+            prior = PriorParams(
+                log_odds_shift=prior_shift_log_odds(
+                    negative_rate=negative_rate,
+                    positive_rate=positive_rate,
+                    train_prior=train_prior,
+                    target_prior=target_prior,
+                )
+            )
         strata_column = strata_col or (prior.strata_col if prior is not None else None)
 
         payload: dict[str, Any] = {"method": plan.method, "seed": seed}
         steps: tuple[Any, ...] = ()
         if model is not None:
-            steps = steps_of(load_artifact(model, kinds=("chain", "prior", "platt", "isotonic",
-                                                         "beta", "histogram")))
+            steps = steps_of(
+                load_artifact(
+                    model, kinds=("chain", "prior", "platt", "isotonic", "beta", "histogram")
+                )
+            )
             strata_column = strata_col or next(
-                (s.strata_col for s in steps if getattr(s, "strata_col", None)), None)
+                (s.strata_col for s in steps if getattr(s, "strata_col", None)), None
+            )
         elif plan.method == "prior":
             if prior is None:
-                raise UsageError("--method prior needs --sampling-record, --negative-rate, or "
-                                 "--train-prior with --target-prior")
+                raise UsageError(
+                    "--method prior needs --sampling-record, --negative-rate, or "
+                    "--train-prior with --target-prior"
+                )
             steps = (prior,)
 
         fit_table = None
         if fit is not None:
             fit_table = read_scored_table(
-                session, fit, input_format=_enum_value(input_format), score_cols=[score_col],
-                label_col=label_col, weight_col=weight_col, positive_label=positive_label,
-                on_invalid=invalid, score_kind=kind,
+                session,
+                fit,
+                input_format=_enum_value(input_format),
+                score_cols=[score_col],
+                label_col=label_col,
+                weight_col=weight_col,
+                positive_label=positive_label,
+                on_invalid=invalid,
+                score_kind=kind,
             )
             fit_scores = fit_table.scores(score_col, kind=kind)
             fit_labels = fit_table.labels(label_col, positive_label=positive_label)
             fit_weights = fit_table.weights(weight_col)
             fit_strata = _strata_of(fit_table, strata_column)
-            fitted = fit_chain(
-                fit_scores, fit_labels, method=cast("FittedMethod", plan.method), sample_weight=fit_weights,
-                prior=prior, fit_data=order, score_kind=kind, strata=fit_strata, rng=rng,
-                n_folds=folds, options=options,
-            )
+            with io.naming(fit_table.name):
+                fitted = fit_chain(
+                    fit_scores,
+                    fit_labels,
+                    method=cast("FittedMethod", plan.method),
+                    sample_weight=fit_weights,
+                    prior=prior,
+                    fit_data=order,
+                    score_kind=kind,
+                    strata=fit_strata,
+                    rng=rng,
+                    n_folds=folds,
+                    options=options,
+                )
             steps = fitted.steps
             if fitted.choice is not None:
                 payload["auto"] = fitted.choice
                 session.info(method_choice_table(fitted.choice))
             after = apply_chain(steps, fit_scores, score_kind=kind, strata=fit_strata)
-            payload["fit"] = _effect(fit_table.name, fit_scores, after, fit_labels, fit_weights,
-                                     kind)
-            session.info(calibration_effect_table(payload["fit"], title=f"On the fit data "
-                                                  f"({fit_table.name})"))
+            payload["fit"] = _effect(
+                fit_table.name, fit_scores, after, fit_labels, fit_weights, kind
+            )
+            session.info(
+                calibration_effect_table(
+                    payload["fit"], title=f"On the fit data ({fit_table.name})"
+                )
+            )
             _warn_auc_change(session, payload["fit"], fit_table.name)
 
         table = None
         if file is not None:
             table = read_scored_table(
-                session, file, input_format=_enum_value(input_format), score_cols=[score_col],
-                label_col=label_col if plan.cross_fit else None, weight_col=weight_col,
-                positive_label=positive_label, on_invalid=invalid, score_kind=kind,
+                session,
+                file,
+                input_format=_enum_value(input_format),
+                score_cols=[score_col],
+                label_col=label_col if plan.cross_fit else None,
+                weight_col=weight_col,
+                positive_label=positive_label,
+                on_invalid=invalid,
+                score_kind=kind,
                 typed=io.typed_output(output or "-", _enum_value(output_format)),
             )
             scores = table.scores(score_col, kind=kind)
@@ -856,50 +939,84 @@ def recalibrate(
             strata = _strata_of(table, strata_column)
             if plan.cross_fit:
                 if labels is None:
-                    raise InputError(f"{table.name}: --cross-fit needs labels (no column "
-                                     f"'{label_col}'; set --label-col)")
-                fitted_method = plan.method
-                if fitted_method == "auto":
-                    choice_fit = fit_chain(
-                        scores, labels, method="auto", sample_weight=weights, prior=prior,
-                        fit_data=order, score_kind=kind, strata=strata, rng=rng, n_folds=folds,
-                        options=options,
+                    raise InputError(
+                        f"{table.name}: --cross-fit needs labels (no column "
+                        f"'{label_col}'; set --label-col)"
                     )
-                    payload["auto"] = choice_fit.choice
-                    if choice_fit.choice is not None:
-                        session.info(method_choice_table(choice_fit.choice))
-                        fitted_method = choice_fit.choice.chosen
-                calibrated = cross_fit_chain(
-                    scores, labels, method=cast("FittedMethod", fitted_method),
-                    sample_weight=weights, prior=prior, fit_data=order, score_kind=kind,
-                    strata=strata, rng=rng, n_folds=cross_fit_folds or folds, options=options.get(fitted_method, {}),
-                )
-                payload["cross_fit"] = cross_fit_folds
-                steps = fit_chain(
-                    scores, labels, method=cast("FittedMethod", fitted_method), sample_weight=weights, prior=prior,
-                    fit_data=order, score_kind=kind, strata=strata, rng=rng, n_folds=folds,
-                    options=options,
-                ).steps
+                with io.naming(table.name):
+                    fitted_method = plan.method
+                    if fitted_method == "auto":
+                        choice_fit = fit_chain(
+                            scores,
+                            labels,
+                            method="auto",
+                            sample_weight=weights,
+                            prior=prior,
+                            fit_data=order,
+                            score_kind=kind,
+                            strata=strata,
+                            rng=rng,
+                            n_folds=folds,
+                            options=options,
+                        )
+                        payload["auto"] = choice_fit.choice
+                        if choice_fit.choice is not None:
+                            session.info(method_choice_table(choice_fit.choice))
+                            fitted_method = choice_fit.choice.chosen
+                    calibrated = cross_fit_chain(
+                        scores,
+                        labels,
+                        method=cast("FittedMethod", fitted_method),
+                        sample_weight=weights,
+                        prior=prior,
+                        fit_data=order,
+                        score_kind=kind,
+                        strata=strata,
+                        rng=rng,
+                        n_folds=cross_fit_folds or folds,
+                        options=options.get(fitted_method, {}),
+                    )
+                    payload["cross_fit"] = cross_fit_folds
+                    steps = fit_chain(
+                        scores,
+                        labels,
+                        method=cast("FittedMethod", fitted_method),
+                        sample_weight=weights,
+                        prior=prior,
+                        fit_data=order,
+                        score_kind=kind,
+                        strata=strata,
+                        rng=rng,
+                        n_folds=folds,
+                        options=options,
+                    ).steps
             else:
                 calibrated = apply_chain(steps, scores, score_kind=kind, strata=strata)
             payload["input"] = _effect(table.name, scores, calibrated, labels, weights, kind)
             heading = "out-of-fold, " if plan.cross_fit else ""
-            session.info(calibration_effect_table(payload["input"],
-                                                  title=f"On {table.name} ({heading}"
-                                                  f"{table.n_rows:,} rows)"))
+            session.info(
+                calibration_effect_table(
+                    payload["input"], title=f"On {table.name} ({heading}{table.n_rows:,} rows)"
+                )
+            )
             if labels is not None:
-                _warn_auc_change(session, payload["input"], table.name,
-                                 cross_fitted=plan.cross_fit)
+                _warn_auc_change(session, payload["input"], table.name, cross_fitted=plan.cross_fit)
 
         payload["steps"] = [step.kind for step in steps]
         if save_model is not None:
             source_table = fit_table if fit_table is not None else table
             fitted_on = provenance(
-                file=source_table.name if source_table is not None else "", 
+                file=source_table.name if source_table is not None else "",
                 rows=source_table.n_rows if source_table is not None else 0,
-                columns={"score": score_col, "label": label_col, "weight": weight_col,
-                         "strata": strata_column},
-                seed=seed, score_kind=kind, fit_data=order if prior is not None else None,
+                columns={
+                    "score": score_col,
+                    "label": label_col,
+                    "weight": weight_col,
+                    "strata": strata_column,
+                },
+                seed=seed,
+                score_kind=kind,
+                fit_data=order if prior is not None else None,
                 sampling_record=sampling_record,
                 **_label_facts(payload.get("fit") or payload.get("input") or {}),
             )
@@ -937,27 +1054,36 @@ def _recalibration_plan(
             raise UsageError("give an INPUT file to calibrate (or --fit with --save-model)")
         if output is not None:
             raise UsageError("-o needs an INPUT file to calibrate")
-    sources = [name for name, given in (("--fit", fit), ("--model", model),
-                                        ("--cross-fit", cross_fit_folds)) if given is not None]
+    sources = [
+        name
+        for name, given in (("--fit", fit), ("--model", model), ("--cross-fit", cross_fit_folds))
+        if given is not None
+    ]
     if len(sources) > 1:
         raise UsageError(f"give one of --fit, --model, --cross-fit (got {' and '.join(sources)})")
     if model is not None:
         if method is not None:
             raise UsageError("--model already holds its method; drop --method")
         if prior_given:
-            raise UsageError("--model cannot take a prior correction too: save both in one "
-                             "chain with --fit ... --sampling-record ... --save-model")
+            raise UsageError(
+                "--model cannot take a prior correction too: save both in one "
+                "chain with --fit ... --sampling-record ... --save-model"
+            )
         return RecalibrationPlan(method="model", cross_fit=False)
     if fit is not None or cross_fit_folds is not None:
         if method == "prior":
-            raise UsageError("--method prior fits nothing; drop --fit/--cross-fit, or choose "
-                             "platt, isotonic, beta, histogram or auto")
+            raise UsageError(
+                "--method prior fits nothing; drop --fit/--cross-fit, or choose "
+                "platt, isotonic, beta, histogram or auto"
+            )
         return RecalibrationPlan(method=method or "auto", cross_fit=cross_fit_folds is not None)
     if method not in (None, "prior"):
         raise UsageError(f"--method {method} needs --fit FILE or --cross-fit K")
     if not prior_given:
-        raise UsageError("nothing to do: give --sampling-record, --negative-rate, "
-                         "--train-prior/--target-prior, --fit, --model or --cross-fit")
+        raise UsageError(
+            "nothing to do: give --sampling-record, --negative-rate, "
+            "--train-prior/--target-prior, --fit, --model or --cross-fit"
+        )
     return RecalibrationPlan(method="prior", cross_fit=False)
 
 
@@ -982,9 +1108,11 @@ def _effect(
         "file": name,
         "rows": int(before.shape[0]),
         "mean_score_before": float(np.average(before, weights=weights))
-        if score_kind == "probability" and weights.sum() > 0 else None,
+        if score_kind == "probability" and weights.sum() > 0
+        else None,
         "mean_score_after": float(np.average(after, weights=weights))
-        if weights.sum() > 0 else None,
+        if weights.sum() > 0
+        else None,
     }
     if labels is None:
         return effect
@@ -995,9 +1123,11 @@ def _effect(
     effect.update(positives=first.positives, base_rate=first.base_rate)
     for when in ("before", "after"):
         summary = summaries.get(when)
-        effect[when] = None if summary is None else {
-            key: getattr(summary, key) for key in ("log_loss", "brier", "ece", "auc")
-        }
+        effect[when] = (
+            None
+            if summary is None
+            else {key: getattr(summary, key) for key in ("log_loss", "brier", "ece", "auc")}
+        )
     return effect
 
 
@@ -1049,43 +1179,62 @@ SlopeSmoothingChoice: Any = _choice_enum("SlopeSmoothingChoice", SlopeSmoothing)
 )
 def rerank_strata(
     reference: Annotated[
-        str, typer.Option("--reference", help="Labelled tuning rows (scores, labels, strata).",
-                          show_default=False)
+        str,
+        typer.Option(
+            "--reference", help="Labelled tuning rows (scores, labels, strata).", show_default=False
+        ),
     ],
     target: Annotated[
-        str, typer.Option("--target", help="Rows to re-rank (labels optional: then reported).",
-                          show_default=False)
+        str,
+        typer.Option(
+            "--target", help="Rows to re-rank (labels optional: then reported).", show_default=False
+        ),
     ],
     output: Annotated[
         str | None,
-        typer.Option("-o", "--output", help="Target rows with rerank_score, calibrated and "
-                     "rerank_rank ('-': stdout).", show_default="stdout when not a terminal"),
+        typer.Option(
+            "-o",
+            "--output",
+            help="Target rows with rerank_score, calibrated and rerank_rank ('-': stdout).",
+            show_default="stdout when not a terminal",
+        ),
     ] = None,
     strata_col: Annotated[
         str | None, typer.Option("--strata-col", help="Column naming each row's stratum.")
     ] = None,
     pca_features: Annotated[
         str | None,
-        typer.Option("--pca-features", help="Comma-separated feature columns: strata from "
-                     "their first principal component (Algorithm 2) instead of --strata-col."),
+        typer.Option(
+            "--pca-features",
+            help="Comma-separated feature columns: strata from "
+            "their first principal component (Algorithm 2) instead of --strata-col.",
+        ),
     ] = None,
     n_strata: Annotated[
         int, typer.Option("--n-strata", min=1, help="With --pca-features: number of strata.")
     ] = 3,
     smoothing: Annotated[
         SlopeSmoothingChoice,
-        typer.Option("--smoothing", help="ROC slope: hull (concave hull, PAV) or loess "
-                     "(local quadratic, as in the paper)."),
+        typer.Option(
+            "--smoothing",
+            help="ROC slope: hull (concave hull, PAV) or loess (local quadratic, as in the paper).",
+        ),
     ] = "hull",
     prevalence_file: Annotated[
         str | None,
-        typer.Option("--prevalence-file", help="Table of stratum, prevalence: the population's "
-                     "positive rate per stratum (default: from the weighted reference)."),
+        typer.Option(
+            "--prevalence-file",
+            help="Table of stratum, prevalence: the population's "
+            "positive rate per stratum (default: from the weighted reference).",
+        ),
     ] = None,
     estimate_target_prevalence: Annotated[
         bool,
-        typer.Option("--estimate-target-prevalence", help="Estimate each stratum's positive "
-                     "rate on the target from its scores (label shift, as estimate-shift)."),
+        typer.Option(
+            "--estimate-target-prevalence",
+            help="Estimate each stratum's positive "
+            "rate on the target from its scores (label shift, as estimate-shift).",
+        ),
     ] = False,
     score_col: ScoreColOpt = "score",
     label_col: LabelColOpt = "label",
@@ -1125,8 +1274,11 @@ def rerank_strata(
         kind = _enum_value(score_kind)
         fmt_in = _enum_value(input_format)
         ref = io.read_table(reference, input_format=fmt_in)
-        tgt = io.read_table(target, input_format=fmt_in,
-                            typed=io.typed_output(output or "-", _enum_value(output_format)))
+        tgt = io.read_table(
+            target,
+            input_format=fmt_in,
+            typed=io.typed_output(output or "-", _enum_value(output_format)),
+        )
         ref_scores = ref.scores(score_col, kind=kind)
         ref_labels = ref.labels(label_col, positive_label=positive_label)
         ref_weights = ref.weights(weight_col)
@@ -1135,8 +1287,9 @@ def rerank_strata(
         added: dict[str, Any] = {}
 
         if pca_features is not None:
-            ref_strata, tgt_strata, pca_payload = _pca_strata(ref, tgt, pca_features, n_strata,
-                                                              ref_labels, ref_weights)
+            ref_strata, tgt_strata, pca_payload = _pca_strata(
+                ref, tgt, pca_features, n_strata, ref_labels, ref_weights
+            )
             payload["pca"] = pca_payload
             session.info(_pca_note(pca_payload))
             added["pca_stratum"] = tgt_strata
@@ -1144,15 +1297,28 @@ def rerank_strata(
             ref_strata = ref.text(str(strata_col), option="--strata-col")
             tgt_strata = tgt.text(str(strata_col), option="--strata-col")
 
-        slopes = fit_strata(ref_scores, ref_labels, ref_strata, sample_weight=ref_weights,
-                            smoothing=_enum_value(smoothing))
+        with io.naming(ref.name):
+            slopes = fit_strata(
+                ref_scores,
+                ref_labels,
+                ref_strata,
+                sample_weight=ref_weights,
+                smoothing=_enum_value(smoothing),
+            )
         if prevalence_file is not None:
             odds = odds_from_prevalence(_read_prevalence_file(prevalence_file))
             payload["odds_source"] = "prevalence-file"
         elif estimate_target_prevalence:
             prevalences = _estimate_stratum_prevalence(
-                session, ref_scores, ref_labels, ref_weights, ref_strata, tgt_scores, tgt_strata,
-                score_kind=kind, seed=seed,
+                session,
+                ref_scores,
+                ref_labels,
+                ref_weights,
+                ref_strata,
+                tgt_scores,
+                tgt_strata,
+                score_kind=kind,
+                seed=seed,
             )
             payload["target_prevalence"] = prevalences
             odds = odds_from_prevalence({k: v["prevalence"] for k, v in prevalences.items()})
@@ -1166,18 +1332,22 @@ def rerank_strata(
         session.info(strata_table(summary, source=payload["odds_source"]))
         if tgt.has_column(label_col):
             tgt_labels = tgt.labels(label_col, positive_label=positive_label)
-            comparison = compare_rankings(tgt_labels, tgt_scores, result.rerank_score,
-                                          sample_weight=tgt.weights(weight_col))
+            comparison = compare_rankings(
+                tgt_labels, tgt_scores, result.rerank_score, sample_weight=tgt.weights(weight_col)
+            )
             payload["comparison"] = comparison
             session.info(ranking_comparison_table(comparison))
-        added.update({
-            "rerank_score": result.rerank_score,
-            output_col: result.calibrated,
-            "rerank_rank": rerank_rank(result.rerank_score, tgt_scores),
-        })
+        added.update(
+            {
+                "rerank_score": result.rerank_score,
+                output_col: result.calibrated,
+                "rerank_rank": rerank_rank(result.rerank_score, tgt_scores),
+            }
+        )
         frame = tgt.with_columns(added)
-        io.write_table(frame, _data_destination(output),
-                       output_format_override=_enum_value(output_format))
+        io.write_table(
+            frame, _data_destination(output), output_format_override=_enum_value(output_format)
+        )
         emit_report(session, payload, as_json=False, report_path=report)
 
 
@@ -1199,12 +1369,14 @@ def _pca_strata(
     pca = first_principal_component(pooled, names=names)
     codes, edges = assign_strata(project_first_component(pca, pooled), n_strata=n_strata)
     labels = np.array([f"pc{code + 1}" for code in range(int(codes.max()) + 1)])
-    ref_codes, tgt_codes = codes[: ref.n_rows], codes[ref.n_rows:]
+    ref_codes, tgt_codes = codes[: ref.n_rows], codes[ref.n_rows :]
     rates = {}
     for code, name in enumerate(labels):
         rows = ref_codes == code
         total = float(ref_weights[rows].sum())
-        rates[str(name)] = float(np.dot(ref_weights[rows], ref_labels[rows]) / total) if total else None
+        rates[str(name)] = (
+            float(np.dot(ref_weights[rows], ref_labels[rows]) / total) if total else None
+        )
     payload = {
         "features": names,
         "loadings": dict(zip(names, pca.loadings.tolist(), strict=True)),
@@ -1217,11 +1389,15 @@ def _pca_strata(
 
 
 def _pca_note(payload: dict[str, Any]) -> str:
-    rates = ", ".join(f"{k}: {v:.4f}" if v is not None else f"{k}: —"
-                      for k, v in payload["reference_label_rate"].items())
-    return (f"first principal component of {', '.join(payload['features'])}: explains "
-            f"{payload['explained_variance_ratio']:.1%} of the variance; {payload['n_strata']} "
-            f"strata (pca_stratum), reference label rates {rates}")
+    rates = ", ".join(
+        f"{k}: {v:.4f}" if v is not None else f"{k}: —"
+        for k, v in payload["reference_label_rate"].items()
+    )
+    return (
+        f"first principal component of {', '.join(payload['features'])}: explains "
+        f"{payload['explained_variance_ratio']:.1%} of the variance; {payload['n_strata']} "
+        f"strata (pca_stratum), reference label rates {rates}"
+    )
 
 
 def _read_prevalence_file(path: str) -> dict[str, float]:
@@ -1261,8 +1437,12 @@ def _estimate_stratum_prevalence(
         in_ref = ref_strata == stratum
         if not in_ref.any():
             continue  # rerank() names the missing stratum with its row count
-        model = fit_reference(ref_scores[in_ref], ref_labels[in_ref],
-                              sample_weight=ref_weights[in_ref], score_kind=score_kind)
+        model = fit_reference(
+            ref_scores[in_ref],
+            ref_labels[in_ref],
+            sample_weight=ref_weights[in_ref],
+            score_kind=score_kind,
+        )
         estimate = estimate_prevalence(model, tgt_scores[tgt_strata == stratum], rng=rng)
         for warning in estimate.warnings:
             session.warn(f"stratum '{stratum}': {warning}")
@@ -1291,45 +1471,78 @@ ShiftMethodChoice: Any = _choice_enum("ShiftMethodChoice", ShiftMethod)
 )
 def estimate_shift(
     reference: Annotated[
-        str, typer.Option("--reference", help="Scores and labels from the population the model "
-                          "was calibrated on.", show_default=False)
+        str,
+        typer.Option(
+            "--reference",
+            help="Scores and labels from the population the model was calibrated on.",
+            show_default=False,
+        ),
     ],
     target: Annotated[
-        str, typer.Option("--target", help="Scores of the new batch (labels optional: then "
-                          "only used to report the error).", show_default=False)
+        str,
+        typer.Option(
+            "--target",
+            help="Scores of the new batch (labels optional: then only used to report the error).",
+            show_default=False,
+        ),
     ],
     output: Annotated[
         str | None,
-        typer.Option("-o", "--output", help="Target rows with the calibrated probability (and "
-                     "decision with --costs); '-' for stdout."),
+        typer.Option(
+            "-o",
+            "--output",
+            help="Target rows with the calibrated probability (and "
+            "decision with --costs); '-' for stdout.",
+        ),
     ] = None,
     method: Annotated[
         ShiftMethodChoice, typer.Option("--method", help="auto, mle, em, acc, pacc or map.")
     ] = "auto",
     batch_col: Annotated[
-        str | None, typer.Option("--batch-col", help="Estimate each value of this column "
-                                 "(day, week, segment) separately, in one pass.")
+        str | None,
+        typer.Option(
+            "--batch-col",
+            help="Estimate each value of this column (day, week, segment) separately, in one pass.",
+        ),
     ] = None,
     bootstrap: Annotated[
-        int, typer.Option("--bootstrap", min=0, help="Bootstrap replicates over target and "
-                          "reference rows, for the interval and the fit p-value.")
+        int,
+        typer.Option(
+            "--bootstrap",
+            min=0,
+            help="Bootstrap replicates over target and "
+            "reference rows, for the interval and the fit p-value.",
+        ),
     ] = 200,
     costs: Annotated[
         str | None,
-        typer.Option("--costs", help="FP:FN costs: flag rows whose calibrated probability is at "
-                     "least FP/(FP+FN) and compare static and re-estimated decisions."),
+        typer.Option(
+            "--costs",
+            help="FP:FN costs: flag rows whose calibrated probability is at "
+            "least FP/(FP+FN) and compare static and re-estimated decisions.",
+        ),
     ] = None,
     threshold: Annotated[
-        float | None, typer.Option("--threshold", help="acc/pacc: score threshold (default: the "
-                                   "one maximising TPR - FPR on the reference).")
+        float | None,
+        typer.Option(
+            "--threshold",
+            help="acc/pacc: score threshold (default: the "
+            "one maximising TPR - FPR on the reference).",
+        ),
     ] = None,
     map_nodes: Annotated[
-        int, typer.Option("--map-nodes", min=2, help="map: nodes of the piecewise-linear "
-                          "positive density.")
+        int,
+        typer.Option(
+            "--map-nodes", min=2, help="map: nodes of the piecewise-linear positive density."
+        ),
     ] = 10,
     map_beta: Annotated[
-        float, typer.Option("--map-beta", min=0.0, help="map: strength of the prior tying the "
-                            "positive density to the reference's.")
+        float,
+        typer.Option(
+            "--map-beta",
+            min=0.0,
+            help="map: strength of the prior tying the positive density to the reference's.",
+        ),
     ] = 1000.0,
     map_power: Annotated[
         float, typer.Option("--map-power", min=0.0, help="map: power p of the prior's penalty.")
@@ -1372,26 +1585,36 @@ def estimate_shift(
         kind = _enum_value(score_kind)
         fmt_in = _enum_value(input_format)
         ref = io.read_table(reference, input_format=fmt_in)
-        tgt = io.read_table(target, input_format=fmt_in,
-                            typed=io.typed_output(output, _enum_value(output_format)))
-        model = fit_reference(
-            ref.scores(score_col, kind=kind),
-            ref.labels(label_col, positive_label=positive_label),
-            sample_weight=ref.weights(weight_col),
-            score_kind=kind,
+        tgt = io.read_table(
+            target, input_format=fmt_in, typed=io.typed_output(output, _enum_value(output_format))
         )
+        ref_scores = ref.scores(score_col, kind=kind)
+        ref_labels = ref.labels(label_col, positive_label=positive_label)
+        with io.naming(ref.name):
+            model = fit_reference(
+                ref_scores, ref_labels, sample_weight=ref.weights(weight_col), score_kind=kind
+            )
         scores = tgt.scores(score_col, kind=kind)
-        labels = (tgt.labels(label_col, positive_label=positive_label)
-                  if tgt.has_column(label_col) else None)
+        labels = (
+            tgt.labels(label_col, positive_label=positive_label)
+            if tgt.has_column(label_col)
+            else None
+        )
         calibrated = np.empty(tgt.n_rows, dtype=np.float64)
         static = np.empty(tgt.n_rows, dtype=np.float64)
         batches: list[dict[str, Any]] = []
         for batch_name, rows in _batches(tgt, batch_col):
             # A fresh generator per batch: one call with --batch-col equals one call per batch.
             estimate = estimate_prevalence(
-                model, scores[rows], method=_enum_value(method), n_bootstrap=bootstrap,
-                rng=np.random.default_rng(seed), threshold=threshold, map_nodes=map_nodes,
-                map_beta=map_beta, map_power=map_power,
+                model,
+                scores[rows],
+                method=_enum_value(method),
+                n_bootstrap=bootstrap,
+                rng=np.random.default_rng(seed),
+                threshold=threshold,
+                map_nodes=map_nodes,
+                map_beta=map_beta,
+                map_power=map_power,
             )
             calibrated[rows] = posterior(model, estimate, scores[rows])
             entry: dict[str, Any] = {} if batch_col is None else {"batch": batch_name}
@@ -1400,36 +1623,44 @@ def estimate_shift(
                 truth = float(np.mean(labels[rows]))
                 entry.update(true_prevalence=truth, error=estimate.prevalence - truth)
             if cost_fp is not None and cost_fn is not None:
-                static[rows] = posterior(model, model.reference_prevalence, scores[rows],
-                                         method="em")
-                entry["decision"] = _as_dict(decision_costs(
-                    static[rows], calibrated[rows], cost_fp=cost_fp, cost_fn=cost_fn,
-                    y_true=None if labels is None else labels[rows],
-                ))
+                static[rows] = posterior(
+                    model, model.reference_prevalence, scores[rows], method="em"
+                )
+                entry["decision"] = _as_dict(
+                    decision_costs(
+                        static[rows],
+                        calibrated[rows],
+                        cost_fp=cost_fp,
+                        cost_fn=cost_fn,
+                        y_true=None if labels is None else labels[rows],
+                    )
+                )
             for warning in estimate.warnings:
                 prefix = f"batch {batch_name}: " if batch_col is not None else ""
                 session.warn(f"{prefix}{warning}")
             batches.append(entry)
 
-        payload: dict[str, Any]
-        if batch_col is None:
-            payload = batches[0]
-        else:
-            payload = {"batch_col": batch_col, "batches": batches}
+        payload: dict[str, Any] = (
+            batches[0] if batch_col is None else {"batch_col": batch_col, "batches": batches}
+        )
         emit_report(session, payload, as_json=as_json and output is None, report_path=report)
         show = session.result if output is None else session.info
         if not (as_json and output is None):
             show(shift_table(batches, batch_col=batch_col, source=tgt.name))
             if cost_fp is not None and cost_fn is not None:
-                show(decision_table(batches, batch_col=batch_col,
-                                    threshold=bayes_threshold(cost_fp, cost_fn)))
+                show(
+                    decision_table(
+                        batches, batch_col=batch_col, threshold=bayes_threshold(cost_fp, cost_fn)
+                    )
+                )
         if output is not None:
             added: dict[str, Any] = {output_col: calibrated}
             if cost_fp is not None and cost_fn is not None:
                 cut = bayes_threshold(cost_fp, cost_fn)
                 added["decision"] = (calibrated >= cut).astype(np.int64)
-            io.write_table(tgt.with_columns(added), output,
-                           output_format_override=_enum_value(output_format))
+            io.write_table(
+                tgt.with_columns(added), output, output_format_override=_enum_value(output_format)
+            )
 
 
 def _parse_costs(text: str) -> tuple[float, float]:

@@ -62,7 +62,7 @@ class UsageError(CalibError):
     exit_code = ExitCode.USAGE
 
 
-class CheckFailed(CalibError):
+class CheckFailedError(CalibError):
     """A quality gate the user asked for failed, e.g. ``--fail-above-ece`` (exit 1)."""
 
     exit_code = ExitCode.CHECK_FAILED

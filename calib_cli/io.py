@@ -123,9 +123,7 @@ class Table:
             shown = ", ".join(self.frame.columns[:20])
             more = ", ..." if len(self.frame.columns) > 20 else ""
             hint = f" (set {option})" if option else ""
-            raise InputError(
-                f"{self.name}: no column '{column}'{hint}; columns are: {shown}{more}"
-            )
+            raise InputError(f"{self.name}: no column '{column}'{hint}; columns are: {shown}{more}")
         return self.frame.get_column(column)
 
     def scores(
@@ -177,8 +175,7 @@ class Table:
         missing = series.is_null().to_numpy()
         if missing.any():
             raise InputError(
-                f"{self.name}: "
-                + bad_values_message(column, "missing", missing, series.to_numpy())
+                f"{self.name}: " + bad_values_message(column, "missing", missing, series.to_numpy())
             )
         text = series.cast(pl.String)
         names, codes = np.unique(text.to_numpy().astype(str), return_inverse=True)
@@ -221,7 +218,9 @@ def _as_float(series: pl.Series, name: str) -> FloatArray:
         if not_numbers.any():
             raise InputError(
                 f"{name}: "
-                + bad_values_message(series.name, "that are not numbers", not_numbers, series.to_numpy())
+                + bad_values_message(
+                    series.name, "that are not numbers", not_numbers, series.to_numpy()
+                )
             )
         return converted.fill_null(np.nan).to_numpy().astype(np.float64)
     raise InputError(f"{name}: column '{series.name}' has type {series.dtype}, not numbers")
@@ -318,9 +317,7 @@ def resolve_format(path: str, override: InputFormat | None, head: bytes = b"") -
 TEXT_FORMATS: frozenset[str] = frozenset({"csv", "tsv"})
 
 
-def read_table(
-    path: str, *, input_format: InputFormat | None = None, typed: bool = False
-) -> Table:
+def read_table(path: str, *, input_format: InputFormat | None = None, typed: bool = False) -> Table:
     """Read a whole table from a file or from standard input (``-``).
 
     ``typed`` infers CSV/TSV column types (for typed outputs); by default they stay text.
@@ -364,7 +361,9 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
             return pl.read_ipc_stream(buffer)
         return pl.read_ndjson(buffer)
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        first_line = (
+            str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        )
         raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
 
 
@@ -455,7 +454,9 @@ def serialise(frame: pl.DataFrame, fmt: InputFormat, *, gzip_text: bool = False)
     return data
 
 
-def write_table(frame: pl.DataFrame, path: str, *, output_format_override: InputFormat | None = None) -> None:
+def write_table(
+    frame: pl.DataFrame, path: str, *, output_format_override: InputFormat | None = None
+) -> None:
     """Write a table atomically to ``path``, or to standard output for ``-``."""
     fmt = output_format(path, output_format_override)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
@@ -819,7 +820,9 @@ def sample_rows(
     return kept
 
 
-def sink_table(lazy: pl.LazyFrame, path: str, *, output_format_override: InputFormat | None) -> None:
+def sink_table(
+    lazy: pl.LazyFrame, path: str, *, output_format_override: InputFormat | None
+) -> None:
     """Stream a lazy query to ``path`` atomically (or to stdout via a temporary file), so
     memory does not grow with rows and a failure leaves no partial file."""
     fmt = output_format(path, output_format_override)

@@ -245,8 +245,10 @@ def reliability_chart(summary: Any, *, width: int = 28, height: int = 12) -> Tex
         text.append("\n")
     text.append(" " * pad + " └" + "─" * width + "\n", style="dim")
     axis_label = f"mean score {label}"
-    text.append(" " * pad + "  0" + " " * max(1, width - 1 - len(axis_label)) + axis_label + "\n",
-                style="dim")
+    text.append(
+        " " * pad + "  0" + " " * max(1, width - 1 - len(axis_label)) + axis_label + "\n",
+        style="dim",
+    )
     text.append(" " * pad + "  ● observed (│ 95% CI)  · ideal\n", style="dim")
     return text
 
@@ -275,12 +277,26 @@ def _rate(value: Any) -> str:
 def resample_table(summary: Mapping[str, Any], *, strata_col: str | None) -> Table:
     """Rows, positives and base rates before (in) and after (out) sampling, with the rates."""
     table = Table(title="Sampling", title_justify="left", header_style="bold")
-    for heading in ("stratum", "neg. rate", "pos. rate", "rows in", "rows out", "pos. in",
-                    "pos. out", "base rate in", "base rate out"):
+    for heading in (
+        "stratum",
+        "neg. rate",
+        "pos. rate",
+        "rows in",
+        "rows out",
+        "pos. in",
+        "pos. out",
+        "base rate in",
+        "base rate out",
+    ):
         table.add_column(heading, justify="right")
 
-    def add(label: str, rates: Mapping[str, Any], before: Mapping[str, Any],
-            after: Mapping[str, Any], style: str | None = None) -> None:
+    def add(
+        label: str,
+        rates: Mapping[str, Any],
+        before: Mapping[str, Any],
+        after: Mapping[str, Any],
+        style: str | None = None,
+    ) -> None:
         table.add_row(
             label,
             _rate(rates.get("negative_rate")) if "negative_rate" in rates else "",
@@ -308,28 +324,41 @@ def calibration_effect_table(effect: Mapping[str, Any], *, title: str) -> Table:
     table = Table(title=title, title_justify="left", header_style="bold")
     for heading in ("figure", "before", "after"):
         table.add_column(heading, justify="right")
-    table.add_row("mean score", fmt(effect.get("mean_score_before")),
-                  fmt(effect.get("mean_score_after")))
+    table.add_row(
+        "mean score", fmt(effect.get("mean_score_before")), fmt(effect.get("mean_score_after"))
+    )
     if "base_rate" in effect:
         table.add_row("base rate", fmt(effect["base_rate"]), fmt(effect["base_rate"]))
         before = effect.get("before") or {}
         after = effect.get("after") or {}
-        for label, key in (("log loss", "log_loss"), ("Brier score", "brier"), ("ECE", "ece"),
-                           ("AUC", "auc")):
+        for label, key in (
+            ("log loss", "log_loss"),
+            ("Brier score", "brier"),
+            ("ECE", "ece"),
+            ("AUC", "auc"),
+        ):
             table.add_row(label, fmt(before.get(key)), fmt(after.get(key)))
     return table
 
 
 def method_choice_table(choice: Any) -> Table:
     """The ``auto`` comparison: cross-validated log loss and Brier per method."""
-    table = Table(title=f"auto: {choice.n_folds}-fold cross-validated comparison",
-                  title_justify="left", header_style="bold")
+    table = Table(
+        title=f"auto: {choice.n_folds}-fold cross-validated comparison",
+        title_justify="left",
+        header_style="bold",
+    )
     for heading in ("method", "CV log loss", "CV Brier", ""):
         table.add_column(heading, justify="right")
     for row in choice.candidates:
         mark = "chosen" if row.method == choice.chosen else ""
-        table.add_row(row.method, fmt(row.cv_log_loss, 5), fmt(row.cv_brier, 5), mark,
-                      style="bold" if mark else None)
+        table.add_row(
+            row.method,
+            fmt(row.cv_log_loss, 5),
+            fmt(row.cv_brier, 5),
+            mark,
+            style="bold" if mark else None,
+        )
     return table
 
 
@@ -338,27 +367,43 @@ def method_choice_table(choice: Any) -> Table:
 
 def strata_table(summary: Sequence[Any], *, source: str) -> Table:
     """Per stratum: reference rows, positives, odds, within-stratum AUC, slope range."""
-    table = Table(title=f"Strata (odds from the {source})", title_justify="left",
-                  header_style="bold")
-    for heading in ("stratum", "ref. rows", "positives", "odds", "AUC in stratum",
-                    "ROC slope min", "ROC slope max", "target rows"):
+    table = Table(
+        title=f"Strata (odds from the {source})", title_justify="left", header_style="bold"
+    )
+    for heading in (
+        "stratum",
+        "ref. rows",
+        "positives",
+        "odds",
+        "AUC in stratum",
+        "ROC slope min",
+        "ROC slope max",
+        "target rows",
+    ):
         table.add_column(heading, justify="right", no_wrap=True)
     for row in summary:
-        table.add_row(str(row.stratum), fmt_count(row.rows), fmt_count(row.positives),
-                      fmt(row.stratum_odds), fmt(row.auc), fmt(row.slope_min),
-                      fmt(row.slope_max), fmt_count(row.target_rows))
+        table.add_row(
+            str(row.stratum),
+            fmt_count(row.rows),
+            fmt_count(row.positives),
+            fmt(row.stratum_odds),
+            fmt(row.auc),
+            fmt(row.slope_min),
+            fmt(row.slope_max),
+            fmt_count(row.target_rows),
+        )
     return table
 
 
 def ranking_comparison_table(comparison: Any) -> Table:
     """AUC and TPR at fixed FPRs, raw pooled scores against the re-ranked order."""
-    table = Table(title="Ranking on the labelled target", title_justify="left",
-                  header_style="bold")
+    table = Table(title="Ranking on the labelled target", title_justify="left", header_style="bold")
     for heading in ("figure", "raw scores", "reranked"):
         table.add_column(heading, justify="right", no_wrap=True)
     table.add_row("AUC", fmt(comparison.auc_raw), fmt(comparison.auc_reranked))
-    for fpr, raw, reranked in zip(comparison.fpr, comparison.tpr_raw, comparison.tpr_reranked,
-                                  strict=True):
+    for fpr, raw, reranked in zip(
+        comparison.fpr, comparison.tpr_raw, comparison.tpr_reranked, strict=True
+    ):
         table.add_row(f"TPR at FPR {float(fpr):g}", fmt(raw), fmt(reranked))
     return table
 
@@ -366,14 +411,15 @@ def ranking_comparison_table(comparison: Any) -> Table:
 # -------------------------------------------------------------------------- estimate-shift
 
 
-def shift_table(batches: Sequence[Mapping[str, Any]], *, batch_col: str | None, source: str) -> Table:
+def shift_table(
+    batches: Sequence[Mapping[str, Any]], *, batch_col: str | None, source: str
+) -> Table:
     """Per batch: rows, estimated prevalence and interval, method, diagnostics (and the true
     rate and error when the target has labels)."""
     table = Table(title=f"Positive rate of {source}", title_justify="left", header_style="bold")
     has_truth = any("true_prevalence" in b for b in batches)
     headings = [batch_col] if batch_col is not None else []
-    headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "conv.", "ref. AUC",
-                 "fit p"]
+    headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "conv.", "ref. AUC", "fit p"]
     if has_truth:
         headings += ["true", "error"]
     for heading in headings:
@@ -404,10 +450,15 @@ def decision_table(
     batches: Sequence[Mapping[str, Any]], *, batch_col: str | None, threshold: float
 ) -> Table:
     """Expected (and realised) cost per row of the static and the re-estimated decisions."""
-    table = Table(title=f"Decisions at the Bayes threshold {threshold:.4g} (cost per row; "
-                  "static = reference prior)", title_justify="left", header_style="bold")
-    has_truth = any((b.get("decision") or {}).get("realised_cost_static") is not None
-                    for b in batches)
+    table = Table(
+        title=f"Decisions at the Bayes threshold {threshold:.4g} (cost per row; "
+        "static = reference prior)",
+        title_justify="left",
+        header_style="bold",
+    )
+    has_truth = any(
+        (b.get("decision") or {}).get("realised_cost_static") is not None for b in batches
+    )
     headings = [batch_col] if batch_col is not None else []
     headings += ["flagged: static", "re-est.", "expected cost: static", "re-est."]
     if has_truth:
@@ -417,11 +468,16 @@ def decision_table(
     for batch in batches:
         decision = batch.get("decision") or {}
         cells = [str(batch["batch"])] if batch_col is not None else []
-        cells += [fmt(decision.get("flagged_static")), fmt(decision.get("flagged_shifted")),
-                  fmt(decision.get("expected_cost_static")),
-                  fmt(decision.get("expected_cost_shifted"))]
+        cells += [
+            fmt(decision.get("flagged_static")),
+            fmt(decision.get("flagged_shifted")),
+            fmt(decision.get("expected_cost_static")),
+            fmt(decision.get("expected_cost_shifted")),
+        ]
         if has_truth:
-            cells += [fmt(decision.get("realised_cost_static")),
-                      fmt(decision.get("realised_cost_shifted"))]
+            cells += [
+                fmt(decision.get("realised_cost_static")),
+                fmt(decision.get("realised_cost_shifted")),
+            ]
         table.add_row(*cells)
     return table

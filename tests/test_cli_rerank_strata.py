@@ -20,12 +20,29 @@ def test_reranking_beats_pooled_scores_and_keeps_order_within_strata(
     run_calib: RunCalib, tmp_path: Path
 ) -> None:
     out, report = tmp_path / "out.parquet", tmp_path / "r.json"
-    done = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET),
-                      "--strata-col", "stratum", "-o", str(out), "--report", str(report)])
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(TARGET),
+            "--strata-col",
+            "stratum",
+            "-o",
+            str(out),
+            "--report",
+            str(report),
+        ]
+    )
     assert done.returncode == 0, done.stderr
     frame = pl.read_parquet(out)
-    assert frame.columns == [*pl.read_csv(TARGET).columns, "rerank_score", "calibrated",
-                             "rerank_rank"]
+    assert frame.columns == [
+        *pl.read_csv(TARGET).columns,
+        "rerank_score",
+        "calibrated",
+        "rerank_rank",
+    ]
     for _, group in frame.group_by("stratum"):
         raw = rankdata(group["score"].to_numpy(), method="min")
         reranked = rankdata(group["rerank_score"].to_numpy(), method="min")
@@ -45,8 +62,20 @@ def test_one_stratum_keeps_the_raw_ranking(run_calib: RunCalib, tmp_path: Path) 
     reference.write_csv(tmp_path / "ref.csv")
     target.write_csv(tmp_path / "tgt.csv")
     out = tmp_path / "out.csv"
-    done = run_calib(["rerank-strata", "--reference", str(tmp_path / "ref.csv"), "--target",
-                      str(tmp_path / "tgt.csv"), "--strata-col", "stratum", "-o", str(out), "-q"])
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(tmp_path / "ref.csv"),
+            "--target",
+            str(tmp_path / "tgt.csv"),
+            "--strata-col",
+            "stratum",
+            "-o",
+            str(out),
+            "-q",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     frame = pl.read_csv(out)
     expected = rankdata(-frame["score"].to_numpy(), method="min")
@@ -54,15 +83,28 @@ def test_one_stratum_keeps_the_raw_ranking(run_calib: RunCalib, tmp_path: Path) 
 
 
 def test_missing_target_stratum_is_a_clear_error(run_calib: RunCalib, tmp_path: Path) -> None:
-    target = pl.read_csv(TARGET).head(5).with_columns(
-        pl.Series("stratum", ["A", "Z", "Z", "B", "A"]))
+    target = (
+        pl.read_csv(TARGET).head(5).with_columns(pl.Series("stratum", ["A", "Z", "Z", "B", "A"]))
+    )
     target.write_csv(tmp_path / "tgt.csv")
     out = tmp_path / "out.csv"
-    done = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target",
-                      str(tmp_path / "tgt.csv"), "--strata-col", "stratum", "-o", str(out)])
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(tmp_path / "tgt.csv"),
+            "--strata-col",
+            "stratum",
+            "-o",
+            str(out),
+        ]
+    )
     assert done.returncode == 65
     assert "stratum 'Z' of the target has no rows in the reference (2 target rows)" in (
-        done.stderr.decode())
+        done.stderr.decode()
+    )
     assert not out.exists()
 
 
@@ -70,9 +112,24 @@ def test_prevalence_file_sets_the_odds(run_calib: RunCalib, tmp_path: Path) -> N
     prevalence = tmp_path / "p.csv"
     prevalence.write_text("stratum,prevalence\nA,0.01\nB,0.05\nC,0.2\n")
     report = tmp_path / "r.json"
-    done = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET),
-                      "--strata-col", "stratum", "--prevalence-file", str(prevalence), "-o",
-                      str(tmp_path / "o.csv"), "--report", str(report), "-q"])
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(TARGET),
+            "--strata-col",
+            "stratum",
+            "--prevalence-file",
+            str(prevalence),
+            "-o",
+            str(tmp_path / "o.csv"),
+            "--report",
+            str(report),
+            "-q",
+        ]
+    )
     assert done.returncode == 0, done.stderr
     odds = {s["stratum"]: s["stratum_odds"] for s in json.loads(report.read_text())["strata"]}
     assert odds == pytest.approx({"A": 0.01 / 0.99, "B": 0.05 / 0.95, "C": 0.25}, rel=1e-12)
@@ -90,9 +147,23 @@ def test_strata_from_the_first_principal_component(run_calib: RunCalib, tmp_path
     frames[0].write_csv(tmp_path / "ref.csv")
     frames[1].write_csv(tmp_path / "tgt.csv")
     report, out = tmp_path / "r.json", tmp_path / "o.csv"
-    done = run_calib(["rerank-strata", "--reference", str(tmp_path / "ref.csv"), "--target",
-                      str(tmp_path / "tgt.csv"), "--pca-features", "x1,x2", "--n-strata", "3",
-                      "-o", str(out), "--report", str(report)])
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(tmp_path / "ref.csv"),
+            "--target",
+            str(tmp_path / "tgt.csv"),
+            "--pca-features",
+            "x1,x2",
+            "--n-strata",
+            "3",
+            "-o",
+            str(out),
+            "--report",
+            str(report),
+        ]
+    )
     assert done.returncode == 0, done.stderr
     pca = json.loads(report.read_text())["pca"]
     assert pca["explained_variance_ratio"] > 0.9
@@ -104,9 +175,23 @@ def test_strata_from_the_first_principal_component(run_calib: RunCalib, tmp_path
 
 
 def test_usage_errors(run_calib: RunCalib) -> None:
-    both = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET),
-                      "--strata-col", "stratum", "--pca-features", "x", "-o", "-"])
+    both = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(TARGET),
+            "--strata-col",
+            "stratum",
+            "--pca-features",
+            "x",
+            "-o",
+            "-",
+        ]
+    )
     assert both.returncode == 2
-    neither = run_calib(["rerank-strata", "--reference", str(REFERENCE), "--target",
-                         str(TARGET), "-o", "-"])
+    neither = run_calib(
+        ["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET), "-o", "-"]
+    )
     assert neither.returncode == 2

@@ -40,9 +40,13 @@ def test_every_option_is_documented(name: str) -> None:
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_help_has_an_example(name: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "calib_cli", name, "--help"],
-                          capture_output=True, text=True, env={"COLUMNS": "200", "NO_COLOR": "1"},
-                          check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "calib_cli", name, "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "NO_COLOR": "1"},
+        check=True,
+    )
     assert "Example" in done.stdout
 
 
@@ -61,10 +65,55 @@ def _keys(value: object, prefix: str = "") -> set[str]:
 def test_every_reliability_key_is_documented(tmp_path: Path) -> None:
     sample = ROOT / "sample_data" / "transactions.csv"
     done = subprocess.run(
-        [sys.executable, "-m", "calib_cli", "reliability", str(sample), "--by", "segment",
-         "--json", "--bootstrap", "5"],
-        capture_output=True, text=True, check=True,
+        [
+            sys.executable,
+            "-m",
+            "calib_cli",
+            "reliability",
+            str(sample),
+            "--by",
+            "segment",
+            "--json",
+            "--bootstrap",
+            "5",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     documented = set(re.findall(r"`([a-z_]+)`", README))
     missing = _keys(json.loads(done.stdout)) - documented
     assert not missing, f"README does not document reliability keys {sorted(missing)}"
+
+
+SAMPLE = ROOT / "sample_data"
+REPORTING_CALLS = {
+    "estimate-shift": ["estimate-shift", "--reference", str(SAMPLE / "transactions.csv"),
+                       "--target", str(SAMPLE / "shifted_batch.csv"), "--batch-col", "day",
+                       "--costs", "1:20", "--bootstrap", "5", "--method", "map"],
+    "recalibrate": ["recalibrate", str(SAMPLE / "overconfident.csv"), "--cross-fit", "3",
+                    "--method", "auto", "--negative-rate", "0.5"],
+    "rerank-strata": ["rerank-strata", "--reference", str(SAMPLE / "strata_reference.csv"),
+                      "--target", str(SAMPLE / "strata_target.csv"), "--strata-col", "stratum"],
+    "resample": ["resample", str(SAMPLE / "train.csv"), "--negative-rate", "0.2",
+                 "--strata-col", "x1"],
+}
+
+
+@pytest.mark.parametrize("name", sorted(REPORTING_CALLS))
+def test_every_report_key_is_documented(name: str, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    args = [*REPORTING_CALLS[name], "--report", str(report), "-q"]
+    if name == "resample":
+        frame = tmp_path / "train.csv"
+        frame.write_text("id,x1,label\n" + "".join(f"{i},{i % 2},{int(i % 7 == 0)}\n"
+                                                     for i in range(60)))
+        args[1] = str(frame)
+    args += ["-o", str(tmp_path / "out.csv")]
+    subprocess.run([sys.executable, "-m", "calib_cli", *args], check=True, capture_output=True)
+    documented = set(re.findall(r"`([a-z_0-9]+)`", README))
+    found = _keys(json.loads(report.read_text()))
+    if name == "resample":
+        found -= {"0", "1"}  # the strata of this test file are named 0 and 1
+    missing = found - documented
+    assert not missing, f"README does not document {name} report keys {sorted(missing)}"

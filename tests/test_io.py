@@ -154,7 +154,7 @@ def test_negative_weight_is_refused(tmp_path: Path) -> None:
 
 
 def test_missing_file_empty_file_and_garbage(tmp_path: Path) -> None:
-    with pytest.raises(MissingInputError, match="nope.csv: no such file"):
+    with pytest.raises(MissingInputError, match=r"nope\.csv: no such file"):
         calib_io.read_table(str(tmp_path / "nope.csv"))
     (tmp_path / "empty.csv").write_text("")
     with pytest.raises(InputError, match="empty"):

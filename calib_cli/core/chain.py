@@ -50,9 +50,7 @@ class PriorParams:
 Step = PriorParams | CalibratorParams
 
 
-def row_shifts(
-    params: PriorParams, strata: Strata | None
-) -> float | FloatArray:
+def row_shifts(params: PriorParams, strata: Strata | None) -> float | FloatArray:
     """The log-odds shift of each row: one number, or per row from its stratum's shift.
 
     ``strata`` is (sorted stratum names, code per row) of the column ``params.strata_col``.
@@ -60,8 +58,10 @@ def row_shifts(
     if params.strata_col is None:
         return params.log_odds_shift
     if strata is None:
-        raise InputError(f"the prior correction is per stratum: column '{params.strata_col}' "
-                         "is needed (set --strata-col)")
+        raise InputError(
+            f"the prior correction is per stratum: column '{params.strata_col}' "
+            "is needed (set --strata-col)"
+        )
     names, codes = strata
     unknown = [name for name in names if name not in params.stratum_shifts]
     if unknown:
@@ -151,7 +151,9 @@ def _map_inputs(
     return scores, score_kind
 
 
-def _compose(prior: PriorParams | None, fitted: CalibratorParams, fit_data: FitData) -> tuple[Step, ...]:
+def _compose(
+    prior: PriorParams | None, fitted: CalibratorParams, fit_data: FitData
+) -> tuple[Step, ...]:
     if prior is None:
         return (fitted,)
     return (prior, fitted) if fit_data == "population" else (fitted, prior)
@@ -187,14 +189,24 @@ def fit_chain(
             ("platt", "isotonic", "beta", "histogram") if kind == "probability" else ("platt",)
         )
         choice = choose_method(
-            x, y_true, sample_weight=sample_weight, n_folds=n_folds, rng=rng, score_kind=kind,
-            candidates=candidates, method_options=options,
+            x,
+            y_true,
+            sample_weight=sample_weight,
+            n_folds=n_folds,
+            rng=rng,
+            score_kind=kind,
+            candidates=candidates,
+            method_options=options,
         )
         chosen = choice.chosen  # type: ignore[assignment]
     else:
         chosen = method
     fitted = fit_calibrator(
-        chosen, x, y_true, sample_weight=sample_weight, score_kind=kind,
+        chosen,
+        x,
+        y_true,
+        sample_weight=sample_weight,
+        score_kind=kind,
         **dict((options or {}).get(chosen, {})),
     )
     return ChainFit(steps=_compose(prior, fitted, fit_data), choice=choice)
@@ -218,8 +230,14 @@ def cross_fit_chain(
     fold's map is fitted on the other folds, and the prior correction is applied in order."""
     x, kind = _map_inputs(scores, prior, fit_data, score_kind, strata)
     out_of_fold = cross_fit(
-        method, x, y_true, sample_weight=sample_weight, n_folds=n_folds, rng=rng,
-        score_kind=kind, **dict(options or {}),
+        method,
+        x,
+        y_true,
+        sample_weight=sample_weight,
+        n_folds=n_folds,
+        rng=rng,
+        score_kind=kind,
+        **dict(options or {}),
     )
     if prior is not None and fit_data == "sampled":
         return apply_step(prior, out_of_fold, strata=strata)

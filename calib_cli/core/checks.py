@@ -38,7 +38,8 @@ def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.Ar
     arr = np.asarray(values)
     count, row, value = _first_bad(bad, arr)
     noun = "value" if count == 1 else "values"
-    return f"column '{column}' has {count} {noun} {problem} (first at row {row}: {_format_value(value)})"
+    shown = _format_value(value)
+    return f"column '{column}' has {count} {noun} {problem} (first at row {row}: {shown})"
 
 
 def check_scores(
@@ -107,7 +108,8 @@ def check_weights(
         raise InputError(f"column '{name}' has {arr.size} values for {n_rows} rows")
     bad = ~np.isfinite(arr) | (arr < 0.0)
     if bad.any():
-        raise InputError(bad_values_message(name, "that are negative, missing or infinite", bad, arr))
+        problem = "that are negative, missing or infinite"
+        raise InputError(bad_values_message(name, problem, bad, arr))
     return arr
 
 
