@@ -195,3 +195,33 @@ def test_usage_errors(run_calib: RunCalib) -> None:
         ["rerank-strata", "--reference", str(REFERENCE), "--target", str(TARGET), "-o", "-"]
     )
     assert neither.returncode == 2
+
+
+def test_estimated_target_prevalence_sets_the_odds(run_calib: RunCalib, tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(TARGET),
+            "--strata-col",
+            "stratum",
+            "--estimate-target-prevalence",
+            "-o",
+            str(tmp_path / "o.csv"),
+            "--report",
+            str(report),
+            "-q",
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(report.read_text())
+    assert figures["odds_source"] == "estimated on the target"
+    truth = dict(pl.read_csv(TARGET).group_by("stratum").agg(pl.col("label").mean()).iter_rows())
+    odds = {s["stratum"]: s["stratum_odds"] for s in figures["strata"]}
+    for stratum, estimate in figures["target_prevalence"].items():
+        assert estimate["ci_low"] <= truth[stratum] <= estimate["ci_high"]
+        p = estimate["prevalence"]
+        assert odds[stratum] == pytest.approx(p / (1 - p), rel=1e-12)
