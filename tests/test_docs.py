@@ -88,15 +88,48 @@ def test_every_reliability_key_is_documented(tmp_path: Path) -> None:
 
 SAMPLE = ROOT / "sample_data"
 REPORTING_CALLS = {
-    "estimate-shift": ["estimate-shift", "--reference", str(SAMPLE / "transactions.csv"),
-                       "--target", str(SAMPLE / "shifted_batch.csv"), "--batch-col", "day",
-                       "--costs", "1:20", "--bootstrap", "5", "--method", "map"],
-    "recalibrate": ["recalibrate", str(SAMPLE / "overconfident.csv"), "--cross-fit", "3",
-                    "--method", "auto", "--negative-rate", "0.5"],
-    "rerank-strata": ["rerank-strata", "--reference", str(SAMPLE / "strata_reference.csv"),
-                      "--target", str(SAMPLE / "strata_target.csv"), "--strata-col", "stratum"],
-    "resample": ["resample", str(SAMPLE / "train.csv"), "--negative-rate", "0.2",
-                 "--strata-col", "x1"],
+    "estimate-shift": [
+        "estimate-shift",
+        "--reference",
+        str(SAMPLE / "transactions.csv"),
+        "--target",
+        str(SAMPLE / "shifted_batch.csv"),
+        "--batch-col",
+        "day",
+        "--costs",
+        "1:20",
+        "--bootstrap",
+        "5",
+        "--method",
+        "map",
+    ],
+    "recalibrate": [
+        "recalibrate",
+        str(SAMPLE / "overconfident.csv"),
+        "--cross-fit",
+        "3",
+        "--method",
+        "auto",
+        "--negative-rate",
+        "0.5",
+    ],
+    "rerank-strata": [
+        "rerank-strata",
+        "--reference",
+        str(SAMPLE / "strata_reference.csv"),
+        "--target",
+        str(SAMPLE / "strata_target.csv"),
+        "--strata-col",
+        "stratum",
+    ],
+    "resample": [
+        "resample",
+        str(SAMPLE / "train.csv"),
+        "--negative-rate",
+        "0.2",
+        "--strata-col",
+        "x1",
+    ],
 }
 
 
@@ -106,8 +139,9 @@ def test_every_report_key_is_documented(name: str, tmp_path: Path) -> None:
     args = [*REPORTING_CALLS[name], "--report", str(report), "-q"]
     if name == "resample":
         frame = tmp_path / "train.csv"
-        frame.write_text("id,x1,label\n" + "".join(f"{i},{i % 2},{int(i % 7 == 0)}\n"
-                                                     for i in range(60)))
+        frame.write_text(
+            "id,x1,label\n" + "".join(f"{i},{i % 2},{int(i % 7 == 0)}\n" for i in range(60))
+        )
         args[1] = str(frame)
     args += ["-o", str(tmp_path / "out.csv")]
     subprocess.run([sys.executable, "-m", "calib_cli", *args], check=True, capture_output=True)
