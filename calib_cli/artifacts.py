@@ -73,7 +73,7 @@ def load_artifact(path: str, *, kinds: Sequence[str] = ARTIFACT_KINDS) -> Artifa
     except UnicodeDecodeError:
         raise ArtifactError(f"{path}: not a calib artifact (not UTF-8 JSON)") from None
     try:
-        document = json.loads(text, parse_constant=_refuse_constant)
+        document = json.loads(text, parse_constant=_nonfinite_constant)
     except ValueError as error:
         raise ArtifactError(f"{path}: not valid JSON ({error})") from None
     artifact = validate_document(document, name=path)
@@ -84,8 +84,10 @@ def load_artifact(path: str, *, kinds: Sequence[str] = ARTIFACT_KINDS) -> Artifa
     return artifact
 
 
-def _refuse_constant(token: str) -> float:
-    raise ValueError(f"{token} is not allowed in an artifact")
+def _nonfinite_constant(token: str) -> float:
+    """NaN and Infinity (which Python's json writes) load as numbers, so that validation
+    refuses them naming the field."""
+    return {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}[token]
 
 
 def validate_document(document: Any, *, name: str) -> Artifact:
@@ -93,8 +95,9 @@ def validate_document(document: Any, *, name: str) -> Artifact:
     check = _Checker(name)
     if not isinstance(document, dict):
         check.fail("", "must be a JSON object")
+    check.only(document, ENVELOPE_KEYS)
     version = document.get("schema_version")
-    if version != SCHEMA_VERSION:
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
         check.fail(
             "schema_version",
             f"is {version!r}; this calib ({__version__}) reads version {SCHEMA_VERSION}",
@@ -109,6 +112,7 @@ def validate_document(document: Any, *, name: str) -> Artifact:
     calib_version = document.get("calib_version", "")
     if not isinstance(calib_version, str):
         check.fail("calib_version", "must be a string")
+    check.nested("params").only(params, PARAM_KEYS[kind])
     _VALIDATORS[kind](check.nested("params"), params)
     return Artifact(
         kind=kind,
@@ -132,6 +136,12 @@ class _Checker:
     def fail(self, key: str, problem: str) -> NoReturn:
         where = f"{self.prefix}{key}" if key else (self.prefix.rstrip(".") or "the document")
         raise ArtifactError(f"{self.name}: {where} {problem}")
+
+    def only(self, params: Mapping[str, Any], allowed: Sequence[str]) -> None:
+        """Refuse keys this version does not know (a typo must not be ignored silently)."""
+        unknown = sorted(set(params) - set(allowed))
+        if unknown:
+            self.fail(unknown[0], f"is not a field of this artifact (known: {', '.join(allowed)})")
 
     def present(self, params: Mapping[str, Any], key: str) -> Any:
         if key not in params:
@@ -299,9 +309,34 @@ def _validate_chain(check: _Checker, params: Mapping[str, Any]) -> None:
         inner = check.nested(f"steps[{index}]")
         if not isinstance(step, dict):
             inner.fail("", "must be an object")
+        inner.only(step, ("kind", "params"))
         kind = inner.text(step, "kind", allowed=STEP_KINDS)
-        _VALIDATORS[kind](inner.nested("params"), inner.mapping(step, "params"))
+        step_params = inner.mapping(step, "params")
+        inner.nested("params").only(step_params, PARAM_KEYS[kind])
+        _VALIDATORS[kind](inner.nested("params"), step_params)
 
+
+ENVELOPE_KEYS = ("schema_version", "kind", "params", "fitted_on", "calib_version")
+PARAM_KEYS: dict[str, tuple[str, ...]] = {
+    "sampling": (
+        "hash",
+        "seed",
+        "key_col",
+        "key_type",
+        "label_col",
+        "positive_label",
+        "strata_col",
+        "negative_rate",
+        "positive_rate",
+        "strata",
+    ),
+    "prior": ("log_odds_shift", "strata_col", "stratum_shifts"),
+    "platt": ("slope", "intercept", "score_kind", "converged", "n_iter", "separable"),
+    "isotonic": ("x_knots", "y_knots", "eps", "strict"),
+    "beta": ("a", "b", "c", "converged", "n_iter"),
+    "histogram": ("edges", "rates"),
+    "chain": ("steps",),
+}
 
 _VALIDATORS = {
     "sampling": _validate_sampling,

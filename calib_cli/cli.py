@@ -144,6 +144,15 @@ class Session:
 OFF_TERMINAL_WIDTH = 120
 
 
+class _PipeAwareConsole(Console):
+    """A Rich console that ends like other Unix tools when the reader closes the pipe (Rich's
+    own handler exits 1, which a cron job would read as a failed check)."""
+
+    def on_broken_pipe(self) -> None:
+        _silence_stdout()
+        raise SystemExit(BROKEN_PIPE_EXIT)
+
+
 def _console(*, stderr: bool, no_color: bool) -> Console:
     color_off = no_color or "NO_COLOR" in os.environ
     force = os.environ.get("FORCE_COLOR") not in (None, "", "0") and not color_off
@@ -151,7 +160,7 @@ def _console(*, stderr: bool, no_color: bool) -> Console:
     # Off a terminal (logs, files, pipes) Rich would assume 80 columns; wide tables read
     # better at 120 unless COLUMNS says otherwise.
     width = None if stream.isatty() or "COLUMNS" in os.environ else OFF_TERMINAL_WIDTH
-    return Console(
+    return _PipeAwareConsole(
         width=width,
         stderr=stderr,
         no_color=color_off,
@@ -182,6 +191,12 @@ def command_session(*, quiet: bool, no_color: bool, debug: bool) -> Iterator[Ses
         raise typer.Exit(BROKEN_PIPE_EXIT) from None
     except KeyboardInterrupt:
         _fail(session, "interrupted", ExitCode.INTERRUPTED)
+    except OSError as error:  # writing a report or table to a full or failing stream
+        _fail(
+            session,
+            f"cannot write the output ({error.strerror or error})",
+            ExitCode.CANNOT_WRITE,
+        )
     except MemoryError:
         _fail(session, "out of memory", ExitCode.INTERNAL)
     except Exception as error:  # a bug: the only case that may print a traceback
@@ -240,6 +255,31 @@ def _main(
     ] = False,
 ) -> None:
     """calib: classifier scores you can trust as probabilities."""
+
+
+def check_paths(
+    *,
+    inputs: list[str | None],
+    table_output: str | None = None,
+    output_format: Any = None,
+    files: list[str | None] | None = None,
+) -> None:
+    """Before any work: stdin read at most once, no output over an input, every output
+    writable (and a known table format), so a long job never ends in a usage error."""
+    from calib_cli import io
+
+    outputs = [table_output, *(files or [])]
+    io.require_distinct_outputs(outputs, inputs)
+    io.check_destination(table_output, data_format=_enum_value(output_format), table=True)
+    for path in files or []:
+        io.check_destination(path)
+
+
+def _finite_option(value: float | None, option: str) -> None:
+    import math
+
+    if value is not None and not math.isfinite(value):
+        raise UsageError(f"{option} must be a finite number, got {value}")
 
 
 def _enum_value(choice: Any) -> Any:
@@ -301,10 +341,14 @@ def reliability(
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
         import numpy as np
 
+        from calib_cli import io
         from calib_cli.core.metrics import reliability_summary
         from calib_cli.report import reliability_detail, reliability_summary_table, stack
 
         score_cols = score_col or ["score"]
+        check_paths(inputs=[file], files=[report])
+        _finite_option(fail_above_ece, "--fail-above-ece")
+        _finite_option(fail_below_auc, "--fail-below-auc")
         table = read_scored_table(
             session,
             file,
@@ -317,23 +361,24 @@ def reliability(
         )
         y_true = table.labels(label_col, positive_label=positive_label)
         weights = table.weights(weight_col)
-        groups = table.categories(by, option="--by") if by is not None else None
+        groups = table.groups(by, option="--by") if by is not None else None
         rng = np.random.default_rng(seed)
 
         entries: list[tuple[str, dict[str, Any], Any]] = []
         for column in score_cols:
             scores = table.scores(column)
             for group_name, rows in _group_rows(groups, table.n_rows):
-                summary = reliability_summary(
-                    y_true[rows],
-                    scores[rows],
-                    sample_weight=weights[rows],
-                    n_bins=bins,
-                    strategy=_enum_value(strategy),
-                    n_bootstrap=bootstrap,
-                    rng=rng,
-                )
-                keys: dict[str, Any] = {"score_column": column}
+                with io.naming(table.name):
+                    summary = reliability_summary(
+                        y_true[rows],
+                        scores[rows],
+                        sample_weight=weights[rows],
+                        n_bins=bins,
+                        strategy=_enum_value(strategy),
+                        n_bootstrap=bootstrap,
+                        rng=rng,
+                    )
+                keys: dict[str, Any] = {"score_column": column, "seed": seed}
                 heading = column
                 if by is not None:
                     keys.update({"by": by, "group": group_name})
@@ -368,16 +413,20 @@ def _as_dict(summary: Any) -> dict[str, Any]:
     return converted
 
 
+MISSING_GROUP = "(missing)"
+
+
 def _group_rows(
-    groups: tuple[list[str], np.ndarray[Any, Any]] | None, n_rows: int
-) -> Iterator[tuple[str | None, Any]]:
+    groups: tuple[list[Any], np.ndarray[Any, Any]] | None, n_rows: int
+) -> Iterator[tuple[Any, Any]]:
     """(group name, row selector) pairs: all rows first, then each group when --by is set."""
     yield None, slice(None)
     if groups is None:
         return
-    names, codes = groups
-    for index, name in enumerate(names):
-        yield name, codes == index
+    values, codes = groups
+    for index, value in enumerate(values):
+        # group null is "all rows" in the report, so rows without a value get a label
+        yield (MISSING_GROUP if value is None else value), codes == index
 
 
 def _check_gates(
@@ -390,7 +439,12 @@ def _check_gates(
     for heading, _, summary in entries:
         if fail_above_ece is not None and not summary.ece <= fail_above_ece:
             failures.append(f"ECE {summary.ece:.4g} > {fail_above_ece:g} for {heading}")
-        if fail_below_auc is not None and not summary.auc >= fail_below_auc:
+        if fail_below_auc is not None and summary.auc != summary.auc:  # NaN: one class
+            failures.append(
+                f"AUC is undefined for {heading} (one class only), so it cannot be shown to "
+                f"reach {fail_below_auc:g}"
+            )
+        elif fail_below_auc is not None and not summary.auc >= fail_below_auc:
             failures.append(f"AUC {summary.auc:.4g} < {fail_below_auc:g} for {heading}")
     if failures:
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
@@ -426,7 +480,8 @@ def read_scored_table(
         )
         if dropped:
             session.warn(
-                f"{table.name}: dropped {dropped} invalid rows of {dropped + table.n_rows}"
+                f"{table.name}: dropped {dropped} invalid {'row' if dropped == 1 else 'rows'} "
+                f"of {dropped + table.n_rows}"
             )
     return table
 
@@ -487,7 +542,7 @@ def resample(
         str | None,
         typer.Option(
             "--rates-file",
-            help="Table of per-stratum rates: columns stratum, negative_rate [, positive_rate].",
+            help="Per-stratum rates: columns stratum, negative_rate, optionally positive_rate.",
         ),
     ] = None,
     key_col: Annotated[
@@ -533,7 +588,12 @@ def resample(
         if output == io.STDIO and record is None:
             raise UsageError("writing the sample to stdout needs --record PATH for the record")
         record_path = record or f"{output}.sampling.json"
-        io.require_distinct_outputs([output, record_path], [file])
+        check_paths(
+            inputs=[file, rates_file],
+            table_output=output,
+            output_format=output_format,
+            files=[record_path, report],
+        )
         if rates_file is not None and strata_col is None:
             raise UsageError("--rates-file needs --strata-col")
 
@@ -551,6 +611,11 @@ def resample(
             strata_col=strata_col,
         )
         label_dtype = lazy.collect_schema()[label_col]
+        if weight_col_out is not None and weight_col_out in lazy.collect_schema():
+            raise UsageError(
+                f"{name} already has a column '{weight_col_out}'; choose another name for "
+                "--weight-col-out"
+            )
         key_type = io.key_kind(lazy, key_col, name=name)
         by_stratum = {c.stratum or "": (float(c.positives), float(c.negatives)) for c in before}
         explicit = _read_rates_file(rates_file) if rates_file is not None else None
@@ -774,7 +839,7 @@ def recalibrate(
         str, typer.Option("--output-col", help="Name of the added column.")
     ] = "calibrated",
     eps: Annotated[
-        float, typer.Option("--eps", help="Isotonic outputs are kept inside [eps, 1 - eps].")
+        float, typer.Option("--eps", help="Isotonic outputs are kept inside \\[eps, 1 - eps].")
     ] = 1e-6,
     strict: Annotated[
         bool, typer.Option("--strict", help="Isotonic: strictly increasing map (keeps AUC).")
@@ -828,6 +893,14 @@ def recalibrate(
             cross_fit_folds=cross_fit_folds,
             save_model=save_model,
         )
+        check_paths(
+            inputs=[file, fit, model, sampling_record],
+            table_output=output if file is not None else None,
+            output_format=output_format,
+            files=[save_model, report],
+        )
+        if not 0.0 <= eps < 0.5:
+            raise UsageError(f"--eps must be in [0, 0.5), got {eps}")
         rng = np.random.default_rng(seed)
         options: dict[str, dict[str, Any]] = {
             "platt": {"target_smoothing": target_smoothing},
@@ -925,7 +998,7 @@ def recalibrate(
                 file,
                 input_format=_enum_value(input_format),
                 score_cols=[score_col],
-                label_col=label_col if plan.cross_fit else None,
+                label_col=label_col,
                 weight_col=weight_col,
                 positive_label=positive_label,
                 on_invalid=invalid,
@@ -933,8 +1006,9 @@ def recalibrate(
                 typed=io.typed_output(output or "-", _enum_value(output_format)),
             )
             scores = table.scores(score_col, kind=kind)
-            has_labels = table.has_column(label_col)
-            labels = table.labels(label_col, positive_label=positive_label) if has_labels else None
+            labels = _optional_labels(
+                session, table, label_col, positive_label, required=plan.cross_fit
+            )
             weights = table.weights(weight_col)
             strata = _strata_of(table, strata_column)
             if plan.cross_fit:
@@ -1085,6 +1159,29 @@ def _recalibration_plan(
             "--train-prior/--target-prior, --fit, --model or --cross-fit"
         )
     return RecalibrationPlan(method="prior", cross_fit=False)
+
+
+def _optional_labels(
+    session: Session,
+    table: Table,
+    label_col: str,
+    positive_label: str | None,
+    *,
+    required: bool,
+) -> Any:
+    """Labels when the column is there. When they are only used for the report, invalid
+    labels are a warning (the calibration itself does not need them), not an error."""
+    from calib_cli.errors import InputError
+
+    if not table.has_column(label_col):
+        return None
+    try:
+        return table.labels(label_col, positive_label=positive_label)
+    except InputError as error:
+        if required:
+            raise
+        session.warn(f"labels not used for the report: {error}")
+        return None
 
 
 def _strata_of(table: Table, column: str | None) -> Any:
@@ -1271,6 +1368,12 @@ def rerank_strata(
             raise UsageError("give --strata-col COL or --pca-features C1,C2,... (one of them)")
         if prevalence_file is not None and estimate_target_prevalence:
             raise UsageError("give --prevalence-file or --estimate-target-prevalence, not both")
+        check_paths(
+            inputs=[reference, target, prevalence_file],
+            table_output=output,
+            output_format=output_format,
+            files=[report],
+        )
         kind = _enum_value(score_kind)
         fmt_in = _enum_value(input_format)
         ref = io.read_table(reference, input_format=fmt_in)
@@ -1581,6 +1684,12 @@ def estimate_shift(
         )
         from calib_cli.report import decision_table, shift_table
 
+        check_paths(
+            inputs=[reference, target],
+            table_output=output,
+            output_format=output_format,
+            files=[report],
+        )
         cost_fp, cost_fn = _parse_costs(costs) if costs is not None else (None, None)
         kind = _enum_value(score_kind)
         fmt_in = _enum_value(input_format)
@@ -1684,6 +1793,6 @@ def _batches(table: Table, batch_col: str | None) -> Iterator[tuple[str | None, 
     if batch_col is None:
         yield None, slice(None)
         return
-    names, codes = table.categories(batch_col, option="--batch-col")
-    for index, name in enumerate(names):
-        yield name, codes == index
+    values, codes = table.groups(batch_col, option="--batch-col")
+    for index, value in enumerate(values):
+        yield value, codes == index

@@ -34,6 +34,13 @@ class InputError(CalibError, ValueError):
     exit_code = ExitCode.DATA_ERROR
 
 
+class OptionError(InputError):
+    """A bad option value, found where it is used (exit 2, a usage error): e.g. a rate outside
+    (0, 1]. A subclass of InputError so that library callers can catch both alike."""
+
+    exit_code = ExitCode.USAGE
+
+
 class ArtifactError(InputError):
     """A saved calibrator or sampling record that fails validation (exit 65)."""
 

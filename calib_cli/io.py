@@ -161,6 +161,35 @@ class Table:
             )
         return values
 
+    def groups(self, column: str, *, option: str | None = None) -> tuple[list[Any], Any]:
+        """A grouping column (``--by``, ``--batch-col``) as (distinct values, code per row).
+
+        Values keep their type (numbers sort as numbers, text as text) so JSON reports show
+        them as they are; rows with a missing value form a last group whose value is ``None``.
+        """
+        series = self.require_column(column, option=option)
+        if self.format in TEXT_FORMATS and series.dtype == pl.String:
+            as_number = series.str.strip_chars().cast(pl.Int64, strict=False)
+            if as_number.null_count() == series.null_count():
+                series = as_number
+            else:
+                as_float = series.str.strip_chars().cast(pl.Float64, strict=False)
+                if as_float.null_count() == series.null_count():
+                    series = as_float
+        distinct = series.drop_nulls().unique().sort()
+        values: list[Any] = distinct.to_list()
+        frame = pl.DataFrame({"value": distinct, "code": np.arange(distinct.len())})
+        codes = (
+            pl.DataFrame({"value": series})
+            .join(frame, on="value", how="left", maintain_order="left")["code"]
+            .fill_null(len(values))
+            .to_numpy()
+            .astype(np.int64)
+        )
+        if series.null_count():
+            values.append(None)
+        return values, codes
+
     def text(self, column: str, *, option: str | None = None) -> Any:
         """A column's values as text (NumPy array of str); missing values are refused."""
         names, codes = self.categories(column, option=option)
@@ -226,6 +255,13 @@ def _as_float(series: pl.Series, name: str) -> FloatArray:
     raise InputError(f"{name}: column '{series.name}' has type {series.dtype}, not numbers")
 
 
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
 def _parse_labels(series: pl.Series, column: str, positive_label: str | None) -> FloatArray:
     missing = series.is_null().to_numpy()
     if series.dtype == pl.String:
@@ -260,7 +296,14 @@ def _labels_from_positive_value(series: pl.Series, column: str, positive_label: 
         is_positive = (values == target).to_numpy()
     else:
         values = series.cast(pl.String).str.strip_chars()
-        is_positive = (values == positive_label.strip()).to_numpy()
+        numeric = _as_number(positive_label)
+        as_numbers = values.cast(pl.Float64, strict=False)
+        if numeric is not None and as_numbers.null_count() == values.null_count():
+            # "1.0" names the positive label of a column holding 0 and 1
+            values = as_numbers
+            is_positive = (values == numeric).to_numpy()
+        else:
+            is_positive = (values == positive_label.strip()).to_numpy()
     distinct = values.unique()
     if distinct.len() > 2:
         shown = ", ".join(repr(v) for v in distinct.sort().head(5).to_list())
@@ -466,9 +509,17 @@ def write_table(
 def write_bytes(path: str, data: bytes) -> None:
     """Write bytes atomically to ``path`` (temporary file + rename), or to stdout for ``-``."""
     if path == STDIO:
-        sys.stdout.flush()
-        sys.stdout.buffer.write(data)
-        sys.stdout.buffer.flush()
+        try:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(f"stdout: cannot write ({error.strerror or error})") from None
+        return
+    if _is_stream(path):
+        _write_stream(path, data)
         return
     with atomic_destination(path) as temporary:
         temporary.write_bytes(data)
@@ -484,11 +535,13 @@ def atomic_destination(path: str) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success rename it over ``path``.
 
     On any failure the temporary file is removed and an existing ``path`` is left untouched.
+    The new file gets the mode a plain ``open`` would give it (``0o666`` less the umask), or
+    the mode of the file it replaces. A symbolic link is followed: its target is replaced.
     """
-    target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
+    target = Path(os.path.realpath(path))
+    directory = target.parent
     if not directory.is_dir():
-        raise OutputError(f"{path}: cannot write (no directory {str(directory)!r})")
+        raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
     try:
         handle, temporary_name = tempfile.mkstemp(
             prefix=f".{target.name}.", suffix=".tmp", dir=directory
@@ -500,8 +553,9 @@ def atomic_destination(path: str) -> Iterator[Path]:
     try:
         yield temporary
         _fsync(temporary)
-        if target.exists() and target.is_dir():
+        if target.is_dir():
             raise OutputError(f"{path}: cannot write (is a directory)")
+        os.chmod(temporary, _file_mode(target))
         os.replace(temporary, target)
     except OSError as error:
         temporary.unlink(missing_ok=True)
@@ -513,14 +567,62 @@ def atomic_destination(path: str) -> Iterator[Path]:
         raise
 
 
+def _file_mode(target: Path) -> int:
+    """The mode of the file being replaced, else 0o666 less the process umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _is_stream(path: str) -> bool:
+    """A destination that is not a regular file: a FIFO, a device, a process substitution
+    (``/dev/fd/N``). It is written directly, since it cannot be replaced by a rename."""
+    try:
+        return Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir()
+    except OSError:
+        return False
+
+
+def _write_stream(path: str, data: bytes) -> None:
+    try:
+        with open(path, "wb") as handle:
+            handle.write(data)
+    except OSError as error:
+        raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+def check_destination(
+    path: str | None, *, data_format: InputFormat | None = None, table: bool = False
+) -> None:
+    """Refuse an output before any work is done: an unknown extension (for tables), a missing
+    directory, or a directory in place of a file."""
+    if path is None or path == STDIO or _is_stream(path):
+        return
+    if table:
+        output_format(path, data_format)
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise OutputError(f"{path}: cannot write (is a directory)")
+    if not target.parent.is_dir():
+        raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
+    if not os.access(target.parent, os.W_OK):
+        raise OutputError(f"{path}: cannot write (permission denied)")
+
+
 def _fsync(path: Path) -> None:
     with open(path, "rb+") as handle:
         os.fsync(handle.fileno())
 
 
-def require_distinct_outputs(paths: Sequence[str | None], inputs: Sequence[str]) -> None:
+def require_distinct_outputs(paths: Sequence[str | None], inputs: Sequence[str | None]) -> None:
     """Refuse an output that would overwrite one of the inputs before it was read in full."""
-    resolved_inputs = {Path(p).resolve() for p in inputs if p != STDIO}
+    given = [p for p in inputs if p is not None]
+    if sum(p == STDIO for p in given) > 1:
+        raise UsageError("standard input ('-') can be read only once; give files for the others")
+    resolved_inputs = {Path(p).resolve() for p in given if p != STDIO}
     for output in paths:
         if output is None or output == STDIO:
             continue
@@ -623,6 +725,12 @@ def positive_label_expr(
                 ) from None
             return col.cast(pl.Float64) == target, present
         text = col.cast(pl.String).str.strip_chars()
+        numeric = _as_number(positive_label)
+        if numeric is not None:
+            # numeric text compares as numbers ("1.0" matches "1"); other text as text
+            as_number = text.cast(pl.Float64, strict=False)
+            matches = pl.when(as_number.is_not_null()).then(as_number == numeric)
+            return matches.otherwise(text == positive_label.strip()), present & (text != "")
         return text == positive_label.strip(), present & (text != "")
     if dtype == pl.Boolean:
         return col, present
@@ -707,11 +815,13 @@ def class_counts(
     bad, grouped = pl.collect_all([invalid, counts], engine="streaming")
     if bad["count"][0]:
         count, row, value = bad["count"][0], bad["row"][0] + 1, bad["value"][0]
-        noun = "value" if count == 1 else "values"
+        what = (
+            "value that is not a valid label" if count == 1 else "values that are not valid labels"
+        )
         hint = "; name the positive value with --positive-label" if positive_label is None else ""
+        shown = "empty" if value is None else repr(value)
         raise InputError(
-            f"{name}: column '{label_col}' has {count} {noun} that are not valid labels "
-            f"(first at row {row}: {value!r}){hint}"
+            f"{name}: column '{label_col}' has {count} {what} (first at row {row}: {shown}){hint}"
         )
     if grouped.height == 0:
         raise InputError(f"{name}: no data rows")
@@ -827,18 +937,35 @@ def sink_table(
     memory does not grow with rows and a failure leaves no partial file."""
     fmt = output_format(path, output_format_override)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
-    if path == STDIO:
+    if path == STDIO or _is_stream(path):
         with tempfile.TemporaryDirectory() as scratch:
             temporary = Path(scratch) / "out"
-            _sink(lazy, temporary, fmt, compress=False)
-            sys.stdout.flush()
-            with open(temporary, "rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    sys.stdout.buffer.write(chunk)
-            sys.stdout.buffer.flush()
+            _sink(lazy, temporary, fmt, compress=compress)
+            _copy_out(temporary, path)
         return
     with atomic_destination(path) as temporary:
         _sink(lazy, temporary, fmt, compress=compress)
+
+
+def _copy_out(source: Path, path: str) -> None:
+    """Copy a finished temporary file to stdout or a stream, in chunks."""
+    try:
+        if path == STDIO:
+            sys.stdout.flush()
+            destination = sys.stdout.buffer
+            with open(source, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    destination.write(chunk)
+            destination.flush()
+        else:
+            with open(source, "rb") as handle, open(path, "wb") as out:
+                while chunk := handle.read(1 << 20):
+                    out.write(chunk)
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        name = "stdout" if path == STDIO else path
+        raise OutputError(f"{name}: cannot write ({error.strerror or error})") from None
 
 
 def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -> None:

@@ -214,3 +214,202 @@ def test_no_color_and_no_traceback_on_errors(run_calib: RunCalib, tmp_path: Path
     assert done.returncode == 65
     assert b"Traceback" not in done.stderr
     assert b"\x1b[" not in done.stderr
+
+
+# ------------------------------------------------------- behaviours a cron user relies on
+
+
+def test_outputs_get_ordinary_permissions(run_calib: RunCalib, tmp_path: Path) -> None:
+    import os
+
+    source = tmp_path / "s.csv"
+    _scores_frame(200).write_csv(source)
+    out, report = tmp_path / "o.csv", tmp_path / "r.json"
+    previous = os.umask(0o022)
+    try:
+        done = run_calib(
+            [
+                "recalibrate",
+                str(source),
+                "--negative-rate",
+                "0.5",
+                "-o",
+                str(out),
+                "--report",
+                str(report),
+                "-q",
+            ]
+        )
+    finally:
+        os.umask(previous)
+    assert done.returncode == 0, done.stderr
+    assert out.stat().st_mode & 0o777 == 0o644
+    assert report.stat().st_mode & 0o777 == 0o644
+    out.chmod(0o640)
+    assert (
+        run_calib(
+            ["recalibrate", str(source), "--negative-rate", "0.4", "-o", str(out), "-q"]
+        ).returncode
+        == 0
+    )
+    assert out.stat().st_mode & 0o777 == 0o640  # a replaced file keeps its mode
+
+
+def test_tables_into_a_closed_pipe_exit_141(scores_files: dict[str, Path]) -> None:
+    shell = f"'{CALIB}' reliability '{scores_files['csv']}' --by segment | head -1 >/dev/null"
+    done = subprocess.run(
+        ["bash", "-c", f"{shell}; echo ${{PIPESTATUS[0]}}"],
+        capture_output=True,
+        check=False,
+        env={"COLUMNS": "120"},
+    )
+    assert done.stdout.strip() in (b"141", b"0")  # never 1, the failed-check code
+    assert done.stderr == b""
+
+
+def test_a_full_disk_is_exit_73_not_an_internal_error(
+    run_calib: RunCalib, scores_files: dict[str, Path]
+) -> None:
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    shell = f"'{CALIB}' reliability '{scores_files['csv']}' --json > /dev/full"
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, check=False)
+    assert done.returncode == 73
+    assert done.stderr.startswith(b"error: ") and b"cannot write" in done.stderr
+
+
+def test_fifo_and_symlink_outputs(run_calib: RunCalib, tmp_path: Path) -> None:
+    import os
+    import threading
+
+    source = tmp_path / "s.csv"
+    _scores_frame(100).write_csv(source)
+    fifo = tmp_path / "pipe.csv"
+    os.mkfifo(fifo)
+    received: list[bytes] = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    done = run_calib(["recalibrate", str(source), "--negative-rate", "0.5", "-o", str(fifo), "-q"])
+    reader.join(timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert received and received[0].startswith(b"id,score,other,label,segment,w,calibrated\n")
+    assert fifo.is_fifo()
+    real = tmp_path / "real.csv"
+    real.write_text("old\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(real)
+    assert (
+        run_calib(
+            ["recalibrate", str(source), "--negative-rate", "0.5", "-o", str(link), "-q"]
+        ).returncode
+        == 0
+    )
+    assert link.is_symlink()
+    assert real.read_text().startswith("id,score")
+
+
+def test_bad_destinations_fail_before_any_work(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "s.csv"
+    _scores_frame(100).write_csv(source)
+    for args, code in (
+        (["-o", str(tmp_path / "out.xyz")], 2),
+        (["-o", str(tmp_path / "nodir" / "o.csv")], 73),
+        (["-o", str(source)], 2),
+    ):
+        done = run_calib(["recalibrate", str(source), "--negative-rate", "0.5", *args])
+        assert done.returncode == code, done.stderr
+        assert done.stderr.count(b"\n") == 1  # the error line only: no report was computed
+
+
+def test_stdin_can_be_read_once(run_calib: RunCalib, scores_files: dict[str, Path]) -> None:
+    done = run_calib(
+        ["recalibrate", "-", "--fit", "-", "--method", "platt", "-o", "-"],
+        stdin=scores_files["csv"].read_bytes(),
+    )
+    assert done.returncode == 2
+    assert b"standard input" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recalibrate", "{src}", "--negative-rate", "1.5", "-o", "-"],
+        ["recalibrate", "{src}", "--negative-rate", "nan", "-o", "-"],
+        [
+            "recalibrate",
+            "--fit",
+            "{src}",
+            "--method",
+            "isotonic",
+            "--eps",
+            "0.6",
+            "--save-model",
+            "{tmp}/m.json",
+        ],
+        ["reliability", "{src}", "--fail-above-ece", "nan"],
+        ["resample", "{src}", "-o", "{tmp}/x.csv", "--target-ratio", "abc"],
+        [
+            "resample",
+            "{src}",
+            "-o",
+            "{tmp}/x.csv",
+            "--negative-rate",
+            "0.5",
+            "--weight-col-out",
+            "score",
+        ],
+    ],
+)
+def test_bad_option_values_are_usage_errors(
+    run_calib: RunCalib, scores_files: dict[str, Path], tmp_path: Path, args: list[str]
+) -> None:
+    filled = [a.format(src=scores_files["csv"], tmp=tmp_path) for a in args]
+    done = run_calib(filled)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.decode().startswith("error: ")
+    assert not (tmp_path / "x.csv").exists()
+
+
+def test_groups_keep_their_type_and_missing_values_form_a_group(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    source = tmp_path / "g.csv"
+    source.write_text("g,score,label\n10,0.1,0\n9,0.2,1\n,0.3,0\n100,0.4,1\n9,0.5,0\n")
+    done = run_calib(["reliability", str(source), "--by", "g", "--json", "--seed", "4"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert [(r["group"], r["n"]) for r in report] == [
+        (None, 5),
+        (9, 2),
+        (10, 1),
+        (100, 1),
+        ("(missing)", 1),
+    ]
+    assert {r["seed"] for r in report} == {4}
+
+
+def test_help_shows_bracketed_text() -> None:
+    done = subprocess.run(
+        [CALIB, "recalibrate", "--help"],
+        capture_output=True,
+        text=True,
+        env={"COLUMNS": "200", "NO_COLOR": "1"},
+        check=True,
+    )
+    assert "[eps, 1 - eps]" in done.stdout
+
+
+def test_one_class_auc_gate_says_why(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "one.csv"
+    source.write_text("score,label\n0.1,0\n0.2,0\n")
+    done = run_calib(["reliability", str(source), "--fail-below-auc", "0.7", "-q"])
+    assert done.returncode == 1
+    assert "AUC is undefined" in done.stderr.decode()
+
+
+def test_numeric_positive_label_matches_integer_labels(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "p.csv"
+    source.write_text("score,label\n0.2,0\n0.7,1\n0.3,0\n")
+    done = run_calib(["reliability", str(source), "--positive-label", "1.0", "--json"])
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["positives"] == 1.0

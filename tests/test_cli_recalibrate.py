@@ -364,6 +364,12 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
         (lambda d: d.__setitem__("schema_version", 9), "schema_version is 9"),
         (lambda d: d.__setitem__("kind", "magic"), "kind is 'magic'"),
         (lambda d: d["params"].pop("eps"), "params.eps is missing"),
+        (
+            lambda d: d["params"]["y_knots"].__setitem__(1, float("nan")),
+            "params.y_knots[1] is not a finite number",
+        ),
+        (lambda d: d.__setitem__("schema_version", True), "schema_version is True"),
+        (lambda d: d["params"].__setitem__("extra", 1), "params.extra is not a field"),
     ],
 )
 def test_bad_artifacts_are_refused_naming_the_field(
@@ -421,3 +427,14 @@ def test_usage_errors(run_calib: RunCalib, overconfident: dict[str, Path], args:
     done = run_calib(["recalibrate", str(overconfident["apply"]), *args, "-o", "-"])
     assert done.returncode == 2, done.stderr
     assert done.stderr.decode().startswith("error: ")
+
+
+def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "rb.csv"
+    source.write_text("score,label\n0.2,0\n,1\n0.3,0\n1.5,1\n0.4,x\n0.5,1\n")
+    done = run_calib(
+        ["recalibrate", str(source), "--negative-rate", "0.5", "-o", "-", "--on-invalid", "drop"]
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(done.stdout)["score"].to_list() == [0.2, 0.3, 0.5]
+    assert "dropped 3 invalid rows of 6" in done.stderr.decode()

@@ -234,7 +234,7 @@ def test_bad_labels_write_nothing(run_calib: RunCalib, tmp_path: Path) -> None:
     done = run_calib(["resample", str(source), "-o", str(out), "--negative-rate", "0.5"])
     assert done.returncode == 65
     assert done.stderr.decode() == (
-        f"error: {source}: column 'label' has 1 value that are not valid labels (first at "
+        f"error: {source}: column 'label' has 1 value that is not a valid label (first at "
         "row 3: 'maybe'); name the positive value with --positive-label\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]

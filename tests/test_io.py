@@ -106,7 +106,7 @@ def test_text_that_is_not_a_number(tmp_path: Path) -> None:
     source.write_text("score,label\n0.1,0\nabc,1\n")
     with pytest.raises(
         InputError,
-        match=r"s.csv: column 'score' has 1 value that are not "
+        match=r"s.csv: column 'score' has 1 value that is not "
         r"numbers \(first at row 2: 'abc'\)",
     ):
         calib_io.read_table(str(source)).scores("score")
@@ -149,7 +149,7 @@ def test_labels_with_three_values_or_missing_are_refused(tmp_path: Path) -> None
 def test_negative_weight_is_refused(tmp_path: Path) -> None:
     source = tmp_path / "w.csv"
     source.write_text("score,label,w\n0.1,0,1\n0.2,1,-2\n")
-    with pytest.raises(InputError, match=r"w.csv: column 'w' has 1 value that are negative"):
+    with pytest.raises(InputError, match=r"w.csv: column 'w' has 1 value that is negative"):
         calib_io.read_table(str(source)).weights("w")
 
 

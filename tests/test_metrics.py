@@ -740,8 +740,8 @@ def test_summary_one_class_gives_nan_not_an_error() -> None:
     [
         ({"y_prob": [0.1, float("nan")]}, "column 'y_prob' has 1 value missing or NaN"),
         ({"y_prob": [0.1, 1.5]}, "column 'y_prob' has 1 value outside [0, 1]"),
-        ({"y_true": [0, 2]}, "column 'y_true' has 1 value that are not 0 or 1"),
-        ({"sample_weight": [1.0, -1.0]}, "column 'sample_weight' has 1 value that are negative"),
+        ({"y_true": [0, 2]}, "column 'y_true' has 1 value that is not 0 or 1"),
+        ({"sample_weight": [1.0, -1.0]}, "column 'sample_weight' has 1 value that is negative"),
         ({"sample_weight": [1.0]}, "column 'sample_weight' has 1 values for 2 rows"),
         ({"sample_weight": [0.0, 0.0]}, "sample_weight sums to 0"),
         ({"y_true": [0, 1, 1]}, "different numbers of rows (y_true=3, y_prob=2)"),

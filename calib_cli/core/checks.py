@@ -24,6 +24,8 @@ def _first_bad(bad: BoolArray, values: npt.NDArray[np.generic]) -> tuple[int, in
 
 
 def _format_value(value: object) -> str:
+    if value is None:
+        return "empty"
     if isinstance(value, float):
         return repr(value) if not np.isfinite(value) else f"{value:.10g}"
     return repr(value) if isinstance(value, str) else str(value)
@@ -38,6 +40,8 @@ def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.Ar
     arr = np.asarray(values)
     count, row, value = _first_bad(bad, arr)
     noun = "value" if count == 1 else "values"
+    if count == 1 and problem.startswith("that are "):
+        problem = "that is " + problem.removeprefix("that are ")
     shown = _format_value(value)
     return f"column '{column}' has {count} {noun} {problem} (first at row {row}: {shown})"
 

@@ -34,21 +34,21 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import check_scores
-from calib_cli.errors import InputError, UsageError
+from calib_cli.errors import InputError, OptionError, UsageError
 from calib_cli.types import FloatArray, ScoreKind
 
 
 def _check_rate(value: float, option: str) -> float:
     rate = float(value)
     if not (math.isfinite(rate) and 0.0 < rate <= 1.0):
-        raise InputError(f"{option} must be a rate in (0, 1], got {value!r}")
+        raise OptionError(f"{option} must be a rate in (0, 1], got {value!r}")
     return rate
 
 
 def _check_prior(value: float, option: str) -> float:
     prior = float(value)
     if not (math.isfinite(prior) and 0.0 < prior < 1.0):
-        raise InputError(f"{option} must be strictly between 0 and 1, got {value!r}")
+        raise OptionError(f"{option} must be strictly between 0 and 1, got {value!r}")
     return prior
 
 
@@ -218,7 +218,7 @@ def apply_prior_shift(
             "--score-kind logit if they are log-odds"
         )
     if score_kind not in ("probability", "logit"):
-        raise InputError(f"--score-kind must be probability, logit or raw, got {score_kind!r}")
+        raise OptionError(f"--score-kind must be probability, logit or raw, got {score_kind!r}")
     values = check_scores(scores, kind=score_kind)
     shift = _check_shift(log_odds_shift, values.shape[0])
     if score_kind == "logit":

@@ -82,7 +82,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import check_labels
-from calib_cli.errors import InputError, UsageError
+from calib_cli.errors import InputError, OptionError, UsageError
 from calib_cli.types import BoolArray, FloatArray, IntArray, UInt64Array
 
 HASH_SPEC: Final = "calib-hash64-v1"
@@ -123,9 +123,9 @@ def _check_seed(seed: int) -> int:
     try:
         value = operator.index(seed)
     except TypeError:
-        raise InputError(f"--seed must be an integer, got {seed!r}") from None
+        raise OptionError(f"--seed must be an integer, got {seed!r}") from None
     if not 0 <= value <= UINT64_MAX:
-        raise InputError(f"--seed must be an integer in [0, 2**64 - 1], got {value}")
+        raise OptionError(f"--seed must be an integer in [0, 2**64 - 1], got {value}")
     return value
 
 
@@ -488,15 +488,15 @@ def parse_target_ratio(text: str) -> tuple[float, float]:
     """
     parts = str(text).split(":")
     if len(parts) != 2:
-        raise InputError(f"--target-ratio must look like POS:NEG (e.g. 1:4), got {text!r}")
+        raise OptionError(f"--target-ratio must look like POS:NEG (e.g. 1:4), got {text!r}")
     try:
         pos, neg = float(parts[0]), float(parts[1])
     except ValueError:
-        raise InputError(
+        raise OptionError(
             f"--target-ratio must look like POS:NEG with numbers (e.g. 1:4), got {text!r}"
         ) from None
     if not (math.isfinite(pos) and math.isfinite(neg) and pos > 0.0 and neg > 0.0):
-        raise InputError(f"--target-ratio needs two positive numbers, got {text!r}")
+        raise OptionError(f"--target-ratio needs two positive numbers, got {text!r}")
     return pos, neg
 
 
@@ -565,11 +565,11 @@ def resolve_negative_rate(
         )
     r_pos = float(positive_rate)
     if not (math.isfinite(r_pos) and 0.0 < r_pos <= 1.0):
-        raise InputError(f"--positive-rate must be a rate in (0, 1], got {positive_rate!r}")
+        raise OptionError(f"--positive-rate must be a rate in (0, 1], got {positive_rate!r}")
     if negative_rate is not None:
         w = float(negative_rate)
         if not (math.isfinite(w) and 0.0 < w <= 1.0):
-            raise InputError(f"--negative-rate must be a rate in (0, 1], got {negative_rate!r}")
+            raise OptionError(f"--negative-rate must be a rate in (0, 1], got {negative_rate!r}")
         return w
 
     option = given[0]
@@ -586,7 +586,7 @@ def resolve_negative_rate(
     if target_positive_rate is not None:
         target = float(target_positive_rate)
         if not (math.isfinite(target) and 0.0 < target < 1.0):
-            raise InputError(
+            raise OptionError(
                 f"--target-positive-rate must be strictly between 0 and 1, got "
                 f"{target_positive_rate!r}"
             )
@@ -605,7 +605,7 @@ def resolve_negative_rate(
     ratio = parse_target_ratio(target_ratio) if isinstance(target_ratio, str) else target_ratio
     pos_part, neg_part = (float(x) for x in ratio or (math.nan, math.nan))
     if not (math.isfinite(pos_part) and math.isfinite(neg_part) and pos_part > 0 and neg_part > 0):
-        raise InputError(f"--target-ratio needs two positive numbers, got {ratio!r}")
+        raise OptionError(f"--target-ratio needs two positive numbers, got {ratio!r}")
     w = r_pos * p * neg_part / (pos_part * n)
     if w > 1.0:
         raise InputError(
