@@ -26,6 +26,7 @@ from calib_cli.errors import CalibError, CheckFailedError, ExitCode, InputError,
 from calib_cli.types import (
     BinStrategy,
     CalibrationMethod,
+    CiMethod,
     FitData,
     FittedMethod,
     InputFormat,
@@ -1012,6 +1013,7 @@ def recalibrate(
             weights = table.weights(weight_col)
             strata = _strata_of(table, strata_column)
             if plan.cross_fit:
+                _check_folds(session, cross_fit_folds or folds, labels, table.name)
                 if labels is None:
                     raise InputError(
                         f"{table.name}: --cross-fit needs labels (no column "
@@ -1077,6 +1079,7 @@ def recalibrate(
                 _warn_auc_change(session, payload["input"], table.name, cross_fitted=plan.cross_fit)
 
         payload["steps"] = [step.kind for step in steps]
+        _warn_about_fits(session, steps)
         if save_model is not None:
             source_table = fit_table if fit_table is not None else table
             fitted_on = provenance(
@@ -1159,6 +1162,38 @@ def _recalibration_plan(
             "--train-prior/--target-prior, --fit, --model or --cross-fit"
         )
     return RecalibrationPlan(method="prior", cross_fit=False)
+
+
+def _check_folds(session: Session, n_folds: int, labels: Any, name: str) -> None:
+    """--cross-fit K needs K rows at least; fewer than K rows of a class leaves folds
+    without that class (their maps are then fitted on the other folds only)."""
+    if labels is None:
+        return
+    if n_folds > labels.shape[0]:
+        raise UsageError(
+            f"--cross-fit {n_folds} asks for more folds than {name} has rows ({labels.shape[0]})"
+        )
+    smaller = int(min((labels == 1).sum(), (labels == 0).sum()))
+    if n_folds > smaller:
+        session.warn(
+            f"{name}: --cross-fit {n_folds} is more than the {smaller} rows of the "
+            "smaller class: some folds hold none of it"
+        )
+
+
+def _warn_about_fits(session: Session, steps: Any) -> None:
+    """Say when a fit is not the plain optimum: separable data, or no convergence."""
+    for step in steps:
+        if getattr(step, "separable", False):
+            session.warn(
+                "the scores separate the classes perfectly: Platt's fit used target "
+                "smoothing to stay finite (its slope is a lower bound)"
+            )
+        if getattr(step, "converged", True) is False:
+            session.warn(
+                f"the {step.kind} fit did not converge; its map may be off the "
+                "optimum (check the before/after figures)"
+            )
 
 
 def _optional_labels(
@@ -1562,6 +1597,7 @@ def _estimate_stratum_prevalence(
 # ------------------------------------------------------------------------ estimate-shift
 
 ShiftMethodChoice: Any = _choice_enum("ShiftMethodChoice", ShiftMethod)
+CiMethodChoice: Any = _choice_enum("CiMethodChoice", CiMethod)
 
 
 @app.command(
@@ -1617,6 +1653,13 @@ def estimate_shift(
             "reference rows, for the interval and the fit p-value.",
         ),
     ] = 200,
+    ci_method: Annotated[
+        CiMethodChoice,
+        typer.Option(
+            "--ci-method",
+            help="bootstrap (any method) or profile (profile likelihood; mle only).",
+        ),
+    ] = "bootstrap",
     costs: Annotated[
         str | None,
         typer.Option(
@@ -1719,6 +1762,7 @@ def estimate_shift(
                 scores[rows],
                 method=_enum_value(method),
                 n_bootstrap=bootstrap,
+                ci_method=_enum_value(ci_method),
                 rng=np.random.default_rng(seed),
                 threshold=threshold,
                 map_nodes=map_nodes,

@@ -25,6 +25,7 @@ FittedMethod = Literal["platt", "isotonic", "beta", "histogram"]
 ShiftMethod = Literal["auto", "mle", "em", "acc", "pacc", "map"]
 SlopeSmoothing = Literal["hull", "loess"]
 FitData = Literal["population", "sampled"]
+CiMethod = Literal["bootstrap", "profile"]
 
 
 def choices(alias: object) -> tuple[str, ...]:

@@ -196,3 +196,40 @@ def test_bad_costs_are_a_usage_error(run_calib: RunCalib) -> None:
     )
     assert done.returncode == 2
     assert "--costs must look like FP:FN" in done.stderr.decode()
+
+
+def test_profile_likelihood_interval_for_mle(run_calib: RunCalib) -> None:
+    done = run_calib(
+        [
+            "estimate-shift",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(BATCHES),
+            "--method",
+            "mle",
+            "--ci-method",
+            "profile",
+            "--json",
+            *FAST,
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["ci_method"] == "profile"
+    assert result["ci_low"] < result["prevalence"] < result["ci_high"]
+    refused = run_calib(
+        [
+            "estimate-shift",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(BATCHES),
+            "--method",
+            "em",
+            "--ci-method",
+            "profile",
+        ]
+    )
+    assert refused.returncode in (2, 65)
+    assert refused.stderr.decode().startswith("error: ")

@@ -438,3 +438,20 @@ def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert pl.read_csv(done.stdout)["score"].to_list() == [0.2, 0.3, 0.5]
     assert "dropped 3 invalid rows of 6" in done.stderr.decode()
+
+
+def test_separable_data_is_reported_and_too_many_folds_refused(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    source = tmp_path / "sep.csv"
+    source.write_text("score,label\n0.1,0\n0.2,0\n0.8,1\n0.9,1\n0.15,0\n0.85,1\n")
+    model = tmp_path / "m.json"
+    done = run_calib(
+        ["recalibrate", "--fit", str(source), "--method", "platt", "--save-model", str(model)]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "separate the classes perfectly" in done.stderr.decode()
+    assert json.loads(model.read_text())["params"]["separable"] is True
+    folds = run_calib(["recalibrate", str(source), "--cross-fit", "50", "-o", "-"])
+    assert folds.returncode == 2
+    assert "--cross-fit 50 asks for more folds" in folds.stderr.decode()

@@ -122,7 +122,7 @@ from calib_cli.core.checks import (
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.core.shift_map import MapFit, PiecewiseLinearFit
 from calib_cli.errors import InputError
-from calib_cli.types import FloatArray, IntArray, ScoreKind, ShiftMethod
+from calib_cli.types import CiMethod, FloatArray, IntArray, ScoreKind, ShiftMethod
 
 __all__ = [
     "AUTO_MIN_ROWS",
@@ -144,7 +144,6 @@ __all__ = [
 #: The estimator actually used (``auto`` resolves to one of these).
 EstimatedMethod = Literal["mle", "em", "acc", "pacc", "map"]
 #: How ``ci_low``/``ci_high`` are computed.
-CiMethod = Literal["bootstrap", "profile"]
 
 #: ``auto`` switches from ``em`` to ``map`` when ``fit_pvalue`` is below this ...
 AUTO_PVALUE = 0.01
