@@ -1733,6 +1733,11 @@ def estimate_shift(
             output_format=output_format,
             files=[report],
         )
+        if _enum_value(ci_method) == "profile" and _enum_value(method) != "mle":
+            raise UsageError(
+                "--ci-method profile is the profile likelihood of --method mle; "
+                "use it with --method mle (other methods: bootstrap)"
+            )
         cost_fp, cost_fn = _parse_costs(costs) if costs is not None else (None, None)
         kind = _enum_value(score_kind)
         fmt_in = _enum_value(input_format)
