@@ -16,6 +16,7 @@ QUICK = "--quick" in sys.argv[1:]
 BENCHMARKS: list[tuple[str, list[str], list[str]]] = [
     ("core figures and fits vs scikit-learn", ["bench.bench_core"], ["--rows", "1000000"]),
     ("streaming resample: time and peak memory", ["bench.bench_resample"], ["--rows", "2000000"]),
+    ("every command's core at scale", ["bench.bench_scale"], ["--rows", "1000000"]),
 ]
 
 

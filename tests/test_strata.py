@@ -527,3 +527,14 @@ def test_summarise_strata() -> None:
     assert x.stratum_odds == 0.25 and np.isnan(y.stratum_odds)
     assert x.rows == fits["x"].rows and x.auc == fits["x"].auc
     assert x.slope_min == fits["x"].slope_min and x.slope_max == fits["x"].slope_max
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", "ab", "ba", "é", "", "zz", "b "]), min_size=1, max_size=60)
+)
+def test_text_factorisation_equals_numpy_unique(values: list[str]) -> None:
+    arr = np.array(values)
+    codes, names = factorize_strata(arr)
+    expected_names, expected_codes = np.unique(arr, return_inverse=True)
+    assert names == tuple(str(v) for v in expected_names)
+    np.testing.assert_array_equal(codes, expected_codes.reshape(-1))

@@ -736,6 +736,39 @@ def _name(value: object) -> str:
     return str(item)
 
 
+_HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _factorize_fixed_width_text(
+    arr: npt.NDArray[np.generic],
+) -> tuple[IntArray, tuple[str, ...]] | None:
+    """A sort-free factorisation of a NumPy text column (``<U`` or ``S``), or None to fall back.
+
+    Sorting millions of strings is the slow part of :func:`np.unique`; instead each row's
+    fixed-width characters are hashed to one uint64 (wrapping arithmetic), the hashes are
+    factorised (an integer sort), and one vectorised comparison checks that no two different
+    strings share a hash (then the caller falls back to ``np.unique``). Names come out sorted
+    as text, as ``np.unique`` would give them.
+    """
+    if arr.dtype.kind not in "US" or arr.size == 0 or arr.dtype.itemsize == 0:
+        return None
+    width = arr.dtype.itemsize // (4 if arr.dtype.kind == "U" else 1)
+    units = np.ascontiguousarray(arr).view(np.uint32 if arr.dtype.kind == "U" else np.uint8)
+    units64: npt.NDArray[np.uint64] = units.reshape(arr.size, width).astype(np.uint64)
+    hashes = np.zeros(arr.size, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for column in range(width):  # a loop over character positions, not rows
+            hashes = (hashes ^ units64[:, column]) * _HASH_MULTIPLIER
+    _, first, codes = np.unique(hashes, return_index=True, return_inverse=True)
+    if not np.array_equal(arr[first][codes.reshape(-1)], arr):
+        return None  # a hash collision: let np.unique sort the strings
+    order = np.argsort(arr[first], kind="stable")
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
+    names = tuple(_name(v) for v in arr[first][order])
+    return rank[codes.reshape(-1)], names
+
+
 def factorize_strata(
     strata: npt.ArrayLike, *, name: str = "stratum"
 ) -> tuple[IntArray, tuple[str, ...]]:
@@ -765,6 +798,9 @@ def factorize_strata(
         raise InputError(
             f"column '{name}' has {idx.size} missing {noun} (first at row {int(idx[0]) + 1})"
         )
+    fast = _factorize_fixed_width_text(arr)
+    if fast is not None:
+        return fast
     try:
         values, codes = np.unique(arr, return_inverse=True)
     except TypeError:
