@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from calib_cli.core.checks import bad_values_message, check_labels, check_scores, check_weights
+from calib_cli.core.checks import bad_values_message, check_scores, check_weights
 from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
 from calib_cli.types import FloatArray, InputFormat, ScoreKind
 
@@ -263,57 +263,47 @@ def _as_number(text: str) -> float | None:
 
 
 def _parse_labels(series: pl.Series, column: str, positive_label: str | None) -> FloatArray:
+    """Labels as 0.0/1.0 by the rules of :func:`positive_label_expr` (shared with streaming
+    ``resample`` and ``--on-invalid drop``), refusing missing or unreadable values."""
     missing = series.is_null().to_numpy()
     if series.dtype == pl.String:
         missing |= (series.str.strip_chars() == "").fill_null(True).to_numpy()
     if missing.any():
         raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
-    if positive_label is not None:
-        return _labels_from_positive_value(series, column, positive_label)
-    if series.dtype == pl.Boolean or series.dtype.is_numeric():
-        return check_labels(series.cast(pl.Float64).to_numpy(), name=column)
-    text = series.cast(pl.String).str.strip_chars().str.to_lowercase()
-    is_true = text.is_in(list(_TRUE_TEXT)).to_numpy()
-    is_false = text.is_in(list(_FALSE_TEXT)).to_numpy()
-    bad = ~(is_true | is_false)
-    if bad.any():
+    is_positive, is_valid = positive_label_expr(column, series.dtype, positive_label)
+    flags = series.to_frame(column).select(
+        is_positive.fill_null(False).alias("positive"), is_valid.fill_null(False).alias("valid")
+    )
+    invalid = ~flags["valid"].to_numpy()
+    if invalid.any():
+        problem = (
+            "that are not 0 or 1"
+            if series.dtype.is_numeric()
+            else ("that are not 0/1 or true/false")
+        )
         raise InputError(
-            bad_values_message(column, "that are not 0/1 or true/false", bad, series.to_numpy())
+            bad_values_message(column, problem, invalid, series.to_numpy())
             + "; name the positive value with --positive-label"
         )
-    return is_true.astype(np.float64)
+    positive = flags["positive"].to_numpy()
+    if positive_label is not None:
+        _require_two_values(series, column, positive_label, bool(positive.any()))
+    return positive.astype(np.float64)
 
 
-def _labels_from_positive_value(series: pl.Series, column: str, positive_label: str) -> FloatArray:
-    if series.dtype.is_numeric():
-        try:
-            target = float(positive_label)
-        except ValueError:
-            raise InputError(
-                f"column '{column}' is numeric but --positive-label is {positive_label!r}"
-            ) from None
-        values = series.cast(pl.Float64)
-        is_positive = (values == target).to_numpy()
-    else:
-        values = series.cast(pl.String).str.strip_chars()
-        numeric = _as_number(positive_label)
-        as_numbers = values.cast(pl.Float64, strict=False)
-        if numeric is not None and as_numbers.null_count() == values.null_count():
-            # "1.0" names the positive label of a column holding 0 and 1
-            values = as_numbers
-            is_positive = (values == numeric).to_numpy()
-        else:
-            is_positive = (values == positive_label.strip()).to_numpy()
-    distinct = values.unique()
+def _require_two_values(
+    series: pl.Series, column: str, positive_label: str, any_positive: bool
+) -> None:
+    """With --positive-label, a label column takes two values, one of them the positive."""
+    distinct = series.cast(pl.String).str.strip_chars().unique()
     if distinct.len() > 2:
         shown = ", ".join(repr(v) for v in distinct.sort().head(5).to_list())
         raise InputError(
             f"column '{column}' has {distinct.len()} distinct values ({shown}...); "
             "labels must take two values"
         )
-    if distinct.len() == 2 and not is_positive.any():
+    if distinct.len() == 2 and not any_positive:
         raise InputError(f"column '{column}' never equals --positive-label {positive_label!r}")
-    return is_positive.astype(np.float64)
 
 
 # ---------------------------------------------------------------------------------- reading
@@ -649,19 +639,10 @@ def _score_validity(table: Table, column: str, kind: ScoreKind) -> Any:
 
 def _label_validity(table: Table, column: str, positive_label: str | None) -> Any:
     series = table.require_column(column, option="--label-col")
-    present = series.is_not_null().to_numpy()
+    _, is_valid = positive_label_expr(column, series.dtype, positive_label)
     if series.dtype == pl.String:
-        present &= (series.str.strip_chars() != "").fill_null(False).to_numpy()
-    if positive_label is not None:
-        return present
-    if series.dtype == pl.Boolean:
-        return present
-    if series.dtype.is_numeric():
-        values = series.cast(pl.Float64).to_numpy()
-        return present & ((values == 0.0) | (values == 1.0))
-    text = series.cast(pl.String).str.strip_chars().str.to_lowercase()
-    known = text.is_in(list(_TRUE_TEXT | _FALSE_TEXT)).fill_null(False).to_numpy()
-    return present & known
+        is_valid = is_valid & (pl.col(column).str.strip_chars() != "")
+    return series.to_frame(column).select(is_valid.fill_null(False))[:, 0].to_numpy()
 
 
 def _weight_validity(table: Table, column: str) -> Any:

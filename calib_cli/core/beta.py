@@ -36,14 +36,13 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
-from calib_cli.core.checks import check_scores
+from calib_cli.core.checks import check_fit_data, check_scores
 from calib_cli.core.platt import (
     _check_eps,
     _check_tol,
     _fit_logistic,
     _is_separable,
     _LogisticFit,
-    _prepare_fit_data,
     _smoothed_targets,
 )
 from calib_cli.types import FloatArray
@@ -130,7 +129,7 @@ def fit_beta(
     """
     eps = _check_eps(eps)
     tol, max_iter = _check_tol(tol, max_iter)
-    p, y, w = _prepare_fit_data(scores, y_true, sample_weight)
+    p, y, w = check_fit_data(scores, y_true, sample_weight)
     features = _beta_features(p, eps)
     separable = _is_separable(features[:, 0], y, w)
     targets = _smoothed_targets(y, w) if separable else y

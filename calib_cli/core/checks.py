@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.errors import InputError
-from calib_cli.types import BoolArray, FloatArray, ScoreKind
+from calib_cli.types import BoolArray, FloatArray, ScoreKind, choices
 
 
 def _first_bad(bad: BoolArray, values: npt.NDArray[np.generic]) -> tuple[int, int, object]:
@@ -135,3 +135,37 @@ def require_same_length(arrays: Sequence[npt.ArrayLike], names: Sequence[str]) -
     if len(set(lengths)) > 1:
         detail = ", ".join(f"{n}={length}" for n, length in zip(names, lengths, strict=True))
         raise InputError(f"arrays describe different numbers of rows ({detail})")
+
+
+def check_score_kind(score_kind: str) -> ScoreKind:
+    """``score_kind`` as the ScoreKind literal, or an InputError naming the choices.
+
+    >>> check_score_kind("logit")
+    'logit'
+    """
+    if score_kind == "probability":
+        return "probability"
+    if score_kind == "logit":
+        return "logit"
+    if score_kind == "raw":
+        return "raw"
+    raise InputError(
+        f"score_kind must be one of {', '.join(choices(ScoreKind))}, got {score_kind!r}"
+    )
+
+
+def check_fit_data(
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    sample_weight: npt.ArrayLike | None,
+    *,
+    score_kind: ScoreKind = "probability",
+) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Validated float64 copies of scores, labels and weights for a fit: same lengths, and
+    both classes carrying positive weight."""
+    x = check_scores(scores, kind=score_kind)
+    y = check_labels(y_true)
+    require_same_length([x, y], ["scores", "y_true"])
+    w = check_weights(sample_weight, x.shape[0])
+    require_both_classes(y, w)
+    return x, y, w

@@ -34,8 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import isotonic_regression
 
-from calib_cli.core.checks import check_scores
-from calib_cli.core.platt import _prepare_fit_data
+from calib_cli.core.checks import check_fit_data, check_scores
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray
 
@@ -121,7 +120,7 @@ def fit_histogram(
     strength = float(prior_strength)
     if not (math.isfinite(strength) and strength >= 0.0):
         raise InputError(f"prior_strength must be a non-negative number, got {prior_strength!r}")
-    x, y, w = _prepare_fit_data(scores, y_true, sample_weight)
+    x, y, w = check_fit_data(scores, y_true, sample_weight)
     used = w > 0.0
     x, y, w = x[used], y[used], w[used]
     inner = _equal_mass_edges(x, w, int(n_bins))

@@ -44,8 +44,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.optimize import isotonic_regression
 
-from calib_cli.core.checks import check_scores
-from calib_cli.core.platt import _prepare_fit_data
+from calib_cli.core.checks import check_fit_data, check_scores
 from calib_cli.errors import InputError
 from calib_cli.types import BoolArray, FloatArray
 
@@ -179,7 +178,7 @@ def fit_isotonic(
         raise InputError(f"eps must be in [0, 0.5), got {eps!r}")
     if strict and eps_value == 0.0:
         raise InputError("eps must be positive when strict=True (it sets the end ramps)")
-    x, y, w = _prepare_fit_data(scores, y_true, sample_weight)
+    x, y, w = check_fit_data(scores, y_true, sample_weight)
     used = w > 0.0
     ux, uy, uw = _pool_ties(x[used], y[used], w[used])
     fitted = np.asarray(isotonic_regression(uy, weights=uw, increasing=increasing).x)

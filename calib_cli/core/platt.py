@@ -51,11 +51,9 @@ import numpy.typing as npt
 from scipy.special import expit, logit
 
 from calib_cli.core.checks import (
-    check_labels,
+    check_fit_data,
+    check_score_kind,
     check_scores,
-    check_weights,
-    require_both_classes,
-    require_same_length,
 )
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray, ScoreKind
@@ -121,32 +119,6 @@ def _check_tol(tol: float, max_iter: int) -> tuple[float, int]:
     if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 1:
         raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
     return value, int(max_iter)
-
-
-def _check_score_kind(score_kind: str) -> ScoreKind:
-    if score_kind == "probability":
-        return "probability"
-    if score_kind == "logit":
-        return "logit"
-    if score_kind == "raw":
-        return "raw"
-    raise InputError(f"score_kind must be one of {', '.join(_SCORE_KINDS)}, got {score_kind!r}")
-
-
-def _prepare_fit_data(
-    scores: npt.ArrayLike,
-    y_true: npt.ArrayLike,
-    sample_weight: npt.ArrayLike | None,
-    *,
-    score_kind: ScoreKind = "probability",
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Validated float64 copies of scores, labels and weights for a fit (both classes needed)."""
-    x = check_scores(scores, kind=score_kind)
-    y = check_labels(y_true)
-    require_same_length([x, y], ["scores", "y_true"])
-    w = check_weights(sample_weight, x.shape[0])
-    require_both_classes(y, w)
-    return x, y, w
 
 
 def _is_separable(x: FloatArray, y: FloatArray, w: FloatArray) -> bool:
@@ -356,10 +328,10 @@ def fit_platt(
     >>> fit_platt([0.2, 0.4, 0.6, 0.8], [0, 0, 1, 1]).separable
     True
     """
-    kind = _check_score_kind(score_kind)
+    kind = check_score_kind(score_kind)
     eps = _check_eps(eps)
     tol, max_iter = _check_tol(tol, max_iter)
-    raw, y, w = _prepare_fit_data(scores, y_true, sample_weight, score_kind=kind)
+    raw, y, w = check_fit_data(scores, y_true, sample_weight, score_kind=kind)
     x = _platt_features(raw, kind, eps)
     separable = _is_separable(x, y, w)
     targets = _smoothed_targets(y, w) if (target_smoothing or separable) else y

@@ -31,15 +31,12 @@ from scipy.special import xlogy
 
 from calib_cli.core.beta import BetaParams, apply_beta, fit_beta
 from calib_cli.core.checks import (
-    check_labels,
-    check_scores,
-    check_weights,
-    require_both_classes,
-    require_same_length,
+    check_fit_data,
+    check_score_kind,
 )
 from calib_cli.core.histogram import HistogramParams, apply_histogram, fit_histogram
 from calib_cli.core.isotonic import IsotonicParams, apply_isotonic, fit_isotonic
-from calib_cli.core.platt import PlattParams, _check_score_kind, apply_platt, fit_platt
+from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.errors import InputError
 from calib_cli.types import FittedMethod, FloatArray, IntArray, ScoreKind
 
@@ -154,7 +151,7 @@ def fit_calibrator(
     ('histogram', [0.167, 0.833])
     """
     checked = _check_method(method)
-    kind = _check_score_kind(score_kind)
+    kind = check_score_kind(score_kind)
     _require_kind_supported(checked, kind)
     unknown = sorted(set(options) - _OPTIONS[checked])
     if unknown:
@@ -214,20 +211,6 @@ def _weighted_log_loss(
 
 def _weighted_brier(y: FloatArray, prob: FloatArray, w: FloatArray) -> float:
     return float(np.dot(w, (prob - y) ** 2) / w.sum())
-
-
-def _check_data(
-    scores: npt.ArrayLike,
-    y_true: npt.ArrayLike,
-    sample_weight: npt.ArrayLike | None,
-    score_kind: ScoreKind,
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    x = check_scores(scores, kind=score_kind)
-    y = check_labels(y_true)
-    require_same_length([x, y], ["scores", "y_true"])
-    w = check_weights(sample_weight, x.shape[0])
-    require_both_classes(y, w)
-    return x, y, w
 
 
 def _check_n_folds(n_folds: int, y: FloatArray) -> int:
@@ -328,9 +311,9 @@ def cross_fit(
     ((8,), True)
     """
     checked = _check_method(method)
-    kind = _check_score_kind(score_kind)
+    kind = check_score_kind(score_kind)
     _require_kind_supported(checked, kind)
-    x, y, w = _check_data(scores, y_true, sample_weight, kind)
+    x, y, w = check_fit_data(scores, y_true, sample_weight, score_kind=kind)
     k = _check_n_folds(n_folds, y)
     folds = _stratified_folds(y, k, rng)
     return _out_of_fold(checked, x, y, w, folds, k, kind, options)
@@ -364,9 +347,9 @@ def cross_val_log_loss(
     True
     """
     checked = _check_method(method)
-    kind = _check_score_kind(score_kind)
+    kind = check_score_kind(score_kind)
     _require_kind_supported(checked, kind)
-    x, y, w = _check_data(scores, y_true, sample_weight, kind)
+    x, y, w = check_fit_data(scores, y_true, sample_weight, score_kind=kind)
     k = _check_n_folds(n_folds, y)
     folds = _stratified_folds(y, k, rng)
     prob = _out_of_fold(checked, x, y, w, folds, k, kind, options)
@@ -419,7 +402,7 @@ def choose_method(
         raise InputError("candidates must name at least one method")
     if len(set(methods)) != len(methods):
         raise InputError(f"candidates must not repeat a method, got {list(candidates)!r}")
-    kind = _check_score_kind(score_kind)
+    kind = check_score_kind(score_kind)
     refused = [m for m in methods if kind != "probability" and m in _PROBABILITY_ONLY]
     if refused:
         raise InputError(
@@ -430,7 +413,7 @@ def choose_method(
     unknown = sorted(set(options) - set(_METHODS))
     if unknown:
         raise InputError(f"method_options names unknown methods: {', '.join(unknown)}")
-    x, y, w = _check_data(scores, y_true, sample_weight, kind)
+    x, y, w = check_fit_data(scores, y_true, sample_weight, score_kind=kind)
     k = _check_n_folds(n_folds, y)
     folds = _stratified_folds(y, k, rng)
     table = []

@@ -115,6 +115,7 @@ from scipy.stats import chi2
 from calib_cli.core import shift_map
 from calib_cli.core.checks import (
     check_labels,
+    check_score_kind,
     check_scores,
     check_weights,
     require_same_length,
@@ -539,16 +540,6 @@ def _check_positive_int(value: object, name: str, *, minimum: int = 1) -> int:
     return int(value)
 
 
-def _check_score_kind(score_kind: str) -> ScoreKind:
-    if score_kind == "probability":
-        return "probability"
-    if score_kind == "logit":
-        return "logit"
-    if score_kind == "raw":
-        return "raw"
-    raise InputError(f"score_kind must be one of probability, logit, raw, got {score_kind!r}")
-
-
 def fit_reference(
     scores: npt.ArrayLike,
     y_true: npt.ArrayLike,
@@ -606,7 +597,7 @@ def fit_reference(
     >>> round(ref.reference_prevalence, 3), ref.n_cells, ref.reference_auc > 0.9
     (0.302, 60, True)
     """
-    kind = _check_score_kind(score_kind)
+    kind = check_score_kind(score_kind)
     n_fine = _check_positive_int(n_fine, "n_fine", minimum=2)
     if not (math.isfinite(smoothing) and smoothing > 0.0):
         raise InputError(f"smoothing must be a positive number, got {smoothing!r}")
