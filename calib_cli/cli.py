@@ -1231,36 +1231,23 @@ def _effect(
     weights: np.ndarray[Any, Any],
     score_kind: str,
 ) -> dict[str, Any]:
-    """Rows, mean score and (with labels) log loss, Brier, ECE and AUC before and after."""
-    import numpy as np
+    """The report block of one file: its name and the core's before/after comparison."""
+    from calib_cli import io
+    from calib_cli.core.metrics import calibration_effect
 
-    from calib_cli.core.metrics import reliability_summary
-
-    effect: dict[str, Any] = {
-        "file": name,
-        "rows": int(before.shape[0]),
-        "mean_score_before": float(np.average(before, weights=weights))
-        if score_kind == "probability" and weights.sum() > 0
-        else None,
-        "mean_score_after": float(np.average(after, weights=weights))
-        if weights.sum() > 0
-        else None,
-    }
-    if labels is None:
-        return effect
-    summaries = {"after": reliability_summary(labels, after, sample_weight=weights)}
-    if score_kind == "probability":
-        summaries["before"] = reliability_summary(labels, before, sample_weight=weights)
-    first = summaries["after"]
-    effect.update(positives=first.positives, base_rate=first.base_rate)
-    for when in ("before", "after"):
-        summary = summaries.get(when)
-        effect[when] = (
-            None
-            if summary is None
-            else {key: getattr(summary, key) for key in ("log_loss", "brier", "ece", "auc")}
+    with io.naming(name):
+        effect = calibration_effect(
+            labels,
+            before,
+            after,
+            sample_weight=weights,
+            before_are_probabilities=score_kind == "probability",
         )
-    return effect
+    block: dict[str, Any] = {"file": name, **_as_dict(effect)}
+    if labels is None:
+        for key in ("positives", "base_rate", "before", "after"):
+            block.pop(key)
+    return block
 
 
 def _warn_auc_change(
@@ -1492,38 +1479,28 @@ def rerank_strata(
 def _pca_strata(
     ref: Table, tgt: Table, features: str, n_strata: int, ref_labels: Any, ref_weights: Any
 ) -> tuple[Any, Any, dict[str, Any]]:
-    """Algorithm 2: strata from the first principal component of the pooled, standardised
-    reference and target features, cut at pooled quantiles."""
+    """Algorithm 2 wiring: read the feature columns, let the core cut the strata."""
     import numpy as np
 
-    from calib_cli.core.pca import assign_strata, first_principal_component, project_first_component
+    from calib_cli.core.pca import pca_strata
 
     names = [name.strip() for name in features.split(",") if name.strip()]
     if not names:
         raise UsageError("--pca-features needs at least one column name")
     ref_x = np.column_stack([ref.numbers(name, option="--pca-features") for name in names])
     tgt_x = np.column_stack([tgt.numbers(name, option="--pca-features") for name in names])
-    pooled = np.vstack([ref_x, tgt_x])
-    pca = first_principal_component(pooled, names=names)
-    codes, edges = assign_strata(project_first_component(pca, pooled), n_strata=n_strata)
-    labels = np.array([f"pc{code + 1}" for code in range(int(codes.max()) + 1)])
-    ref_codes, tgt_codes = codes[: ref.n_rows], codes[ref.n_rows :]
-    rates = {}
-    for code, name in enumerate(labels):
-        rows = ref_codes == code
-        total = float(ref_weights[rows].sum())
-        rates[str(name)] = (
-            float(np.dot(ref_weights[rows], ref_labels[rows]) / total) if total else None
-        )
-    payload = {
-        "features": names,
-        "loadings": dict(zip(names, pca.loadings.tolist(), strict=True)),
-        "explained_variance_ratio": pca.explained_variance_ratio,
-        "cut_points": edges,
-        "n_strata": len(labels),
-        "reference_label_rate": rates,
-    }
-    return labels[ref_codes], labels[tgt_codes], payload
+    strata = pca_strata(
+        ref_x,
+        tgt_x,
+        n_strata=n_strata,
+        names=names,
+        reference_labels=ref_labels,
+        reference_weights=ref_weights,
+    )
+    payload = _as_dict(strata)
+    for key in ("reference_strata", "target_strata"):
+        payload.pop(key)
+    return strata.reference_strata, strata.target_strata, payload
 
 
 def _pca_note(payload: dict[str, Any]) -> str:

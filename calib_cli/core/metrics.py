@@ -1712,3 +1712,82 @@ def reliability_summary(
         strategy=strategy,
         bins=_table(stats, 0.95),
     )
+
+
+# ------------------------------------------------------------- the effect of a calibration
+
+
+@dataclass(frozen=True)
+class EffectFigures:
+    """The figures ``recalibrate`` compares before and after a calibration."""
+
+    log_loss: float
+    brier: float
+    ece: float
+    auc: float
+
+
+@dataclass(frozen=True)
+class CalibrationEffect:
+    """Mean score and, with labels, log loss, Brier, ECE and AUC before and after.
+
+    ``mean_score_before`` and ``before`` are None when the scores before were not
+    probabilities (logits or raw margins); label figures are None without labels.
+    """
+
+    rows: int
+    mean_score_before: float | None
+    mean_score_after: float | None
+    positives: float | None = None
+    base_rate: float | None = None
+    before: EffectFigures | None = None
+    after: EffectFigures | None = None
+
+
+def _effect_figures(summary: ReliabilitySummary) -> EffectFigures:
+    return EffectFigures(
+        log_loss=summary.log_loss, brier=summary.brier, ece=summary.ece, auc=summary.auc
+    )
+
+
+def calibration_effect(
+    y_true: npt.ArrayLike | None,
+    scores_before: npt.ArrayLike,
+    scores_after: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    before_are_probabilities: bool = True,
+) -> CalibrationEffect:
+    """Compare scores before and after a calibration (the ``recalibrate`` report).
+
+    >>> effect = calibration_effect([0, 1], [0.4, 0.8], [0.2, 0.9])
+    >>> effect.mean_score_before, effect.mean_score_after, effect.after.brier < effect.before.brier
+    (0.6000000000000001, 0.55, True)
+    """
+    after = check_scores(scores_after, name="calibrated")
+    weights = check_weights(sample_weight, after.shape[0])
+    total = float(weights.sum())
+    before = np.asarray(scores_before, dtype=np.float64)
+    mean_before = (
+        float(np.dot(weights, before) / total) if before_are_probabilities and total else None
+    )
+    mean_after = float(np.dot(weights, after) / total) if total else None
+    if y_true is None:
+        return CalibrationEffect(
+            rows=after.shape[0], mean_score_before=mean_before, mean_score_after=mean_after
+        )
+    summary_after = reliability_summary(y_true, after, sample_weight=weights)
+    summary_before = (
+        reliability_summary(y_true, before, sample_weight=weights)
+        if before_are_probabilities
+        else None
+    )
+    return CalibrationEffect(
+        rows=after.shape[0],
+        mean_score_before=mean_before,
+        mean_score_after=mean_after,
+        positives=summary_after.positives,
+        base_rate=summary_after.base_rate,
+        before=None if summary_before is None else _effect_figures(summary_before),
+        after=_effect_figures(summary_after),
+    )

@@ -286,3 +286,69 @@ def assign_strata(
         edges = np.unique(quantiles)
         edges = edges[edges < values[w > 0.0].max()]
     return strata_from_edges(values, edges), np.asarray(edges, dtype=np.float64)
+
+
+@dataclass(frozen=True)
+class PcaStrata:
+    """Algorithm 2's strata for a reference and a target, and what the report shows.
+
+    Strata are named ``pc1``, ``pc2``, ... in increasing order of the first component.
+    """
+
+    reference_strata: npt.NDArray[np.str_]
+    target_strata: npt.NDArray[np.str_]
+    features: tuple[str, ...]
+    loadings: dict[str, float]
+    explained_variance_ratio: float
+    cut_points: FloatArray
+    n_strata: int
+    reference_label_rate: dict[str, float | None]
+
+
+def pca_strata(
+    reference_features: npt.ArrayLike,
+    target_features: npt.ArrayLike,
+    *,
+    n_strata: int,
+    names: Sequence[str],
+    reference_labels: npt.ArrayLike,
+    reference_weights: npt.ArrayLike | None = None,
+) -> PcaStrata:
+    """Zuo (2021), Algorithm 2: standardise and centre the pooled reference and target
+    features, take their first principal component, cut it at pooled quantiles into
+    ``n_strata`` strata, and give each stratum's (weighted) label rate in the reference.
+
+    >>> x = np.array([[0.0, 0.1], [1.0, 0.9], [2.0, 2.2], [3.0, 2.9]])
+    >>> out = pca_strata(x[:2], x[2:], n_strata=2, names=["a", "b"], reference_labels=[0, 1])
+    >>> out.reference_strata.tolist(), out.target_strata.tolist()
+    (['pc1', 'pc1'], ['pc2', 'pc2'])
+    """
+    ref = np.asarray(reference_features, dtype=np.float64)
+    tgt = np.asarray(target_features, dtype=np.float64)
+    pooled = np.vstack([ref, tgt])
+    pca = first_principal_component(pooled, names=list(names))
+    codes, edges = assign_strata(project_first_component(pca, pooled), n_strata=n_strata)
+    labels = np.array([f"pc{code + 1}" for code in range(int(codes.max()) + 1)])
+    ref_codes, tgt_codes = codes[: ref.shape[0]], codes[ref.shape[0] :]
+    y = np.asarray(reference_labels, dtype=np.float64)
+    w = (
+        np.ones(ref.shape[0])
+        if reference_weights is None
+        else np.asarray(reference_weights, dtype=np.float64)
+    )
+    weight = np.bincount(ref_codes, weights=w, minlength=labels.size)
+    positive = np.bincount(ref_codes, weights=w * y, minlength=labels.size)
+    rates = {
+        str(name): (float(positive[i] / weight[i]) if weight[i] > 0 else None)
+        for i, name in enumerate(labels)
+    }
+    return PcaStrata(
+        reference_strata=labels[ref_codes],
+        target_strata=labels[tgt_codes],
+        features=tuple(names),
+        loadings=dict(zip(names, (float(v) for v in pca.loadings), strict=True)),
+        explained_variance_ratio=float(pca.explained_variance_ratio),
+        cut_points=edges,
+        n_strata=int(labels.size),
+        reference_label_rate=rates,
+    )
