@@ -273,10 +273,21 @@ def _validate_prior(check: _Checker, params: Mapping[str, Any]) -> None:
         inner.number(shifts, stratum)
 
 
+def _fit_diagnostics(check: _Checker, params: Mapping[str, Any], *keys: str) -> None:
+    """Optional fit diagnostics: checked when present (a hand-edited "no" is not True)."""
+    for key in keys:
+        if key in params:
+            if key == "n_iter":
+                check.integer(params, key)
+            else:
+                check.boolean(params, key)
+
+
 def _validate_platt(check: _Checker, params: Mapping[str, Any]) -> None:
     check.number(params, "slope")
     check.number(params, "intercept")
     check.text(params, "score_kind", allowed=("probability", "logit", "raw"))
+    _fit_diagnostics(check, params, "converged", "n_iter", "separable")
 
 
 def _validate_isotonic(check: _Checker, params: Mapping[str, Any]) -> None:
@@ -292,6 +303,7 @@ def _validate_beta(check: _Checker, params: Mapping[str, Any]) -> None:
     check.number(params, "a", low=0.0)
     check.number(params, "b", low=0.0)
     check.number(params, "c")
+    _fit_diagnostics(check, params, "converged", "n_iter")
 
 
 def _validate_histogram(check: _Checker, params: Mapping[str, Any]) -> None:
@@ -299,6 +311,8 @@ def _validate_histogram(check: _Checker, params: Mapping[str, Any]) -> None:
     rates = check.numbers(params, "rates", increasing=True, strictly=False, low=0.0, high=1.0)
     if len(rates) != len(edges) - 1:
         check.fail("rates", f"has {len(rates)} values for {len(edges) - 1} bins")
+    if edges[0] != 0.0 or edges[-1] != 1.0:
+        check.fail("edges", f"must run from 0 to 1, not from {edges[0]!r} to {edges[-1]!r}")
 
 
 def _validate_chain(check: _Checker, params: Mapping[str, Any]) -> None:
@@ -462,8 +476,6 @@ def steps_of(artifact: Artifact) -> tuple[Any, ...]:
     """The calibration steps of a loaded calibrator or chain artifact, in order."""
     if artifact.kind == "chain":
         return tuple(step_from_params(s["kind"], s["params"]) for s in artifact.params["steps"])
-    if artifact.kind == "sampling":
-        return (prior_from_sampling(artifact),)
     return (step_from_params(artifact.kind, artifact.params),)
 
 

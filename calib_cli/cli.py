@@ -362,14 +362,15 @@ def reliability(
         )
         y_true = table.labels(label_col, positive_label=positive_label)
         weights = table.weights(weight_col)
-        groups = table.groups(by, option="--by") if by is not None else None
-        rng = np.random.default_rng(seed)
 
         entries: list[tuple[str, dict[str, Any], Any]] = []
         for column in score_cols:
             scores = table.scores(column)
-            for group_name, rows in _group_rows(groups, table.n_rows):
-                with io.naming(table.name):
+            for group_name, rows in _groups(table, by, with_all_rows=True):
+                where = table.name if group_name is None else f"{table.name} ({by}={group_name})"
+                with io.naming(where):
+                    # a fresh generator per entry: a column's interval does not depend on
+                    # which other columns or groups are reported
                     summary = reliability_summary(
                         y_true[rows],
                         scores[rows],
@@ -377,7 +378,7 @@ def reliability(
                         n_bins=bins,
                         strategy=_enum_value(strategy),
                         n_bootstrap=bootstrap,
-                        rng=rng,
+                        rng=np.random.default_rng(seed),
                     )
                 keys: dict[str, Any] = {"score_column": column, "seed": seed}
                 heading = column
@@ -417,16 +418,19 @@ def _as_dict(summary: Any) -> dict[str, Any]:
 MISSING_GROUP = "(missing)"
 
 
-def _group_rows(
-    groups: tuple[list[Any], np.ndarray[Any, Any]] | None, n_rows: int
+def _groups(
+    table: Table, column: str | None, *, with_all_rows: bool = False
 ) -> Iterator[tuple[Any, Any]]:
-    """(group name, row selector) pairs: all rows first, then each group when --by is set."""
-    yield None, slice(None)
-    if groups is None:
+    """(value, row selector) pairs for --by and --batch-col: all rows (value None) first when
+    asked or when there is no column, then each value of the column in its natural order.
+    Rows without a value form the group "(missing)"."""
+    if column is None or with_all_rows:
+        yield None, slice(None)
+    if column is None:
         return
-    values, codes = groups
+    option = "--by" if with_all_rows else "--batch-col"
+    values, codes = table.groups(column, option=option)
     for index, value in enumerate(values):
-        # group null is "all rows" in the report, so rows without a value get a label
         yield (MISSING_GROUP if value is None else value), codes == index
 
 
@@ -1020,25 +1024,27 @@ def recalibrate(
                         f"'{label_col}'; set --label-col)"
                     )
                 with io.naming(table.name):
+                    # the chain fitted on every row (chosen by cross-validation for auto) is
+                    # what --save-model keeps; the out-of-fold scores use the same method
+                    final = fit_chain(
+                        scores,
+                        labels,
+                        method=cast("FittedMethod", plan.method),
+                        sample_weight=weights,
+                        prior=prior,
+                        fit_data=order,
+                        score_kind=kind,
+                        strata=strata,
+                        rng=rng,
+                        n_folds=folds,
+                        options=options,
+                    )
+                    steps = final.steps
                     fitted_method = plan.method
-                    if fitted_method == "auto":
-                        choice_fit = fit_chain(
-                            scores,
-                            labels,
-                            method="auto",
-                            sample_weight=weights,
-                            prior=prior,
-                            fit_data=order,
-                            score_kind=kind,
-                            strata=strata,
-                            rng=rng,
-                            n_folds=folds,
-                            options=options,
-                        )
-                        payload["auto"] = choice_fit.choice
-                        if choice_fit.choice is not None:
-                            session.info(method_choice_table(choice_fit.choice))
-                            fitted_method = choice_fit.choice.chosen
+                    if final.choice is not None:
+                        payload["auto"] = final.choice
+                        session.info(method_choice_table(final.choice))
+                        fitted_method = final.choice.chosen
                     calibrated = cross_fit_chain(
                         scores,
                         labels,
@@ -1050,22 +1056,9 @@ def recalibrate(
                         strata=strata,
                         rng=rng,
                         n_folds=cross_fit_folds or folds,
-                        options=options.get(fitted_method, {}),
+                        options=options,
                     )
                     payload["cross_fit"] = cross_fit_folds
-                    steps = fit_chain(
-                        scores,
-                        labels,
-                        method=cast("FittedMethod", fitted_method),
-                        sample_weight=weights,
-                        prior=prior,
-                        fit_data=order,
-                        score_kind=kind,
-                        strata=strata,
-                        rng=rng,
-                        n_folds=folds,
-                        options=options,
-                    ).steps
             else:
                 calibrated = apply_chain(steps, scores, score_kind=kind, strata=strata)
             payload["input"] = _effect(table.name, scores, calibrated, labels, weights, kind)
@@ -1668,7 +1661,8 @@ def estimate_shift(
         ),
     ] = 1000.0,
     map_power: Annotated[
-        float, typer.Option("--map-power", min=0.0, help="map: power p of the prior's penalty.")
+        float,
+        typer.Option("--map-power", min=1.0, help="map: power p >= 1 of the prior's penalty."),
     ] = 1.0,
     score_col: ScoreColOpt = "score",
     label_col: LabelColOpt = "label",
@@ -1715,6 +1709,8 @@ def estimate_shift(
                 "--ci-method profile is the profile likelihood of --method mle; "
                 "use it with --method mle (other methods: bootstrap)"
             )
+        if as_json and output == "-":
+            raise UsageError("--json and -o - would both write to stdout; give -o a file")
         cost_fp, cost_fn = _parse_costs(costs) if costs is not None else (None, None)
         kind = _enum_value(score_kind)
         fmt_in = _enum_value(input_format)
@@ -1737,7 +1733,7 @@ def estimate_shift(
         calibrated = np.empty(tgt.n_rows, dtype=np.float64)
         static = np.empty(tgt.n_rows, dtype=np.float64)
         batches: list[dict[str, Any]] = []
-        for batch_name, rows in _batches(tgt, batch_col):
+        for batch_name, rows in _groups(tgt, batch_col):
             # A fresh generator per batch: one call with --batch-col equals one call per batch.
             estimate = estimate_prevalence(
                 model,
@@ -1778,9 +1774,9 @@ def estimate_shift(
         payload: dict[str, Any] = (
             batches[0] if batch_col is None else {"batch_col": batch_col, "batches": batches}
         )
-        emit_report(session, payload, as_json=as_json and output is None, report_path=report)
+        emit_report(session, payload, as_json=as_json, report_path=report)
         show = session.result if output is None else session.info
-        if not (as_json and output is None):
+        if not as_json:
             show(shift_table(batches, batch_col=batch_col, source=tgt.name))
             if cost_fp is not None and cost_fn is not None:
                 show(
@@ -1812,13 +1808,3 @@ def _parse_costs(text: str) -> tuple[float, float]:
     if not (math.isfinite(cost_fp) and math.isfinite(cost_fn) and cost_fp > 0 and cost_fn > 0):
         raise UsageError(f"--costs needs two positive numbers, got {text!r}")
     return cost_fp, cost_fn
-
-
-def _batches(table: Table, batch_col: str | None) -> Iterator[tuple[str | None, Any]]:
-    """(batch name, row selector) pairs: every row, or each value of --batch-col in order."""
-    if batch_col is None:
-        yield None, slice(None)
-        return
-    values, codes = table.groups(batch_col, option="--batch-col")
-    for index, value in enumerate(values):
-        yield value, codes == index

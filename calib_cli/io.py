@@ -613,11 +613,16 @@ def require_distinct_outputs(paths: Sequence[str | None], inputs: Sequence[str |
     if sum(p == STDIO for p in given) > 1:
         raise UsageError("standard input ('-') can be read only once; give files for the others")
     resolved_inputs = {Path(p).resolve() for p in given if p != STDIO}
+    seen: dict[Path, str] = {}
     for output in paths:
         if output is None or output == STDIO:
             continue
-        if Path(output).resolve() in resolved_inputs:
+        resolved = Path(output).resolve()
+        if resolved in resolved_inputs:
             raise UsageError(f"{output}: the output would overwrite an input; choose another path")
+        if resolved in seen:
+            raise UsageError(f"{output}: two outputs would be written to the same file")
+        seen[resolved] = output
 
 
 # --------------------------------------------------------------------- --on-invalid drop
@@ -759,7 +764,7 @@ def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
         checks.append((as_int.is_null() & col.is_not_null()).sum().alias("not_integer"))
     elif not dtype.is_integer():
         raise InputError(f"{name}: column '{key_col}' has type {dtype}; use integer or text ids")
-    found = lazy.select(checks).collect(engine="streaming")
+    found = _collect(lambda: lazy.select(checks).collect(engine="streaming"), name)
     if found["missing"][0]:
         raise InputError(f"{name}: column '{key_col}' has {found['missing'][0]} missing keys")
     if dtype == pl.String and found["not_integer"][0]:
@@ -793,7 +798,23 @@ def class_counts(
         )
     )
     counts = _counts_query(lazy, label_col, schema[label_col], positive_label, strata_col)
-    bad, grouped = pl.collect_all([invalid, counts], engine="streaming")
+    # with --positive-label, a label column takes two values (as Table.labels requires)
+    distinct = (
+        [lazy.select(pl.col(label_col).cast(pl.String).str.strip_chars()).unique().head(6)]
+        if positive_label is not None
+        else []
+    )
+    bad, grouped = _collect(
+        lambda: pl.collect_all([invalid, counts, *distinct], engine="streaming"), name
+    )[:2]
+    if distinct:
+        values = _collect(lambda: distinct[0].collect(engine="streaming"), name)
+        if values.height > 2:
+            shown = ", ".join(repr(v) for v in values[:, 0].sort().head(5).to_list())
+            raise InputError(
+                f"{name}: column '{label_col}' has {values.height} distinct values ({shown}...); "
+                "labels must take two values"
+            )
     if bad["count"][0]:
         count, row, value = bad["count"][0], bad["row"][0] + 1, bad["value"][0]
         what = (
@@ -838,13 +859,18 @@ def _as_class_counts(grouped: pl.DataFrame, strata_col: str | None) -> list[Clas
     ]
 
 
-def _key_hash_expr(key_col: str | None, kind: str, seed: int) -> pl.Expr:
+def _key_hash_expr(
+    key_col: str | None, kind: str, seed: int, key_dtype: pl.DataType | None = None
+) -> pl.Expr:
     """The per-row ``hash64(seed, key)`` of :mod:`calib_cli.core.sampling`, computed batch by
     batch inside a streaming query (the key rules are those of :func:`key_kind`)."""
     from calib_cli.core.sampling import hash_string_keys, hash_uint64_keys
 
     def hash_integers(series: pl.Series) -> pl.Series:
-        keys = series.cast(pl.Int64).to_numpy().astype(np.int64).view(np.uint64)
+        if series.dtype.is_unsigned_integer():
+            keys = series.cast(pl.UInt64).to_numpy().astype(np.uint64)
+        else:  # two's complement: -1 is 2**64 - 1, as the specification says
+            keys = series.cast(pl.Int64).to_numpy().astype(np.int64).view(np.uint64)
         return pl.Series(hash_uint64_keys(keys, seed=seed), dtype=pl.UInt64)
 
     def hash_text(series: pl.Series) -> pl.Series:
@@ -857,10 +883,12 @@ def _key_hash_expr(key_col: str | None, kind: str, seed: int) -> pl.Expr:
     if key_col is None or kind == "row":
         return pl.col(ROW_INDEX).map_batches(hash_integers, pl.UInt64, is_elementwise=True)
     if kind == "integer":
-        # Text ids are stripped and parsed ("007" is 7), so CSV and Parquet keep the same rows.
         key = pl.col(key_col)
-        as_integer = pl.when(key.is_not_null()).then(key.cast(pl.String).str.strip_chars())
-        return as_integer.cast(pl.Int64).map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+        if key_dtype is not None and key_dtype.is_integer():
+            return key.map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+        # Text ids are stripped and parsed ("007" is 7), so CSV and Parquet keep the same rows.
+        as_integer = key.cast(pl.String).str.strip_chars().cast(pl.Int64)
+        return as_integer.map_batches(hash_integers, pl.UInt64, is_elementwise=True)
     return pl.col(key_col).map_batches(hash_text, pl.UInt64, is_elementwise=True)
 
 
@@ -893,13 +921,14 @@ def sample_rows(
     threshold of 2**64 - 1 keeps every row). With ``weight_col_out``, appends the importance
     weight of each kept row (``weights``: stratum -> (negative, positive))."""
     is_positive, _ = positive_label_expr(label_col, label_dtype, positive_label)
+    key_dtype = lazy.collect_schema()[key_col] if key_col is not None else None
     negative = _stratum_lookup(strata_col, {k: v[0] for k, v in thresholds.items()}, pl.UInt64)
     positive = _stratum_lookup(strata_col, {k: v[1] for k, v in thresholds.items()}, pl.UInt64)
     threshold = pl.when(is_positive).then(positive).otherwise(negative)
     keep_all = threshold == pl.lit(2**64 - 1, dtype=pl.UInt64)
     kept = (
         lazy.with_row_index(ROW_INDEX)
-        .filter(keep_all | (_key_hash_expr(key_col, key_hash_kind, seed) < threshold))
+        .filter(keep_all | (_key_hash_expr(key_col, key_hash_kind, seed, key_dtype) < threshold))
         .drop(ROW_INDEX)
     )
     if weight_col_out is not None and weights is not None:
@@ -962,9 +991,14 @@ def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -
             lazy.sink_parquet(path, statistics=False)
         elif fmt == "arrow":
             lazy.sink_ipc(path)
+        elif compress:  # Polars cannot gzip NDJSON while sinking: sink, then compress
+            with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+                plain = Path(scratch) / "plain.ndjson"
+                lazy.sink_ndjson(plain)
+                with open(plain, "rb") as source, gzip.GzipFile(path, "wb", mtime=0) as target:
+                    while chunk := source.read(1 << 20):
+                        target.write(chunk)
         else:
-            if compress:
-                raise UsageError("gzip output is supported for CSV and TSV when streaming")
             lazy.sink_ndjson(path)
     except pl.exceptions.PolarsError as error:
         first_line = str(error).strip().splitlines()[0]
@@ -981,4 +1015,16 @@ def counts_by_stratum(
 ) -> list[ClassCounts]:
     """Rows and positives per stratum of a (validated) lazy table, in one streaming pass."""
     query = _counts_query(lazy, label_col, label_dtype, positive_label, strata_col)
-    return _as_class_counts(query.collect(engine="streaming"), strata_col)
+    return _as_class_counts(
+        _collect(lambda: query.collect(engine="streaming"), "input"), strata_col
+    )
+
+
+def _collect(run: Any, name: str) -> Any:
+    """Run a Polars query; a failure of the data (a value that cannot be cast, say) becomes
+    an InputError naming the file, not an internal error."""
+    try:
+        return run()
+    except pl.exceptions.PolarsError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
+        raise InputError(f"{name}: cannot read the input: {first_line}") from None

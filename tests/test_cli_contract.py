@@ -413,3 +413,32 @@ def test_numeric_positive_label_matches_integer_labels(run_calib: RunCalib, tmp_
     done = run_calib(["reliability", str(source), "--positive-label", "1.0", "--json"])
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["positives"] == 1.0
+
+
+def test_two_outputs_may_not_share_a_file(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "t.csv"
+    _scores_frame(100).write_csv(source)
+    out = tmp_path / "s.csv"
+    done = run_calib(
+        ["resample", str(source), "-o", str(out), "--record", str(out), "--negative-rate", "0.5"]
+    )
+    assert done.returncode == 2
+    assert b"two outputs would be written to the same file" in done.stderr
+    assert not out.exists()
+
+
+def test_intervals_do_not_depend_on_the_other_columns(
+    run_calib: RunCalib, scores_files: dict[str, Path]
+) -> None:
+    args = ["reliability", str(scores_files["csv"]), "--bootstrap", "30", "--json"]
+    alone = json.loads(run_calib([*args, "--score-col", "other"]).stdout)
+    together = json.loads(run_calib([*args, "--score-col", "score", "--score-col", "other"]).stdout)
+    assert together[1] == alone
+
+
+def test_zero_weight_group_is_named(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "z.csv"
+    source.write_text("g,score,label,w\na,0.1,0,1\na,0.8,1,1\nb,0.3,0,0\nb,0.4,1,0\n")
+    done = run_calib(["reliability", str(source), "--by", "g", "--weight-col", "w"])
+    assert done.returncode == 65
+    assert f"{source} (g=b)".encode() in done.stderr

@@ -233,3 +233,48 @@ def test_profile_likelihood_interval_for_mle(run_calib: RunCalib) -> None:
     )
     assert refused.returncode == 2
     assert refused.stderr.decode().startswith("error: ")
+
+
+def test_json_with_an_output_file_and_map_power_bounds(run_calib: RunCalib, tmp_path: Path) -> None:
+    out = tmp_path / "o.csv"
+    done = run_calib(
+        [
+            "estimate-shift",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(BATCHES),
+            "--json",
+            "-o",
+            str(out),
+            *FAST,
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "prevalence" in json.loads(done.stdout)
+    assert out.exists()
+    both = run_calib(
+        [
+            "estimate-shift",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(BATCHES),
+            "--json",
+            "-o",
+            "-",
+        ]
+    )
+    assert both.returncode == 2
+    power = run_calib(
+        [
+            "estimate-shift",
+            "--reference",
+            str(REFERENCE),
+            "--target",
+            str(BATCHES),
+            "--map-power",
+            "0.5",
+        ]
+    )
+    assert power.returncode == 2

@@ -455,3 +455,42 @@ def test_separable_data_is_reported_and_too_many_folds_refused(
     folds = run_calib(["recalibrate", str(source), "--cross-fit", "50", "-o", "-"])
     assert folds.returncode == 2
     assert "--cross-fit 50 asks for more folds" in folds.stderr.decode()
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("n_iter", "abc", "params.n_iter must be an integer"),
+        ("converged", "no", "params.converged must be true or false"),
+    ],
+)
+def test_fit_diagnostics_in_artifacts_are_validated(
+    run_calib: RunCalib,
+    overconfident: dict[str, Path],
+    tmp_path: Path,
+    field: str,
+    value: object,
+    message: str,
+) -> None:
+    model = tmp_path / "p.json"
+    assert (
+        run_calib(
+            [
+                "recalibrate",
+                "--fit",
+                str(overconfident["fit"]),
+                "--method",
+                "platt",
+                "--save-model",
+                str(model),
+                "-q",
+            ]
+        ).returncode
+        == 0
+    )
+    document = json.loads(model.read_text())
+    document["params"][field] = value
+    model.write_text(json.dumps(document))
+    done = run_calib(["recalibrate", str(overconfident["apply"]), "--model", str(model), "-o", "-"])
+    assert done.returncode == 65
+    assert message in done.stderr.decode()

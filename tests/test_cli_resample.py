@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 from pathlib import Path
@@ -268,3 +269,99 @@ def test_impossible_target_is_refused(
         ]
     )
     assert both.returncode == 2
+
+
+def test_unsigned_keys_follow_the_specification(run_calib: RunCalib, tmp_path: Path) -> None:
+    from calib_cli.core.sampling import hash_uint64_keys, rate_threshold
+
+    keys = np.array([2**63 + 5, 3, 2**64 - 1, 7, 11, 2**40], dtype=np.uint64)
+    source = tmp_path / "u.parquet"
+    pl.DataFrame({"id": keys, "label": [0] * 6}).write_parquet(source)
+    out = tmp_path / "o.parquet"
+    done = run_calib(
+        [
+            "resample",
+            str(source),
+            "-o",
+            str(out),
+            "--negative-rate",
+            "0.5",
+            "--key-col",
+            "id",
+            "--seed",
+            "9",
+            "-q",
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    kept = hash_uint64_keys(keys, seed=9) < np.uint64(rate_threshold(0.5))
+    assert pl.read_parquet(out)["id"].to_list() == keys[kept].tolist()
+
+
+def test_string_keys_and_row_numbers_follow_the_specification(
+    run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
+) -> None:
+    from calib_cli.core.sampling import (
+        ClassRates,
+        hash_row_numbers,
+        hash_string_keys,
+        keep_mask,
+        row_thresholds,
+        string_buffers,
+    )
+
+    source = pl.read_csv(train_files["csv"])
+    thresholds = row_thresholds(source["label"].to_numpy(), ClassRates(negative_rate=0.2))
+    for key, hashes in (
+        ("user", hash_string_keys(*string_buffers(source["user"].to_numpy()), seed=5)),
+        (None, hash_row_numbers(source.height, seed=5)),
+    ):
+        out = tmp_path / f"{key}.csv"
+        args = ["--key-col", key] if key else []
+        done = run_calib(
+            [
+                "resample",
+                str(train_files["csv"]),
+                "-o",
+                str(out),
+                "--negative-rate",
+                "0.2",
+                "--seed",
+                "5",
+                "-q",
+                *args,
+            ]
+        )
+        assert done.returncode == 0, done.stderr
+        expected = source["id"].to_numpy()[keep_mask(hashes, thresholds)]
+        assert pl.read_csv(out)["id"].to_list() == expected.tolist()
+
+
+def test_positive_label_with_three_values_is_refused(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "abc.csv"
+    source.write_text("id,label\n1,a\n2,b\n3,c\n")
+    done = run_calib(
+        [
+            "resample",
+            str(source),
+            "-o",
+            str(tmp_path / "o.csv"),
+            "--negative-rate",
+            "0.5",
+            "--positive-label",
+            "b",
+        ]
+    )
+    assert done.returncode == 65
+    assert b"3 distinct values" in done.stderr
+
+
+def test_gzip_ndjson_output_streams(
+    run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
+) -> None:
+    out = tmp_path / "s.ndjson.gz"
+    done = run_calib(
+        ["resample", str(train_files["parquet"]), "-o", str(out), "--negative-rate", "0.1", "-q"]
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_ndjson(gzip.decompress(out.read_bytes())).height > 0

@@ -224,7 +224,7 @@ def cross_fit_chain(
     strata: Strata | None = None,
     rng: np.random.Generator,
     n_folds: int = 5,
-    options: Mapping[str, Any] | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> FloatArray:
     """Out-of-fold calibrated probabilities of the same chain :func:`fit_chain` fits: each
     fold's map is fitted on the other folds, and the prior correction is applied in order."""
@@ -237,7 +237,7 @@ def cross_fit_chain(
         n_folds=n_folds,
         rng=rng,
         score_kind=kind,
-        **dict(options or {}),
+        **dict((options or {}).get(method, {})),
     )
     if prior is not None and fit_data == "sampled":
         return apply_step(prior, out_of_fold, strata=strata)
