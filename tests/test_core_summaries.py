@@ -53,3 +53,22 @@ def test_pca_strata_label_rates_are_weighted_counts() -> None:
         rows = out.reference_strata == name
         assert rate == pytest.approx(np.dot(w[rows], y[:200][rows]) / w[rows].sum())
     assert sorted(set(out.target_strata.tolist())) <= ["pc1", "pc2", "pc3"]
+
+
+def test_normalised_weights_give_the_unweighted_calibration_errors() -> None:
+    from calib_cli.core.metrics import reliability_summary
+
+    rng = np.random.default_rng(0)
+    n = 3000
+    p = rng.beta(2, 8, n)
+    y = (rng.random(n) < np.clip(p * 1.3, 0, 1)).astype(float)
+    plain = reliability_summary(y, p, n_bootstrap=100, rng=np.random.default_rng(1))
+    for scale in (1.0 / n, 0.5):
+        scaled = reliability_summary(
+            y, p, sample_weight=np.full(n, scale), n_bootstrap=100, rng=np.random.default_rng(1)
+        )
+        assert scaled.ece == pytest.approx(plain.ece, rel=1e-12)
+        assert scaled.ece_debiased == pytest.approx(plain.ece_debiased, rel=1e-9)
+        assert scaled.ece_debiased > 0.0
+        assert scaled.ece_ci == pytest.approx(plain.ece_ci, rel=1e-9)
+        assert scaled.ece_debiased_ci == pytest.approx(plain.ece_debiased_ci, rel=1e-9)

@@ -478,16 +478,35 @@ def _ece_from_sums(
     return _divide(np.sum(np.abs(positive_sum - score_sum), axis=-1), total)
 
 
+def count_unit(sample_weight: FloatArray) -> float:
+    """The weight that counts as one row: 1, or the smallest positive weight when weights are
+    below 1 (weights normalised to sum to 1 must not make a sample of "one row"). Integer
+    weights are never rescaled, so a weight of k still counts as k rows.
+
+    >>> count_unit(np.array([0.25, 0.5, 0.0])), count_unit(np.array([1.0, 3.0]))
+    (0.25, 1.0)
+    """
+    positive = sample_weight[sample_weight > 0.0]
+    smallest = float(np.min(positive)) if positive.size else 1.0
+    return smallest if smallest < 1.0 else 1.0
+
+
 def _debiased_sq_from_sums(
-    weight: FloatArray, positive_sum: FloatArray, score_sum: FloatArray
+    weight: FloatArray, positive_sum: FloatArray, score_sum: FloatArray, unit: float = 1.0
 ) -> FloatArray:
-    """Kumar et al.'s debiased squared L2 calibration error along the last axis (unclipped)."""
+    """Kumar et al.'s debiased squared L2 calibration error along the last axis (unclipped).
+
+    ``unit`` is the weight of one row (:func:`count_unit`): the sampling variance of a bin's
+    observed rate is ``o (1 - o) / (n - 1)`` with ``n = weight / unit`` rows.
+    """
     total = np.sum(weight, axis=-1, keepdims=True)
-    enough = weight >= 2.0
-    safe_w = np.where(enough, weight, 2.0)
+    rows = weight / unit
+    enough = rows >= 2.0
+    safe_w = np.where(enough, weight, 2.0 * unit)
+    safe_rows = np.where(enough, rows, 2.0)
     observed = positive_sum / safe_w
     gap = (positive_sum - score_sum) / safe_w
-    variance = np.clip(observed * (1.0 - observed), 0.0, None) / (safe_w - 1.0)
+    variance = np.clip(observed * (1.0 - observed), 0.0, None) / (safe_rows - 1.0)
     terms = np.where(enough, weight * (gap * gap - variance), 0.0)
     return np.asarray(_divide(np.sum(terms, axis=-1), np.squeeze(total, axis=-1)))
 
@@ -1040,7 +1059,9 @@ def ece_debiased(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
-    value = float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+    value = float(
+        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, count_unit(w))
+    )
     return value if squared else _sqrt_clipped(value)
 
 
@@ -1055,6 +1076,9 @@ def _bootstrap(
     confidence: float,
     exact_limit: float,
 ) -> EceBootstrap:
+    # Resample in units of rows (see count_unit): Poisson(weight) draws of fractional weights
+    # would leave most replicates empty. ECE is a ratio, so the rescaling does not move it.
+    w = w / count_unit(w)
     n_cells = 2 * stats.weight.size
     cell = 2 * stats.bin_id + (y == 1.0)
     wp = w * p
@@ -1649,7 +1673,9 @@ def reliability_summary(
 
     stats = _bin_stats_sorted(p, w, wp, wy, _edges(p, w, n_bins, strategy))
     murphy = _murphy(stats)
-    debiased = float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+    debiased = float(
+        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, count_unit(w))
+    )
     ece_ci: tuple[float, float] | None = None
     ece_debiased_ci: tuple[float, float] | None = None
     if n_bootstrap > 0 and rng is not None:
