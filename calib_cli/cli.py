@@ -793,8 +793,11 @@ def recalibrate(
         float | None, typer.Option("--negative-rate", help="Negatives were kept with rate W.")
     ] = None,
     positive_rate: Annotated[
-        float, typer.Option("--positive-rate", help="Positives were kept with this rate.")
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            "--positive-rate", help="Positives were kept with this rate.", show_default="1"
+        ),
+    ] = None,
     train_prior: Annotated[
         float | None, typer.Option("--train-prior", help="Positive rate the model was trained at.")
     ] = None,
@@ -844,15 +847,21 @@ def recalibrate(
         str, typer.Option("--output-col", help="Name of the added column.")
     ] = "calibrated",
     eps: Annotated[
-        float, typer.Option("--eps", help="Isotonic outputs are kept inside \\[eps, 1 - eps].")
-    ] = 1e-6,
+        float | None,
+        typer.Option(
+            "--eps", help="Isotonic outputs are kept inside \\[eps, 1 - eps].", show_default="1e-6"
+        ),
+    ] = None,
     strict: Annotated[
         bool, typer.Option("--strict", help="Isotonic: strictly increasing map (keeps AUC).")
     ] = False,
     target_smoothing: Annotated[
         bool, typer.Option("--target-smoothing", help="Platt's smoothed targets.")
     ] = False,
-    bins: Annotated[int, typer.Option("--bins", min=1, help="Histogram: number of bins.")] = 10,
+    bins: Annotated[
+        int | None,
+        typer.Option("--bins", min=1, help="Histogram: number of bins.", show_default="10"),
+    ] = None,
     folds: Annotated[int, typer.Option("--folds", min=2, help="auto: cross-validation folds.")] = 5,
     input_format: InputFormatOpt = None,
     output_format: OutputFormatOpt = None,
@@ -904,18 +913,29 @@ def recalibrate(
             output_format=output_format,
             files=[save_model, report],
         )
-        if not 0.0 <= eps < 0.5:
+        _require_method_for_options(
+            plan.method,
+            {
+                "--eps": eps is not None,
+                "--strict": strict,
+                "--target-smoothing": target_smoothing,
+                "--bins": bins is not None,
+            },
+        )
+        eps_value = ISOTONIC_EPS if eps is None else eps
+        if not 0.0 <= eps_value < 0.5:
             raise UsageError(f"--eps must be in [0, 0.5), got {eps}")
         rng = np.random.default_rng(seed)
         options: dict[str, dict[str, Any]] = {
             "platt": {"target_smoothing": target_smoothing},
-            "isotonic": {"strict": strict, "eps": eps},
-            "histogram": {"n_bins": bins},
+            "isotonic": {"strict": strict, "eps": eps_value},
+            "histogram": {"n_bins": HISTOGRAM_BINS if bins is None else bins},
         }
 
         prior = None
         if sampling_record is not None:
-            if negative_rate is not None or train_prior is not None or target_prior is not None:
+            explicit = (negative_rate, positive_rate, train_prior, target_prior)
+            if any(value is not None for value in explicit):
                 raise UsageError("give --sampling-record or explicit rates/priors, not both")
             prior = prior_from_sampling(load_artifact(sampling_record, kinds=("sampling",)))
         elif prior_given:
@@ -924,13 +944,11 @@ def recalibrate(
             prior = PriorParams(
                 log_odds_shift=prior_shift_log_odds(
                     negative_rate=negative_rate,
-                    positive_rate=positive_rate,
+                    positive_rate=1.0 if positive_rate is None else positive_rate,
                     train_prior=train_prior,
                     target_prior=target_prior,
                 )
             )
-        strata_column = strata_col or (prior.strata_col if prior is not None else None)
-
         payload: dict[str, Any] = {"method": plan.method, "seed": seed}
         steps: tuple[Any, ...] = ()
         if model is not None:
@@ -939,9 +957,6 @@ def recalibrate(
                     model, kinds=("chain", "prior", "platt", "isotonic", "beta", "histogram")
                 )
             )
-            strata_column = strata_col or next(
-                (s.strata_col for s in steps if getattr(s, "strata_col", None)), None
-            )
         elif plan.method == "prior":
             if prior is None:
                 raise UsageError(
@@ -949,6 +964,14 @@ def recalibrate(
                     "--train-prior with --target-prior"
                 )
             steps = (prior,)
+
+        # the strata column is read only when a step is per stratum (a stratified record)
+        stratified = [
+            step.strata_col for step in (*steps, prior) if getattr(step, "strata_col", None)
+        ]
+        strata_column = (strata_col or stratified[0]) if stratified else None
+        if strata_col is not None and not stratified:
+            session.warn("--strata-col has no effect: no step of this calibration is per stratum")
 
         fit_table = None
         if fit is not None:
@@ -967,7 +990,7 @@ def recalibrate(
             fit_labels = fit_table.labels(label_col, positive_label=positive_label)
             fit_weights = fit_table.weights(weight_col)
             fit_strata = _strata_of(fit_table, strata_column)
-            with io.naming(fit_table.name):
+            with fit_table.context():
                 fitted = fit_chain(
                     fit_scores,
                     fit_labels,
@@ -1023,7 +1046,7 @@ def recalibrate(
                         f"{table.name}: --cross-fit needs labels (no column "
                         f"'{label_col}'; set --label-col)"
                     )
-                with io.naming(table.name):
+                with table.context():
                     # the chain fitted on every row (chosen by cross-validation for auto) is
                     # what --save-model keeps; the out-of-fold scores use the same method
                     final = fit_chain(
@@ -1097,6 +1120,27 @@ def recalibrate(
             frame = table.with_columns({output_col: calibrated})
             io.write_table(frame, destination, output_format_override=_enum_value(output_format))
         emit_report(session, payload, as_json=False, report_path=report)
+
+
+ISOTONIC_EPS = 1e-6
+HISTOGRAM_BINS = 10
+METHOD_OF_OPTION = {
+    "--eps": "isotonic",
+    "--strict": "isotonic",
+    "--target-smoothing": "platt",
+    "--bins": "histogram",
+}
+
+
+def _require_method_for_options(method: str, given: dict[str, bool]) -> None:
+    """A method's own options are refused with another method (they would have no effect)."""
+    for option, is_given in given.items():
+        owner = METHOD_OF_OPTION[option]
+        if is_given and method not in (owner, "auto"):
+            raise UsageError(
+                f"{option} applies to --method {owner} (or auto); this call "
+                f"{'applies a saved model' if method == 'model' else 'uses ' + method}"
+            )
 
 
 @dataclass(frozen=True)
@@ -1370,6 +1414,7 @@ def rerank_strata(
         from calib_cli import io
         from calib_cli.core.strata import (
             compare_rankings,
+            estimate_stratum_prevalence,
             fit_strata,
             odds_from_prevalence,
             rerank,
@@ -1415,7 +1460,7 @@ def rerank_strata(
             ref_strata = ref.text(str(strata_col), option="--strata-col")
             tgt_strata = tgt.text(str(strata_col), option="--strata-col")
 
-        with io.naming(ref.name):
+        with ref.context():
             slopes = fit_strata(
                 ref_scores,
                 ref_labels,
@@ -1427,17 +1472,26 @@ def rerank_strata(
             odds = odds_from_prevalence(_read_prevalence_file(prevalence_file))
             payload["odds_source"] = "prevalence-file"
         elif estimate_target_prevalence:
-            prevalences = _estimate_stratum_prevalence(
-                session,
+            estimates = estimate_stratum_prevalence(
                 ref_scores,
                 ref_labels,
-                ref_weights,
                 ref_strata,
                 tgt_scores,
                 tgt_strata,
+                reference_weight=ref_weights,
                 score_kind=kind,
                 seed=seed,
             )
+            for stratum, estimate in estimates.items():
+                for warning in estimate.warnings:
+                    session.warn(f"stratum '{stratum}': {warning}")
+            prevalences = {
+                stratum: {
+                    key: getattr(e, key)
+                    for key in ("prevalence", "ci_low", "ci_high", "method", "reference_prevalence")
+                }
+                for stratum, e in estimates.items()
+            }
             payload["target_prevalence"] = prevalences
             odds = odds_from_prevalence({k: v["prevalence"] for k, v in prevalences.items()})
             payload["odds_source"] = "estimated on the target"
@@ -1519,49 +1573,6 @@ def _read_prevalence_file(path: str) -> dict[str, float]:
     if len(names) != table.n_rows:
         raise UsageError(f"{table.name}: each stratum must appear once")
     return {names[code]: float(rates[row]) for row, code in enumerate(codes)}
-
-
-def _estimate_stratum_prevalence(
-    session: Session,
-    ref_scores: Any,
-    ref_labels: Any,
-    ref_weights: Any,
-    ref_strata: Any,
-    tgt_scores: Any,
-    tgt_strata: Any,
-    *,
-    score_kind: ScoreKind,
-    seed: int,
-) -> dict[str, dict[str, Any]]:
-    """Each stratum's positive rate on the target, estimated from its scores with the label-
-    shift estimator of ``estimate-shift`` (method auto), fitted on the stratum's reference."""
-    import numpy as np
-
-    from calib_cli.core.shift import estimate_prevalence, fit_reference
-
-    rng = np.random.default_rng(seed)
-    out: dict[str, dict[str, Any]] = {}
-    for stratum in sorted(set(tgt_strata.tolist())):
-        in_ref = ref_strata == stratum
-        if not in_ref.any():
-            continue  # rerank() names the missing stratum with its row count
-        model = fit_reference(
-            ref_scores[in_ref],
-            ref_labels[in_ref],
-            sample_weight=ref_weights[in_ref],
-            score_kind=score_kind,
-        )
-        estimate = estimate_prevalence(model, tgt_scores[tgt_strata == stratum], rng=rng)
-        for warning in estimate.warnings:
-            session.warn(f"stratum '{stratum}': {warning}")
-        out[str(stratum)] = {
-            "prevalence": estimate.prevalence,
-            "ci_low": estimate.ci_low,
-            "ci_high": estimate.ci_high,
-            "method": estimate.method,
-            "reference_prevalence": estimate.reference_prevalence,
-        }
-    return out
 
 
 # ------------------------------------------------------------------------ estimate-shift
@@ -1720,7 +1731,7 @@ def estimate_shift(
         )
         ref_scores = ref.scores(score_col, kind=kind)
         ref_labels = ref.labels(label_col, positive_label=positive_label)
-        with io.naming(ref.name):
+        with ref.context():
             model = fit_reference(
                 ref_scores, ref_labels, sample_weight=ref.weights(weight_col), score_kind=kind
             )

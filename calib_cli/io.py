@@ -20,6 +20,7 @@ import contextlib
 import gzip
 import io
 import os
+import re
 import sys
 import tempfile
 from collections.abc import Iterator, Mapping, Sequence
@@ -105,6 +106,13 @@ class Table:
     frame: pl.DataFrame
     name: str
     format: InputFormat
+    #: 0-based rows of the file that this table holds, when rows were dropped
+    #: (``--on-invalid drop``), so that messages still name the file's row numbers
+    row_numbers: Any = None
+
+    def context(self) -> contextlib.AbstractContextManager[None]:
+        """Errors raised inside name this file and its own row numbers."""
+        return naming(self.name, rows=self.row_numbers)
 
     @property
     def n_rows(self) -> int:
@@ -130,8 +138,8 @@ class Table:
         self, column: str, *, kind: ScoreKind = "probability", option: str = "--score-col"
     ) -> FloatArray:
         """A score column as clean float64 (probabilities inside [0, 1] unless ``kind`` says)."""
-        values = _as_float(self.require_column(column, option=option), self.name)
-        with naming(self.name):
+        with self.context():
+            values = _as_float(self.require_column(column, option=option), self.name)
             return check_scores(values, name=column, kind=kind)
 
     def labels(
@@ -140,26 +148,25 @@ class Table:
         """A label column as float64 0/1: 0/1 numbers, booleans, or two values with
         ``positive_label`` naming the positive one."""
         series = self.require_column(column, option=option)
-        with naming(self.name):
+        with self.context():
             return _parse_labels(series, column, positive_label)
 
     def weights(self, column: str | None) -> FloatArray:
         """Sample weights (ones when ``column`` is None): finite and non-negative."""
         if column is None:
             return np.ones(self.n_rows, dtype=np.float64)
-        values = _as_float(self.require_column(column, option="--weight-col"), self.name)
-        with naming(self.name):
+        with self.context():
+            values = _as_float(self.require_column(column, option="--weight-col"), self.name)
             return check_weights(values, self.n_rows, name=column)
 
     def numbers(self, column: str, *, option: str | None = None) -> FloatArray:
         """Any numeric column (features) as float64; missing values are refused."""
-        values = _as_float(self.require_column(column, option=option), self.name)
-        missing = np.isnan(values)
-        if missing.any():
-            raise InputError(
-                f"{self.name}: " + bad_values_message(column, "missing or NaN", missing, values)
-            )
-        return values
+        with self.context():
+            values = _as_float(self.require_column(column, option=option), self.name)
+            missing = np.isnan(values)
+            if missing.any():
+                raise InputError(bad_values_message(column, "missing or NaN", missing, values))
+            return values
 
     def groups(self, column: str, *, option: str | None = None) -> tuple[list[Any], Any]:
         """A grouping column (``--by``, ``--batch-col``) as (distinct values, code per row).
@@ -203,9 +210,8 @@ class Table:
         series = self.require_column(column, option=option)
         missing = series.is_null().to_numpy()
         if missing.any():
-            raise InputError(
-                f"{self.name}: " + bad_values_message(column, "missing", missing, series.to_numpy())
-            )
+            with self.context():
+                raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
         text = series.cast(pl.String)
         names, codes = np.unique(text.to_numpy().astype(str), return_inverse=True)
         return [str(n) for n in names], codes.astype(np.int64)
@@ -222,16 +228,29 @@ class Table:
         )
 
 
+_FIRST_ROW = re.compile(r"(first at row )(\d+)")
+
+
 @contextlib.contextmanager
-def naming(name: str) -> Iterator[None]:
-    """Prefix InputErrors raised inside with the file's name (core errors do not know it)."""
+def naming(name: str, *, rows: Any = None) -> Iterator[None]:
+    """Prefix InputErrors raised inside with the file's name (core errors do not know it).
+
+    ``rows`` maps the rows of a filtered table back to the file's 0-based rows, so that
+    "first at row N" names the row of the file, not of what was left after dropping rows.
+    """
     try:
         yield
     except InputError as error:
         message = str(error)
-        if message.startswith(f"{name}: "):
+        if rows is not None:
+            message = _FIRST_ROW.sub(
+                lambda m: f"{m.group(1)}{int(rows[int(m.group(2)) - 1]) + 1}", message
+            )
+        if not message.startswith(f"{name}: "):
+            message = f"{name}: {message}"
+        if message == str(error):
             raise
-        raise type(error)(f"{name}: {message}") from None
+        raise type(error)(message) from None
 
 
 def _as_float(series: pl.Series, name: str) -> FloatArray:
@@ -686,7 +705,10 @@ def drop_invalid_rows(
     if dropped == 0:
         return table, 0
     kept = table.frame.filter(pl.Series(keep))
-    return Table(frame=kept, name=table.name, format=table.format), dropped
+    original = np.flatnonzero(keep)
+    if table.row_numbers is not None:
+        original = np.asarray(table.row_numbers)[original]
+    return Table(frame=kept, name=table.name, format=table.format, row_numbers=original), dropped
 
 
 # ------------------------------------------------------------------ streaming (resample)

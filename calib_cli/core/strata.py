@@ -42,8 +42,9 @@ W. S. Cleveland, E. Grosse and W. M. Shyu, "Local regression models", 1992 (``lo
 
 from __future__ import annotations
 
+import contextlib
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -58,8 +59,9 @@ from calib_cli.core.checks import (
     require_both_classes,
     require_same_length,
 )
+from calib_cli.core.shift import ShiftEstimate, estimate_prevalence, fit_reference
 from calib_cli.errors import InputError
-from calib_cli.types import FloatArray, IntArray, SlopeSmoothing
+from calib_cli.types import FloatArray, IntArray, ScoreKind, SlopeSmoothing
 
 __all__ = [
     "CONTINUITY",
@@ -1122,3 +1124,51 @@ def summarise_strata(
         )
         for stratum, fit in slopes.items()
     )
+
+
+def estimate_stratum_prevalence(
+    reference_scores: npt.ArrayLike,
+    reference_labels: npt.ArrayLike,
+    reference_strata: npt.ArrayLike,
+    target_scores: npt.ArrayLike,
+    target_strata: npt.ArrayLike,
+    *,
+    reference_weight: npt.ArrayLike | None = None,
+    score_kind: ScoreKind = "probability",
+    seed: int = 0,
+) -> dict[str, ShiftEstimate]:
+    """Each target stratum's positive rate, estimated from its scores by the label-shift
+    estimator of ``estimate-shift`` (method ``auto``) fitted on that stratum's reference rows
+    (Algorithm 1, step 3, when the population's rates are unknown).
+
+    Each stratum draws its bootstrap from a generator seeded with ``seed``, so a stratum's
+    estimate does not depend on the other strata. Strata absent from the reference are left
+    out (:func:`rerank` refuses them by name).
+    """
+    ref_codes, ref_names = factorize_strata(reference_strata, name="reference stratum")
+    tgt_codes, tgt_names = factorize_strata(target_strata, name="target stratum")
+    scores = np.asarray(reference_scores, dtype=np.float64)
+    labels = np.asarray(reference_labels, dtype=np.float64)
+    weights = check_weights(reference_weight, scores.shape[0])
+    target = np.asarray(target_scores, dtype=np.float64)
+    estimates: dict[str, ShiftEstimate] = {}
+    for code, stratum in enumerate(tgt_names):
+        if stratum not in ref_names:
+            continue
+        in_ref = ref_codes == ref_names.index(stratum)
+        with _stratum_errors(stratum):
+            model = fit_reference(
+                scores[in_ref], labels[in_ref], sample_weight=weights[in_ref], score_kind=score_kind
+            )
+            estimates[stratum] = estimate_prevalence(
+                model, target[tgt_codes == code], rng=np.random.default_rng(seed)
+            )
+    return estimates
+
+
+@contextlib.contextmanager
+def _stratum_errors(stratum: str) -> Iterator[None]:
+    try:
+        yield
+    except InputError as error:
+        raise InputError(f"stratum '{stratum}': {error}") from None
