@@ -100,11 +100,11 @@ def validate_document(document: Any, *, name: str) -> Artifact:
     if isinstance(version, bool) or version != SCHEMA_VERSION:
         check.fail(
             "schema_version",
-            f"is {version!r}; this calib ({__version__}) reads version {SCHEMA_VERSION}",
+            f"is {_shown(version)}; this calib ({__version__}) reads version {SCHEMA_VERSION}",
         )
     kind = document.get("kind")
     if kind not in ARTIFACT_KINDS:
-        check.fail("kind", f"is {kind!r}; expected one of {', '.join(ARTIFACT_KINDS)}")
+        check.fail("kind", f"is {_shown(kind)}; expected one of {', '.join(ARTIFACT_KINDS)}")
     params = check.mapping(document, "params")
     fitted_on = document.get("fitted_on", {})
     if not isinstance(fitted_on, dict):
@@ -121,6 +121,14 @@ def validate_document(document: Any, *, name: str) -> Artifact:
         calib_version=calib_version,
         schema_version=SCHEMA_VERSION,
     )
+
+
+def _shown(value: Any) -> str:
+    """A value as the JSON the user wrote (null, true, "text"), not as Python's repr."""
+    try:
+        return json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 class _Checker:
@@ -165,7 +173,7 @@ class _Checker:
     ) -> float:
         value = self.present(params, key)
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            self.fail(key, f"must be a number, not {value!r}")
+            self.fail(key, f"must be a number, not {_shown(value)}")
         number = float(value)
         if not math.isfinite(number):
             self.fail(key, "is not a finite number")
@@ -178,13 +186,13 @@ class _Checker:
     def integer(self, params: Mapping[str, Any], key: str, *, low: int = 0) -> int:
         value = self.present(params, key)
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            self.fail(key, f"must be an integer >= {low}, not {value!r}")
+            self.fail(key, f"must be an integer >= {low}, not {_shown(value)}")
         return int(value)
 
     def boolean(self, params: Mapping[str, Any], key: str) -> bool:
         value = self.present(params, key)
         if not isinstance(value, bool):
-            self.fail(key, f"must be true or false, not {value!r}")
+            self.fail(key, f"must be true or false, not {_shown(value)}")
         return bool(value)
 
     def text(
@@ -192,9 +200,9 @@ class _Checker:
     ) -> str:
         value = self.present(params, key)
         if not isinstance(value, str):
-            self.fail(key, f"must be a string, not {value!r}")
+            self.fail(key, f"must be a string, not {_shown(value)}")
         if allowed is not None and value not in allowed:
-            self.fail(key, f"is {value!r}; expected one of {', '.join(allowed)}")
+            self.fail(key, f"is {_shown(value)}; expected one of {', '.join(allowed)}")
         return str(value)
 
     def optional_text(self, params: Mapping[str, Any], key: str) -> str | None:
@@ -222,7 +230,7 @@ class _Checker:
         for index, value in enumerate(values):
             where = f"{key}[{index}]"
             if isinstance(value, bool) or not isinstance(value, (int, float)):
-                self.fail(where, f"must be a number, not {value!r}")
+                self.fail(where, f"must be a number, not {_shown(value)}")
             number = float(value)
             if not math.isfinite(number):
                 self.fail(where, "is not a finite number")

@@ -384,7 +384,7 @@ def reliability(
                 heading = column
                 if by is not None:
                     keys.update({"by": by, "group": group_name})
-                    heading = f"{column} · {by}={group_name if group_name is not None else 'all'}"
+                    heading = f"{column}\n{by}={group_name if group_name is not None else 'all'}"
                 entries.append((heading, keys, summary))
 
         payloads = [{**keys, **_as_dict(summary)} for _, keys, summary in entries]
@@ -452,8 +452,7 @@ def _check_gates(
         elif fail_below_auc is not None and not summary.auc >= fail_below_auc:
             failures.append(f"AUC {summary.auc:.4g} < {fail_below_auc:g} for {heading}")
     if failures:
-        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        raise CheckFailedError(failures[0] + more)
+        raise CheckFailedError("; ".join(failures))
 
 
 def read_scored_table(
@@ -1272,13 +1271,17 @@ def _effect(
     from calib_cli import io
     from calib_cli.core.metrics import calibration_effect
 
+    if score_kind == "logit":  # the model's own probability is expit(logit)
+        from scipy.special import expit
+
+        before = expit(before)
     with io.naming(name):
         effect = calibration_effect(
             labels,
             before,
             after,
             sample_weight=weights,
-            before_are_probabilities=score_kind == "probability",
+            before_are_probabilities=score_kind != "raw",
         )
     block: dict[str, Any] = {"file": name, **_as_dict(effect)}
     if labels is None:
@@ -1422,7 +1425,11 @@ def rerank_strata(
             stratum_odds,
             summarise_strata,
         )
-        from calib_cli.report import ranking_comparison_table, strata_table
+        from calib_cli.report import (
+            ranking_comparison_table,
+            strata_table,
+            stratum_prevalence_table,
+        )
 
         if (strata_col is None) == (pca_features is None):
             raise UsageError("give --strata-col COL or --pca-features C1,C2,... (one of them)")
@@ -1470,7 +1477,7 @@ def rerank_strata(
             )
         if prevalence_file is not None:
             odds = odds_from_prevalence(_read_prevalence_file(prevalence_file))
-            payload["odds_source"] = "prevalence-file"
+            payload["odds_source"] = "prevalence file"
         elif estimate_target_prevalence:
             estimates = estimate_stratum_prevalence(
                 ref_scores,
@@ -1495,6 +1502,7 @@ def rerank_strata(
             payload["target_prevalence"] = prevalences
             odds = odds_from_prevalence({k: v["prevalence"] for k, v in prevalences.items()})
             payload["odds_source"] = "estimated on the target"
+            session.info(stratum_prevalence_table(prevalences))
         else:
             odds = stratum_odds(ref_labels, ref_strata, sample_weight=ref_weights)
             payload["odds_source"] = "reference"

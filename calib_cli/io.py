@@ -479,6 +479,8 @@ def output_format(path: str, override: InputFormat | None) -> InputFormat:
     if path == STDIO:
         return "csv"
     by_extension = format_from_extension(path)
+    if by_extension is None and _is_stream(path):
+        return "csv"  # a pipe, a device or a process substitution: like standard output
     if by_extension is None:
         raise UsageError(
             f"{path}: unknown output extension; use .csv, .tsv, .parquet, .arrow, .ndjson "

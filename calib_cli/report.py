@@ -367,9 +367,7 @@ def method_choice_table(choice: Any) -> Table:
 
 def strata_table(summary: Sequence[Any], *, source: str) -> Table:
     """Per stratum: reference rows, positives, odds, within-stratum AUC, slope range."""
-    table = Table(
-        title=f"Strata (odds from the {source})", title_justify="left", header_style="bold"
-    )
+    table = Table(title=f"Strata (odds: {source})", title_justify="left", header_style="bold")
     for heading in (
         "stratum",
         "ref. rows",
@@ -451,8 +449,8 @@ def decision_table(
 ) -> Table:
     """Expected (and realised) cost per row of the static and the re-estimated decisions."""
     table = Table(
-        title=f"Decisions at the Bayes threshold {threshold:.4g} (cost per row; "
-        "static = reference prior)",
+        title=f"Decisions at the Bayes threshold {threshold:.4g}: share of rows flagged, cost "
+        "per row (static = reference prior)",
         title_justify="left",
         header_style="bold",
     )
@@ -480,4 +478,24 @@ def decision_table(
                 fmt(decision.get("realised_cost_shifted")),
             ]
         table.add_row(*cells)
+    return table
+
+
+def stratum_prevalence_table(prevalences: Mapping[str, Mapping[str, Any]]) -> Table:
+    """Each stratum's positive rate estimated on the target, with its interval."""
+    table = Table(
+        title="Positive rate per stratum, estimated on the target",
+        title_justify="left",
+        header_style="bold",
+    )
+    for heading in ("stratum", "estimate", "95% CI", "reference", "method"):
+        table.add_column(heading, justify="right", no_wrap=True)
+    for stratum, row in prevalences.items():
+        table.add_row(
+            str(stratum),
+            fmt(row["prevalence"]),
+            _span(_number(row["ci_low"]), _number(row["ci_high"])),
+            fmt(row["reference_prevalence"]),
+            str(row["method"]),
+        )
     return table

@@ -362,13 +362,13 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
         ),
         (lambda d: d["params"]["x_knots"].reverse(), "params.x_knots[1]"),
         (lambda d: d.__setitem__("schema_version", 9), "schema_version is 9"),
-        (lambda d: d.__setitem__("kind", "magic"), "kind is 'magic'"),
+        (lambda d: d.__setitem__("kind", "magic"), 'kind is "magic"'),
         (lambda d: d["params"].pop("eps"), "params.eps is missing"),
         (
             lambda d: d["params"]["y_knots"].__setitem__(1, float("nan")),
             "params.y_knots[1] is not a finite number",
         ),
-        (lambda d: d.__setitem__("schema_version", True), "schema_version is True"),
+        (lambda d: d.__setitem__("schema_version", True), "schema_version is true"),
         (lambda d: d["params"].__setitem__("extra", 1), "params.extra is not a field"),
     ],
 )

@@ -912,6 +912,10 @@ def wilson_interval(
     half = z * np.sqrt(spread) / (1.0 + z2 / safe_n)
     low = np.where(n > 0.0, np.clip(centre - half, 0.0, 1.0), np.nan)
     high = np.where(n > 0.0, np.clip(centre + half, 0.0, 1.0), np.nan)
+    # With no successes (no failures) the bound is exactly 0 (1): centre and half-width are
+    # equal in exact arithmetic, and their rounded difference would print as 1e-19.
+    low = np.where((n > 0.0) & (phat <= 0.0), 0.0, low)
+    high = np.where((n > 0.0) & (phat >= 1.0), 1.0, high)
     return low, high
 
 
