@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import pkgutil
 import subprocess
 import sys
+from pathlib import Path
 
 import calib_cli.core
 
@@ -22,13 +24,21 @@ def test_importing_every_core_module_loads_no_io_or_ui_library() -> None:
     assert done.stdout.strip() == "[]"
 
 
-def test_only_io_imports_polars() -> None:
-    from pathlib import Path
+def _imported_modules(path: Path) -> set[str]:
+    """Top-level names of every module a file imports (import x, from x import y)."""
+    modules: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            modules.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module.split(".")[0])
+    return modules
 
+
+def test_only_io_imports_polars_and_the_core_imports_no_ui() -> None:
     package = Path(calib_cli.core.__file__).resolve().parent.parent
-    users = sorted(
-        str(path.relative_to(package))
-        for path in package.rglob("*.py")
-        if "import polars" in path.read_text()
-    )
-    assert users == ["io.py"]
+    files = sorted(package.rglob("*.py"))
+    polars_users = [str(f.relative_to(package)) for f in files if "polars" in _imported_modules(f)]
+    assert polars_users == ["io.py"]
+    for path in (package / "core").glob("*.py"):
+        assert not _imported_modules(path) & {"polars", "rich", "typer"}, path.name

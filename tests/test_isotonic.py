@@ -143,3 +143,47 @@ def test_bad_options_are_refused() -> None:
     params = fit_isotonic([0.2, 0.8], [0, 1])
     with pytest.raises(InputError, match="outside \\[0, 1\\]"):
         apply_isotonic(params, [-0.1])
+
+
+def test_strict_map_does_not_tie_blocks_whose_values_differ_by_rounding() -> None:
+    """Found by Hypothesis: two PAV blocks of rate 0.5 (one computed as 0.4999999999999999)
+    became two knots at the same height, tying the scores between them and moving the AUC."""
+    from sklearn.metrics import roc_auc_score
+
+    s = np.array(
+        [
+            0.0,
+            0.015,
+            0.0,
+            0.005,
+            0.0,
+            0.005,
+            0.005,
+            0.0,
+            0.005,
+            0.005,
+            0.0,
+            0.0,
+            0.01,
+            0.0,
+            0.0,
+            0.015,
+            0.0,
+            0.0,
+            0.005,
+            0.075,
+        ]
+        + [0.0] * 5
+        + [0.005]
+        + [0.0] * 10
+        + [0.005, 0.0, 0.0, 0.005]
+    )
+    y = np.zeros(40)
+    y[[1, 6, 8, 9, 15, 25, 36]] = 1.0
+    w = np.ones(40)
+    w[[3, 5, 8, 9, 12, 18, 19, 36]] = 3.0
+    w[[1, 6, 25]] = 2.0
+    params = fit_isotonic(s, y, sample_weight=w, strict=True)
+    out = apply_isotonic(params, s)
+    assert roc_auc_score(y, out, sample_weight=w) == roc_auc_score(y, s, sample_weight=w)
+    assert np.all(np.diff(apply_isotonic(params, np.array([0.0, 0.005, 0.01, 0.015, 0.075]))) > 0)

@@ -97,13 +97,18 @@ def _sklearn_knots(ux: FloatArray, fitted: FloatArray) -> tuple[FloatArray, Floa
     return ux[keep].copy(), fitted[keep].copy()
 
 
+_SAME_VALUE = 1e-12
+
+
 def _strict_knots(
     ux: FloatArray, uw: FloatArray, fitted: FloatArray, *, increasing: bool, eps: float
 ) -> tuple[FloatArray, FloatArray]:
     """Block centres with block values, end knots at 0 and 1, squeezed into [eps, 1 - eps]."""
     start = np.empty(fitted.shape[0], dtype=bool)
     start[0] = True
-    np.not_equal(fitted[1:], fitted[:-1], out=start[1:])
+    # Blocks whose values differ only by rounding (PAV's means of equal rates) are one block:
+    # two knots at the same height would make the map flat between them and tie their scores.
+    start[1:] = np.abs(fitted[1:] - fitted[:-1]) > _SAME_VALUE * np.maximum(1.0, np.abs(fitted[1:]))
     block = np.cumsum(start) - 1
     centre = np.bincount(block, weights=uw * ux) / np.bincount(block, weights=uw)
     first = ux[start]

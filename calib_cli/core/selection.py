@@ -27,7 +27,6 @@ from typing import Any, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import xlogy
 
 from calib_cli.core.beta import BetaParams, apply_beta, fit_beta
 from calib_cli.core.checks import (
@@ -36,6 +35,7 @@ from calib_cli.core.checks import (
 )
 from calib_cli.core.histogram import HistogramParams, apply_histogram, fit_histogram
 from calib_cli.core.isotonic import IsotonicParams, apply_isotonic, fit_isotonic
+from calib_cli.core.metrics import brier_score, log_loss
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.errors import InputError
 from calib_cli.types import FittedMethod, FloatArray, IntArray, ScoreKind
@@ -200,19 +200,6 @@ def apply_calibrator(params: CalibratorParams, scores: npt.ArrayLike) -> FloatAr
     raise InputError(f"not a fitted calibrator: {type(params).__name__}")
 
 
-def _weighted_log_loss(
-    y: FloatArray, prob: FloatArray, w: FloatArray, *, eps: float = 1e-15
-) -> float:
-    """sum w (y log p + (1 - y) log(1 - p)) / -sum w, with p clipped to [eps, 1 - eps]."""
-    p = np.clip(prob, eps, 1.0 - eps)
-    loss = -(xlogy(y, p) + xlogy(1.0 - y, 1.0 - p))
-    return float(np.dot(w, loss) / w.sum())
-
-
-def _weighted_brier(y: FloatArray, prob: FloatArray, w: FloatArray) -> float:
-    return float(np.dot(w, (prob - y) ** 2) / w.sum())
-
-
 def _check_n_folds(n_folds: int, y: FloatArray) -> int:
     if isinstance(n_folds, bool) or not isinstance(n_folds, int | np.integer) or n_folds < 2:
         raise InputError(f"n_folds must be an integer of at least 2, got {n_folds!r}")
@@ -353,7 +340,7 @@ def cross_val_log_loss(
     k = _check_n_folds(n_folds, y)
     folds = _stratified_folds(y, k, rng)
     prob = _out_of_fold(checked, x, y, w, folds, k, kind, options)
-    return _weighted_log_loss(y, prob, w)
+    return log_loss(y, prob, sample_weight=w)
 
 
 def choose_method(
@@ -422,8 +409,8 @@ def choose_method(
         table.append(
             MethodScore(
                 method=method,
-                cv_log_loss=_weighted_log_loss(y, prob, w),
-                cv_brier=_weighted_brier(y, prob, w),
+                cv_log_loss=log_loss(y, prob, sample_weight=w),
+                cv_brier=brier_score(y, prob, sample_weight=w),
             )
         )
     best = min(range(len(table)), key=lambda i: (table[i].cv_log_loss, i))
