@@ -1624,7 +1624,11 @@ def estimate_shift(
         ),
     ] = None,
     method: Annotated[
-        ShiftMethodChoice, typer.Option("--method", help="auto, mle, em, acc, pacc or map.")
+        ShiftMethodChoice,
+        typer.Option(
+            "--method",
+            help="Estimator. auto: mle, or map when the positive class drifted (see README).",
+        ),
     ] = "auto",
     batch_col: Annotated[
         str | None,

@@ -200,7 +200,7 @@ class Table:
     def text(self, column: str, *, option: str | None = None) -> Any:
         """A column's values as text (NumPy array of str); missing values are refused."""
         names, codes = self.categories(column, option=option)
-        return np.asarray(names, dtype=object)[codes].astype(str)
+        return np.asarray(names, dtype=str)[codes]
 
     def categories(self, column: str, *, option: str | None = None) -> tuple[list[str], Any]:
         """A grouping column as (sorted distinct values as text, integer code per row).
@@ -213,8 +213,14 @@ class Table:
             with self.context():
                 raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
         text = series.cast(pl.String)
-        names, codes = np.unique(text.to_numpy().astype(str), return_inverse=True)
-        return [str(n) for n in names], codes.astype(np.int64)
+        names = text.unique().sort()
+        lookup = pl.DataFrame({"value": names, "code": np.arange(names.len(), dtype=np.int64)})
+        codes = (
+            text.to_frame("value")
+            .join(lookup, on="value", how="left", maintain_order="left")["code"]
+            .to_numpy()
+        )
+        return [str(n) for n in names.to_list()], codes.astype(np.int64)
 
     def with_columns(self, added: Mapping[str, Any]) -> pl.DataFrame:
         """The input's columns in their order, then ``added`` (refusing to overwrite one)."""

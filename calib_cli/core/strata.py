@@ -1028,7 +1028,18 @@ def rank_order(rerank_score: npt.ArrayLike, raw_score: npt.ArrayLike) -> IntArra
 
 def _dense_lexicographic(primary: FloatArray, secondary: FloatArray) -> IntArray:
     """0, 1, ... for the distinct (primary, secondary) pairs in ascending lexicographic order."""
-    order = np.lexsort((secondary, primary))
+    # The fast (unstable) sort on the first key, then a lexicographic sort of only the rows
+    # that tie on it (rare: equal scores), in the positions those rows occupy.
+    order = np.argsort(primary)
+    p = primary[order]
+    tied = np.zeros(order.size, dtype=bool)
+    if order.size > 1:
+        same = p[1:] == p[:-1]
+        tied[1:] |= same
+        tied[:-1] |= same
+    if tied.any():
+        rows = order[tied]
+        order[tied] = rows[np.lexsort((secondary[rows], primary[rows]))]
     p, q = primary[order], secondary[order]
     new = np.empty(order.size, dtype=bool)
     new[:1] = False
