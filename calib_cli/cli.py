@@ -385,6 +385,7 @@ def reliability(
                 if by is not None:
                     keys.update({"by": by, "group": group_name})
                     heading = f"{column}\n{by}={group_name if group_name is not None else 'all'}"
+                    # (the table shows the group under the column; gate messages keep one line)
                 entries.append((heading, keys, summary))
 
         payloads = [{**keys, **_as_dict(summary)} for _, keys, summary in entries]
@@ -441,7 +442,8 @@ def _check_gates(
     fail_below_auc: float | None,
 ) -> None:
     failures: list[str] = []
-    for heading, _, summary in entries:
+    for title, _, summary in entries:
+        heading = title.replace("\n", " (") + ")" if "\n" in title else title
         if fail_above_ece is not None and not summary.ece <= fail_above_ece:
             failures.append(f"ECE {summary.ece:.4g} > {fail_above_ece:g} for {heading}")
         if fail_below_auc is not None and summary.auc != summary.auc:  # NaN: one class
@@ -589,8 +591,10 @@ def resample(
         )
         from calib_cli.report import resample_table
 
-        if output == io.STDIO and record is None:
-            raise UsageError("writing the sample to stdout needs --record PATH for the record")
+        if record is None and (io.canonical_output(output) == io.STDIO or io.is_stream(output)):
+            raise UsageError(
+                "writing the sample to stdout or a pipe needs --record PATH for the record"
+            )
         record_path = record or f"{output}.sampling.json"
         check_paths(
             inputs=[file, rates_file],
@@ -605,6 +609,7 @@ def resample(
             file,
             input_format=_enum_value(input_format),
             typed=io.typed_output(output, _enum_value(output_format)),
+            text_columns=[key_col] if key_col is not None else [],
         )
         name = io.display_name(file)
         before = io.class_counts(
@@ -912,6 +917,8 @@ def recalibrate(
             output_format=output_format,
             files=[save_model, report],
         )
+        if positive_rate is not None and negative_rate is None:
+            raise UsageError("--positive-rate goes with --negative-rate (the rates of a sample)")
         _require_method_for_options(
             plan.method,
             {
@@ -1500,7 +1507,7 @@ def rerank_strata(
                 for stratum, e in estimates.items()
             }
             payload["target_prevalence"] = prevalences
-            odds = odds_from_prevalence({k: v["prevalence"] for k, v in prevalences.items()})
+            odds = odds_from_prevalence(_bounded_prevalences(session, prevalences))
             payload["odds_source"] = "estimated on the target"
             session.info(stratum_prevalence_table(prevalences))
         else:
@@ -1568,6 +1575,27 @@ def _pca_note(payload: dict[str, Any]) -> str:
         f"{payload['explained_variance_ratio']:.1%} of the variance; {payload['n_strata']} "
         f"strata (pca_stratum), reference label rates {rates}"
     )
+
+
+PREVALENCE_FLOOR = 1e-6
+
+
+def _bounded_prevalences(
+    session: Session, prevalences: dict[str, dict[str, Any]]
+) -> dict[str, float]:
+    """Estimated rates as odds need 0 < rate < 1: a stratum estimated at exactly 0 (or 1) is
+    kept at 1e-6 (1 - 1e-6), with a warning, so its rows rank last (first) but stay ranked."""
+    bounded: dict[str, float] = {}
+    for stratum, estimate in prevalences.items():
+        rate = float(estimate["prevalence"])
+        kept = min(max(rate, PREVALENCE_FLOOR), 1.0 - PREVALENCE_FLOOR)
+        if kept != rate:
+            session.warn(
+                f"stratum '{stratum}': estimated positive rate {rate:g}; using {kept:g} "
+                "for its odds"
+            )
+        bounded[stratum] = kept
+    return bounded
 
 
 def _read_prevalence_file(path: str) -> dict[str, float]:

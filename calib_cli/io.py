@@ -58,6 +58,15 @@ _TRUE_TEXT = frozenset({"1", "1.0", "true", "t", "yes", "y"})
 _FALSE_TEXT = frozenset({"0", "0.0", "false", "f", "no", "n"})
 
 
+_STDOUT_ALIASES = frozenset({"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
+
+
+def canonical_output(path: str) -> str:
+    """``-`` for the names of standard output (so ``-o /dev/stdout > file`` appends to the
+    shell's file instead of renaming over it), else the path as given."""
+    return STDIO if path in _STDOUT_ALIASES else path
+
+
 def display_name(path: str) -> str:
     """The name used for a file in messages: ``stdin`` for ``-``, else the path as given."""
     return "stdin" if path == STDIO else path
@@ -183,6 +192,8 @@ class Table:
                 as_float = series.str.strip_chars().cast(pl.Float64, strict=False)
                 if as_float.null_count() == series.null_count():
                     series = as_float
+        if series.dtype.is_float():
+            series = series.fill_nan(None)  # NaN is a missing value, not a group of its own
         distinct = series.drop_nulls().unique().sort()
         values: list[Any] = distinct.to_list()
         frame = pl.DataFrame({"value": distinct, "code": np.arange(distinct.len())})
@@ -404,13 +415,15 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
     buffer = io.BytesIO(raw)
     try:
         if fmt in ("csv", "tsv"):
-            return pl.read_csv(
-                buffer,
-                separator="\t" if fmt == "tsv" else ",",
-                infer_schema=typed,
-                infer_schema_length=None,
-                null_values=[""],
-            )
+            separator = "\t" if fmt == "tsv" else ","
+            if typed:
+                try:
+                    return pl.read_csv(
+                        buffer, separator=separator, infer_schema_length=None, null_values=[""]
+                    )
+                except pl.exceptions.PolarsError:
+                    buffer.seek(0)  # a column inference cannot type (e.g. ids >= 2**63): text
+            return pl.read_csv(buffer, separator=separator, infer_schema=False, null_values=[""])
         if fmt == "parquet":
             return pl.read_parquet(buffer)
         if fmt == "arrow":
@@ -426,7 +439,11 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
 
 
 def scan_table(
-    path: str, *, input_format: InputFormat | None = None, typed: bool = False
+    path: str,
+    *,
+    input_format: InputFormat | None = None,
+    typed: bool = False,
+    text_columns: Sequence[str] = (),
 ) -> tuple[pl.LazyFrame, str]:
     """A lazy scan for streaming commands; returns the frame and the name for messages.
 
@@ -446,6 +463,8 @@ def scan_table(
                 separator="\t" if fmt == "tsv" else ",",
                 infer_schema=typed,
                 infer_schema_length=None,
+                # ids stay text: inference would take 64-bit unsigned ids for Int64 and fail
+                schema_overrides=dict.fromkeys(text_columns, pl.String) if typed else None,
             )
         elif fmt == "parquet":
             lazy = pl.scan_parquet(path)
@@ -482,10 +501,11 @@ def output_format(path: str, override: InputFormat | None) -> InputFormat:
     """The format to write: the override, else the extension, else CSV (stdout's default)."""
     if override is not None:
         return override
+    path = canonical_output(path)
     if path == STDIO:
         return "csv"
     by_extension = format_from_extension(path)
-    if by_extension is None and _is_stream(path):
+    if by_extension is None and is_stream(path):
         return "csv"  # a pipe, a device or a process substitution: like standard output
     if by_extension is None:
         raise UsageError(
@@ -518,6 +538,7 @@ def write_table(
     frame: pl.DataFrame, path: str, *, output_format_override: InputFormat | None = None
 ) -> None:
     """Write a table atomically to ``path``, or to standard output for ``-``."""
+    path = canonical_output(path)
     fmt = output_format(path, output_format_override)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
     write_bytes(path, serialise(frame, fmt, gzip_text=compress))
@@ -525,6 +546,7 @@ def write_table(
 
 def write_bytes(path: str, data: bytes) -> None:
     """Write bytes atomically to ``path`` (temporary file + rename), or to stdout for ``-``."""
+    path = canonical_output(path)
     if path == STDIO:
         try:
             sys.stdout.flush()
@@ -535,7 +557,7 @@ def write_bytes(path: str, data: bytes) -> None:
         except OSError as error:
             raise OutputError(f"stdout: cannot write ({error.strerror or error})") from None
         return
-    if _is_stream(path):
+    if is_stream(path):
         _write_stream(path, data)
         return
     with atomic_destination(path) as temporary:
@@ -594,7 +616,7 @@ def _file_mode(target: Path) -> int:
         return 0o666 & ~umask
 
 
-def _is_stream(path: str) -> bool:
+def is_stream(path: str) -> bool:
     """A destination that is not a regular file: a FIFO, a device, a process substitution
     (``/dev/fd/N``). It is written directly, since it cannot be replaced by a rename."""
     try:
@@ -616,7 +638,7 @@ def check_destination(
 ) -> None:
     """Refuse an output before any work is done: an unknown extension (for tables), a missing
     directory, or a directory in place of a file."""
-    if path is None or path == STDIO or _is_stream(path):
+    if path is None or canonical_output(path) == STDIO or is_stream(path):
         return
     if table:
         output_format(path, data_format)
@@ -642,7 +664,7 @@ def require_distinct_outputs(paths: Sequence[str | None], inputs: Sequence[str |
     resolved_inputs = {Path(p).resolve() for p in given if p != STDIO}
     seen: dict[Path, str] = {}
     for output in paths:
-        if output is None or output == STDIO:
+        if output is None or canonical_output(output) == STDIO or is_stream(output):
             continue
         resolved = Path(output).resolve()
         if resolved in resolved_inputs:
@@ -790,8 +812,9 @@ def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
     col = pl.col(key_col)
     checks = [col.is_null().sum().alias("missing")]
     if dtype == pl.String:
-        as_int = col.str.strip_chars().cast(pl.Int64, strict=False)
-        checks.append((as_int.is_null() & col.is_not_null()).sum().alias("not_integer"))
+        checks.append(
+            (_text_as_uint64(col).is_null() & col.is_not_null()).sum().alias("not_integer")
+        )
     elif not dtype.is_integer():
         raise InputError(f"{name}: column '{key_col}' has type {dtype}; use integer or text ids")
     found = _collect(lambda: lazy.select(checks).collect(engine="streaming"), name)
@@ -829,22 +852,12 @@ def class_counts(
     )
     counts = _counts_query(lazy, label_col, schema[label_col], positive_label, strata_col)
     # with --positive-label, a label column takes two values (as Table.labels requires)
-    distinct = (
-        [lazy.select(pl.col(label_col).cast(pl.String).str.strip_chars()).unique().head(6)]
-        if positive_label is not None
-        else []
+    text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
+    distinct = lazy.select(
+        text.n_unique().alias("count"), text.unique().sort().head(5).implode().alias("shown")
     )
-    bad, grouped = _collect(
-        lambda: pl.collect_all([invalid, counts, *distinct], engine="streaming"), name
-    )[:2]
-    if distinct:
-        values = _collect(lambda: distinct[0].collect(engine="streaming"), name)
-        if values.height > 2:
-            shown = ", ".join(repr(v) for v in values[:, 0].sort().head(5).to_list())
-            raise InputError(
-                f"{name}: column '{label_col}' has {values.height} distinct values ({shown}...); "
-                "labels must take two values"
-            )
+    queries = [invalid, counts] + ([distinct] if positive_label is not None else [])
+    bad, grouped, *labels_seen = _collect(lambda: pl.collect_all(queries, engine="streaming"), name)
     if bad["count"][0]:
         count, row, value = bad["count"][0], bad["row"][0] + 1, bad["value"][0]
         what = (
@@ -854,6 +867,13 @@ def class_counts(
         shown = "empty" if value is None else repr(value)
         raise InputError(
             f"{name}: column '{label_col}' has {count} {what} (first at row {row}: {shown}){hint}"
+        )
+    if labels_seen and labels_seen[0]["count"][0] > 2:
+        count = labels_seen[0]["count"][0]
+        shown = ", ".join(repr(v) for v in labels_seen[0]["shown"][0].to_list())
+        raise InputError(
+            f"{name}: column '{label_col}' has {count} distinct values ({shown}, ...); "
+            "labels must take two values"
         )
     if grouped.height == 0:
         raise InputError(f"{name}: no data rows")
@@ -889,6 +909,14 @@ def _as_class_counts(grouped: pl.DataFrame, strata_col: str | None) -> list[Clas
     ]
 
 
+def _text_as_uint64(text: pl.Expr) -> pl.Expr:
+    """Integer text as its 64 bits: Int64 values in two's complement (-1 is 2**64 - 1), and
+    values up to 2**64 - 1 that only UInt64 holds; null where the text is not an integer."""
+    stripped = text.str.strip_chars()
+    signed = stripped.cast(pl.Int64, strict=False).reinterpret(signed=False)
+    return pl.coalesce(signed, stripped.cast(pl.UInt64, strict=False))
+
+
 def _key_hash_expr(
     key_col: str | None, kind: str, seed: int, key_dtype: pl.DataType | None = None
 ) -> pl.Expr:
@@ -917,8 +945,9 @@ def _key_hash_expr(
         if key_dtype is not None and key_dtype.is_integer():
             return key.map_batches(hash_integers, pl.UInt64, is_elementwise=True)
         # Text ids are stripped and parsed ("007" is 7), so CSV and Parquet keep the same rows.
-        as_integer = key.cast(pl.String).str.strip_chars().cast(pl.Int64)
-        return as_integer.map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+        return _text_as_uint64(key.cast(pl.String)).map_batches(
+            hash_integers, pl.UInt64, is_elementwise=True
+        )
     return pl.col(key_col).map_batches(hash_text, pl.UInt64, is_elementwise=True)
 
 
@@ -975,9 +1004,10 @@ def sink_table(
 ) -> None:
     """Stream a lazy query to ``path`` atomically (or to stdout via a temporary file), so
     memory does not grow with rows and a failure leaves no partial file."""
+    path = canonical_output(path)
     fmt = output_format(path, output_format_override)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
-    if path == STDIO or _is_stream(path):
+    if path == STDIO or is_stream(path):
         with tempfile.TemporaryDirectory() as scratch:
             temporary = Path(scratch) / "out"
             _sink(lazy, temporary, fmt, compress=compress)
@@ -1025,7 +1055,11 @@ def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -
             with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
                 plain = Path(scratch) / "plain.ndjson"
                 lazy.sink_ndjson(plain)
-                with open(plain, "rb") as source, gzip.GzipFile(path, "wb", mtime=0) as target:
+                with (
+                    open(plain, "rb") as source,
+                    open(path, "wb") as raw,
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as target,
+                ):
                     while chunk := source.read(1 << 20):
                         target.write(chunk)
         else:

@@ -442,3 +442,70 @@ def test_zero_weight_group_is_named(run_calib: RunCalib, tmp_path: Path) -> None
     done = run_calib(["reliability", str(source), "--by", "g", "--weight-col", "w"])
     assert done.returncode == 65
     assert f"{source} (g=b)".encode() in done.stderr
+
+
+def test_dev_null_twice_and_dev_stdout_appends(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "s.csv"
+    _scores_frame(50).write_csv(source)
+    done = run_calib(
+        [
+            "recalibrate",
+            str(source),
+            "--negative-rate",
+            "0.5",
+            "-o",
+            "/dev/null",
+            "--report",
+            "/dev/null",
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    log = tmp_path / "log.csv"
+    log.write_text("precious line\n")
+    shell = f"'{CALIB}' recalibrate '{source}' --negative-rate 0.5 -o /dev/stdout -q >> '{log}'"
+    assert subprocess.run(["bash", "-c", shell], check=False).returncode == 0
+    lines = log.read_text().splitlines()
+    assert lines[0] == "precious line" and lines[1].startswith("id,score")
+
+
+def test_gate_message_is_one_line_per_run(
+    run_calib: RunCalib, scores_files: dict[str, Path]
+) -> None:
+    done = run_calib(
+        [
+            "reliability",
+            str(scores_files["csv"]),
+            "--by",
+            "segment",
+            "--fail-above-ece",
+            "0.00001",
+            "-q",
+        ]
+    )
+    assert done.returncode == 1
+    message = done.stderr.decode()
+    assert message.count("\n") == 1
+    assert "for score (segment=a)" in message
+
+
+def test_nan_group_is_missing_not_all_rows(run_calib: RunCalib, tmp_path: Path) -> None:
+    source = tmp_path / "g.parquet"
+    pl.DataFrame(
+        {"f": [1.0, float("nan"), 1.0, 2.0], "score": [0.1, 0.2, 0.3, 0.4], "label": [0, 1, 0, 1]}
+    ).write_parquet(source)
+    report = json.loads(run_calib(["reliability", str(source), "--by", "f", "--json"]).stdout)
+    assert [r["group"] for r in report] == [None, 1.0, 2.0, "(missing)"]
+
+
+def test_one_tiny_weight_does_not_narrow_the_intervals(run_calib: RunCalib, tmp_path: Path) -> None:
+    frame = _scores_frame(2000, seed=4).with_columns(pl.lit(1.0).alias("w"))
+    plain, tiny = tmp_path / "a.csv", tmp_path / "b.csv"
+    frame.write_csv(plain)
+    frame.with_columns(pl.when(pl.col("id") == 0).then(0.001).otherwise(1.0).alias("w")).write_csv(
+        tiny
+    )
+    args = ["--weight-col", "w", "--bootstrap", "100", "--json"]
+    a = json.loads(run_calib(["reliability", str(plain), *args]).stdout)
+    b = json.loads(run_calib(["reliability", str(tiny), *args]).stdout)
+    width = lambda r: r["ece_ci"][1] - r["ece_ci"][0]  # noqa: E731
+    assert width(b) > 0.5 * width(a)

@@ -494,3 +494,24 @@ def test_fit_diagnostics_in_artifacts_are_validated(
     done = run_calib(["recalibrate", str(overconfident["apply"]), "--model", str(model), "-o", "-"])
     assert done.returncode == 65
     assert message in done.stderr.decode()
+
+
+def test_positive_rate_alone_is_refused(
+    run_calib: RunCalib, overconfident: dict[str, Path]
+) -> None:
+    done = run_calib(
+        [
+            "recalibrate",
+            str(overconfident["apply"]),
+            "--fit",
+            str(overconfident["fit"]),
+            "--method",
+            "platt",
+            "--positive-rate",
+            "0.5",
+            "-o",
+            "-",
+        ]
+    )
+    assert done.returncode == 2
+    assert b"--positive-rate goes with --negative-rate" in done.stderr

@@ -225,3 +225,43 @@ def test_estimated_target_prevalence_sets_the_odds(run_calib: RunCalib, tmp_path
         assert estimate["ci_low"] <= truth[stratum] <= estimate["ci_high"]
         p = estimate["prevalence"]
         assert odds[stratum] == pytest.approx(p / (1 - p), rel=1e-12)
+
+
+def test_a_stratum_estimated_at_zero_still_ranks(run_calib: RunCalib, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    rows = []
+    for stratum, n, rate in (("a", 4000, 0.3), ("b", 4000, 0.3)):
+        y = rng.random(n) < rate
+        rows.append(
+            pl.DataFrame(
+                {
+                    "st": [stratum] * n,
+                    "label": y.astype(int),
+                    "score": np.where(y, rng.beta(5, 2, n), rng.beta(2, 5, n)),
+                }
+            )
+        )
+    pl.concat(rows).write_csv(tmp_path / "ref.csv")
+    target = pl.DataFrame(
+        {
+            "st": ["a"] * 3000 + ["b"] * 3000,
+            "score": np.r_[rng.beta(2, 5, 3000), rng.beta(3, 3, 3000)],
+        }
+    )
+    target.write_csv(tmp_path / "tgt.csv")
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(tmp_path / "ref.csv"),
+            "--target",
+            str(tmp_path / "tgt.csv"),
+            "--strata-col",
+            "st",
+            "--estimate-target-prevalence",
+            "-o",
+            str(tmp_path / "o.csv"),
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    assert pl.read_csv(tmp_path / "o.csv")["rerank_score"].is_finite().all()

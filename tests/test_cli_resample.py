@@ -119,7 +119,7 @@ def test_csv_and_parquet_keep_the_same_keys(
             ]
         )
         assert done.returncode == 0, done.stderr
-        kept[kind] = pl.read_parquet(out)["id"].to_list()
+        kept[kind] = [str(v) for v in pl.read_parquet(out)["id"].to_list()]
     assert kept["csv"] == kept["parquet"]
 
 
@@ -365,3 +365,101 @@ def test_gzip_ndjson_output_streams(
     )
     assert done.returncode == 0, done.stderr
     assert pl.read_ndjson(gzip.decompress(out.read_bytes())).height > 0
+
+
+def test_ndjson_gzip_is_byte_identical_and_pipes_need_a_record(
+    run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
+) -> None:
+    outputs = []
+    for name in ("a", "b"):
+        out = tmp_path / f"{name}.ndjson.gz"
+        assert (
+            run_calib(
+                [
+                    "resample",
+                    str(train_files["csv"]),
+                    "-o",
+                    str(out),
+                    "--negative-rate",
+                    "0.3",
+                    "-q",
+                ]
+            ).returncode
+            == 0
+        )
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    import os
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    done = run_calib(
+        ["resample", str(train_files["csv"]), "-o", str(fifo), "--negative-rate", "0.3"]
+    )
+    assert done.returncode == 2
+    assert b"--record" in done.stderr
+
+
+def test_label_value_messages_match_the_in_memory_ones(run_calib: RunCalib, tmp_path: Path) -> None:
+    many = tmp_path / "many.csv"
+    many.write_text("id,label\n" + "".join(f"{i},v{i % 50}\n" for i in range(200)))
+    done = run_calib(
+        [
+            "resample",
+            str(many),
+            "-o",
+            str(tmp_path / "o.csv"),
+            "--negative-rate",
+            "0.5",
+            "--positive-label",
+            "v1",
+        ]
+    )
+    assert done.returncode == 65
+    assert b"has 50 distinct values" in done.stderr
+    missing = tmp_path / "m.csv"
+    missing.write_text("id,label\n1,no\n2,yes\n3,\n")
+    done = run_calib(
+        [
+            "resample",
+            str(missing),
+            "-o",
+            str(tmp_path / "o.csv"),
+            "--negative-rate",
+            "0.5",
+            "--positive-label",
+            "yes",
+        ]
+    )
+    assert done.returncode == 65
+    assert b"first at row 3: empty" in done.stderr
+
+
+def test_uint64_text_keys_keep_the_same_rows_as_parquet(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    keys = np.array([2**63 + 7 * i for i in range(300)] + [5, 2**64 - 1], dtype=np.uint64)
+    frame = pl.DataFrame({"id": keys, "label": np.zeros(keys.size, dtype=np.int64)})
+    frame.write_parquet(tmp_path / "k.parquet")
+    frame.write_csv(tmp_path / "k.csv")
+    kept = []
+    for name in ("k.parquet", "k.csv"):
+        out = tmp_path / f"out_{name}.parquet"
+        assert (
+            run_calib(
+                [
+                    "resample",
+                    str(tmp_path / name),
+                    "-o",
+                    str(out),
+                    "--negative-rate",
+                    "0.5",
+                    "--key-col",
+                    "id",
+                    "-q",
+                ]
+            ).returncode
+            == 0
+        )
+        kept.append([str(v) for v in pl.read_parquet(out)["id"].to_list()])
+    assert kept[0] == kept[1]

@@ -355,7 +355,10 @@ def _weighted_percentiles(p_sorted: FloatArray, w_sorted: FloatArray, q: FloatAr
 
     Weights below 1 are counted in units of the smallest positive weight (all weights divided
     by it), so that weights normalised to sum to 1 do not make a sample of "one row" whose
-    percentiles all collapse onto the smallest score; integer weights are never rescaled.
+    percentiles all collapse onto the smallest score, and halved integer weights give the
+    edges of the repeated rows; integer weights are never rescaled. (Here one tiny weight only
+    moves the interpolation position negligibly; the bootstrap and the debiased ECE, where it
+    would matter, count rows by :func:`count_unit` instead.)
     """
     unit = float(np.min(w_sorted[w_sorted > 0.0]))
     cum = np.cumsum(w_sorted / unit) if unit < 1.0 else np.cumsum(w_sorted)
@@ -479,16 +482,17 @@ def _ece_from_sums(
 
 
 def count_unit(sample_weight: FloatArray) -> float:
-    """The weight that counts as one row: 1, or the smallest positive weight when weights are
-    below 1 (weights normalised to sum to 1 must not make a sample of "one row"). Integer
-    weights are never rescaled, so a weight of k still counts as k rows.
+    """The weight that counts as one row: 1, or the mean positive weight when that is below 1
+    (weights normalised to sum to 1 must not make a sample of "one row"). Weights of 1 or more
+    on average are never rescaled, so a weight of k still counts as k rows; and one tiny
+    weight among weights of 1 barely moves the unit.
 
-    >>> count_unit(np.array([0.25, 0.5, 0.0])), count_unit(np.array([1.0, 3.0]))
+    >>> count_unit(np.array([0.25, 0.25, 0.0])), count_unit(np.array([1.0, 3.0]))
     (0.25, 1.0)
     """
     positive = sample_weight[sample_weight > 0.0]
-    smallest = float(np.min(positive)) if positive.size else 1.0
-    return smallest if smallest < 1.0 else 1.0
+    mean = float(np.mean(positive)) if positive.size else 1.0
+    return mean if mean < 1.0 else 1.0
 
 
 def _debiased_sq_from_sums(

@@ -575,7 +575,7 @@ def fit_reference(
     n_cells : int, optional
         Cells of the density estimates, cut at quantiles of the class-balanced reference.
         Default ``clip(round(min(weight_neg, weight_pos) / 100), 5, 20)`` (weighted class
-        totals): about ten rows of the rarer class per cell where that class lives.
+        totals): about a hundred rows of the rarer class per cell where that class lives.
     n_fine : int, default 2048
         Fine cells on the logit scale over the reference's range (the resolution of every
         batch summary, threshold and posterior).
