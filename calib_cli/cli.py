@@ -890,7 +890,7 @@ def recalibrate(
             steps_artifact,
             steps_of,
         )
-        from calib_cli.core.chain import apply_chain, cross_fit_chain, fit_chain
+        from calib_cli.core.chain import ChainFit, apply_chain, cross_fit_chain, fit_chain
         from calib_cli.core.prior import prior_shift_log_odds
         from calib_cli.report import calibration_effect_table, method_choice_table
 
@@ -971,6 +971,29 @@ def recalibrate(
                 )
             steps = (prior,)
 
+        def fit_and_report(
+            source: Table, scores: Any, labels: Any, weights: Any, strata: Any
+        ) -> ChainFit:
+            """Fit the chain on one labelled table; report auto's comparison when it chose."""
+            with source.context():
+                fitted = fit_chain(
+                    scores,
+                    labels,
+                    method=cast("FittedMethod", plan.method),
+                    sample_weight=weights,
+                    prior=prior,
+                    fit_data=order,
+                    score_kind=kind,
+                    strata=strata,
+                    rng=rng,
+                    n_folds=folds,
+                    options=options,
+                )
+            if fitted.choice is not None:
+                payload["auto"] = fitted.choice
+                session.info(method_choice_table(fitted.choice))
+            return fitted
+
         # the strata column is read only when a step is per stratum (a stratified record)
         stratified = [
             step.strata_col for step in (*steps, prior) if getattr(step, "strata_col", None)
@@ -996,24 +1019,7 @@ def recalibrate(
             fit_labels = fit_table.labels(label_col, positive_label=positive_label)
             fit_weights = fit_table.weights(weight_col)
             fit_strata = _strata_of(fit_table, strata_column)
-            with fit_table.context():
-                fitted = fit_chain(
-                    fit_scores,
-                    fit_labels,
-                    method=cast("FittedMethod", plan.method),
-                    sample_weight=fit_weights,
-                    prior=prior,
-                    fit_data=order,
-                    score_kind=kind,
-                    strata=fit_strata,
-                    rng=rng,
-                    n_folds=folds,
-                    options=options,
-                )
-            steps = fitted.steps
-            if fitted.choice is not None:
-                payload["auto"] = fitted.choice
-                session.info(method_choice_table(fitted.choice))
+            steps = fit_and_report(fit_table, fit_scores, fit_labels, fit_weights, fit_strata).steps
             after = apply_chain(steps, fit_scores, score_kind=kind, strata=fit_strata)
             payload["fit"] = _effect(
                 fit_table.name, fit_scores, after, fit_labels, fit_weights, kind
@@ -1052,28 +1058,12 @@ def recalibrate(
                         f"{table.name}: --cross-fit needs labels (no column "
                         f"'{label_col}'; set --label-col)"
                     )
+                # the chain fitted on every row (chosen by cross-validation for auto) is what
+                # --save-model keeps; the out-of-fold scores use the same method
+                final = fit_and_report(table, scores, labels, weights, strata)
+                steps = final.steps
+                fitted_method = final.choice.chosen if final.choice else plan.method
                 with table.context():
-                    # the chain fitted on every row (chosen by cross-validation for auto) is
-                    # what --save-model keeps; the out-of-fold scores use the same method
-                    final = fit_chain(
-                        scores,
-                        labels,
-                        method=cast("FittedMethod", plan.method),
-                        sample_weight=weights,
-                        prior=prior,
-                        fit_data=order,
-                        score_kind=kind,
-                        strata=strata,
-                        rng=rng,
-                        n_folds=folds,
-                        options=options,
-                    )
-                    steps = final.steps
-                    fitted_method = plan.method
-                    if final.choice is not None:
-                        payload["auto"] = final.choice
-                        session.info(method_choice_table(final.choice))
-                        fitted_method = final.choice.chosen
                     calibrated = cross_fit_chain(
                         scores,
                         labels,

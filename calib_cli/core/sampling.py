@@ -73,10 +73,10 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -402,6 +402,27 @@ def _stratum_codes(stratum_index: npt.ArrayLike, n_rows: int, n_strata: int) -> 
     return codes
 
 
+def _per_row(
+    y_true: npt.ArrayLike,
+    rates: ClassRates | Sequence[ClassRates],
+    stratum_index: npt.ArrayLike | None,
+    of_rate: Callable[[float], Any],
+    dtype: type[np.generic],
+) -> npt.NDArray[Any]:
+    """``of_rate`` of each row's class rate (positive or negative), in its stratum's rates."""
+    y = check_labels(y_true)
+    if isinstance(rates, ClassRates):
+        table, codes = [_check_rates(rates)], np.zeros(y.size, dtype=np.int64)
+    else:
+        if stratum_index is None:
+            raise InputError("stratum_index is required with one set of rates per stratum")
+        table = [_check_rates(r, f"stratum {i}: ") for i, r in enumerate(rates)]
+        codes = _stratum_codes(stratum_index, y.size, len(table))
+    neg = np.array([of_rate(r.negative_rate) for r in table], dtype=dtype)
+    pos = np.array([of_rate(r.positive_rate) for r in table], dtype=dtype)
+    return np.where(y == 1.0, pos[codes], neg[codes])
+
+
 def row_thresholds(
     y_true: npt.ArrayLike,
     rates: ClassRates | Sequence[ClassRates],
@@ -423,22 +444,8 @@ def row_thresholds(
     >>> row_thresholds([0, 1], ClassRates(negative_rate=0.5)).tolist() == [2**63, 2**64 - 1]
     True
     """
-    y = check_labels(y_true)
-    positive = y == 1.0
-    if isinstance(rates, ClassRates):
-        _check_rates(rates)
-        t_neg = np.uint64(rate_threshold(rates.negative_rate))
-        t_pos = np.uint64(rate_threshold(rates.positive_rate))
-        return np.where(positive, t_pos, t_neg).astype(np.uint64)
-    if stratum_index is None:
-        raise InputError("stratum_index is required with one set of rates per stratum")
-    table = list(rates)
-    for i, r in enumerate(table):
-        _check_rates(r, f"stratum {i}: ")
-    codes = _stratum_codes(stratum_index, y.size, len(table))
-    neg = np.array([rate_threshold(r.negative_rate) for r in table], dtype=np.uint64)
-    pos = np.array([rate_threshold(r.positive_rate) for r in table], dtype=np.uint64)
-    return np.where(positive, pos[codes], neg[codes]).astype(np.uint64)
+    values = _per_row(y_true, rates, stratum_index, rate_threshold, np.uint64)
+    return np.asarray(values, dtype=np.uint64)
 
 
 def inverse_rate_weights(
@@ -457,20 +464,8 @@ def inverse_rate_weights(
     >>> inverse_rate_weights([0, 1], ClassRates(negative_rate=0.1)).tolist()
     [10.0, 1.0]
     """
-    y = check_labels(y_true)
-    positive = y == 1.0
-    if isinstance(rates, ClassRates):
-        _check_rates(rates)
-        return np.where(positive, 1.0 / rates.positive_rate, 1.0 / rates.negative_rate)
-    if stratum_index is None:
-        raise InputError("stratum_index is required with one set of rates per stratum")
-    table = list(rates)
-    for i, r in enumerate(table):
-        _check_rates(r, f"stratum {i}: ")
-    codes = _stratum_codes(stratum_index, y.size, len(table))
-    neg = np.array([1.0 / r.negative_rate for r in table], dtype=np.float64)
-    pos = np.array([1.0 / r.positive_rate for r in table], dtype=np.float64)
-    return np.asarray(np.where(positive, pos[codes], neg[codes]), dtype=np.float64)
+    values = _per_row(y_true, rates, stratum_index, lambda rate: 1.0 / rate, np.float64)
+    return np.asarray(values, dtype=np.float64)
 
 
 # --------------------------------------------------------------------------------------------
