@@ -16,14 +16,21 @@ Estimators of :math:`\\alpha` (``prevalence``) offered by :func:`estimate_preval
     Maximum likelihood of :math:`\\alpha` in the mixture (reference 001). The log-likelihood
     :math:`\\ell(\\alpha) = \\sum_k c_k \\log[(1-\\alpha) P_{0k} + \\alpha P_{1k}]` is concave, its
     derivative strictly decreasing, so the maximiser is 0, 1, or the root of
-    :math:`\\ell'` found by bracketing (``scipy.optimize.brentq``) to machine precision.
+    :math:`\\ell'` found by bracketing (``scipy.optimize.brentq``) to machine precision;
+    converged when the projected Newton step at the returned point (the distance to the
+    maximiser to second order, :func:`calib_cli.core.convergence.newton_distance`) is at most
+    ``1e-10``.
 ``em``
     Saerens, Latinne and Decaestecker (2002): EM on posteriors calibrated on the reference
     (Platt scaling of the reference, as Alexandari et al. 2020 recommend: EM is only as good
     as its calibration), starting at the reference prevalence :math:`\\pi`:
     :math:`p_i' = \\frac{(\\alpha/\\pi) p_i}{(\\alpha/\\pi) p_i + ((1-\\alpha)/(1-\\pi))(1-p_i)}`,
-    :math:`\\alpha \\leftarrow \\operatorname{mean}_i p_i'`, until :math:`\\alpha` moves by at most
-    ``em_tol``.
+    :math:`\\alpha \\leftarrow \\operatorname{mean}_i p_i'`. Its fixed point maximises
+    :math:`\\sum_i \\log(1 - \\alpha + \\alpha r_i)` (:math:`r_i` the calibrated likelihood
+    ratio), and the iteration stops when the projected Newton step of that concave function,
+    the distance to the fixed point to second order, is at most ``em_tol`` (the step of EM
+    itself, :math:`\\alpha (1 - \\alpha) \\ell'`, can be tiny far from the fixed point when
+    EM is slow).
 ``acc`` / ``pacc``
     Adjusted classify-and-count (Forman 2008): :math:`\\alpha = (\\mathrm{CC} - \\mathrm{FPR}) /
     (\\mathrm{TPR} - \\mathrm{FPR})` at a threshold (default: the one maximising
@@ -120,6 +127,7 @@ from calib_cli.core.checks import (
     check_weights,
     require_same_length,
 )
+from calib_cli.core.convergence import newton_distance
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.core.shift_map import MapFit, PiecewiseLinearFit
 from calib_cli.errors import InputError
@@ -158,6 +166,14 @@ SEPARATION_WARN = 0.1
 FEW_ROWS_WARN = 30
 #: The interval is [0, 1] when the reference AUC does not differ from 0.5 at this level.
 IDENTIFIABILITY_LEVEL = 0.05
+
+#: ``mle`` (and EM's fixed point in bootstrap replicates) is converged when the projected
+#: Newton step of its log-likelihood, the distance to the maximiser, is at most this.
+ROOT_TOL = 1e-10
+#: Projected-gradient tolerance of ``map`` fits in bootstrap replicates (the point estimate
+#: uses ``shift_map.TOL``): a replicate's error then moves the prevalence by about 1e-7 at
+#: most, against a bootstrap spread of 1e-3 or more.
+REPLICATE_TOL = 1e-6
 
 _METHODS = ("auto", "mle", "em", "acc", "pacc", "map")
 _LOG_RATIO_CLIP = 700.0
@@ -279,8 +295,8 @@ class ShiftEstimate:
     method : {"mle", "em", "acc", "pacc", "map"}
         The estimator actually used.
     converged : bool
-        Whether the estimator's iteration met its tolerance (always true for the closed forms
-        and for ``mle``, solved by bracketing).
+        Whether the estimate meets the estimator's own optimality criterion at the returned
+        point (see ``residual``; always true for the closed forms).
     n_iter : int
         Iterations of the estimator (root-finder, EM or the MAP optimiser; 0 for closed forms).
     reference_auc : float
@@ -308,6 +324,11 @@ class ShiftEstimate:
         the calibrated posterior; else None.
     map_fit : MapFit or None
         ``map``: the fitted positive-class density, else None.
+    residual : float
+        The estimator's optimality residual at the estimate (0 for the closed forms): for
+        ``mle`` and ``em`` the projected Newton step of the concave log-likelihood in the
+        prevalence (the distance to its maximiser to second order), for ``map`` the infinity
+        norm of the projected gradient of the mean negative log-posterior (``map_fit``).
     """
 
     prevalence: float
@@ -329,6 +350,7 @@ class ShiftEstimate:
     threshold: float | None = None
     tpr_minus_fpr: float | None = None
     map_fit: MapFit | None = None
+    residual: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -355,6 +377,7 @@ class _Point:
     threshold: float | None = None
     tpr_minus_fpr: float | None = None
     map_fit: MapFit | None = None
+    residual: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -833,6 +856,52 @@ def _mixture_mle(counts: FloatArray, p0: FloatArray, p1: FloatArray) -> tuple[fl
     return float(root), int(info.iterations), False
 
 
+def _mixture_residual(counts: FloatArray, p0: FloatArray, p1: FloatArray, a: float) -> float:
+    """Projected Newton step at ``a`` of the mean log-likelihood ``sum c log((1-a) p0 + a p1)``.
+
+    With :math:`d = p_1 - p_0` and :math:`m = (1-a) p_0 + a p_1`: slope
+    :math:`\\sum c\\, d / m / C`, curvature :math:`\\sum c\\, d^2 / m^2 / C` (:math:`C = \\sum c`);
+    the step is the distance to the maximiser over [0, 1] to second order, 0 at a KKT point.
+    """
+    used = counts > 0.0
+    c, q0, q1 = counts[used], p0[used], p1[used]
+    if c.size == 0:
+        return 0.0
+    diff = q1 - q0
+    mix = (1.0 - a) * q0 + a * q1
+    total = float(c.sum())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slope = float(np.sum(c * diff / mix)) / total
+        curvature = float(np.sum(c * (diff / mix) ** 2)) / total
+    return newton_distance(a, slope, curvature)
+
+
+def _checked_mle(counts: FloatArray, p0: FloatArray, p1: FloatArray) -> _Point:
+    """:func:`_mixture_mle` with its own criterion: Newton distance at most ``ROOT_TOL``.
+
+    A root that fails it (it should not: bracketing keeps the root inside its bracket) is
+    polished once, by bracketing again around it.
+    """
+    a, n_iter, flat = _mixture_mle(counts, p0, p1)
+    if flat:
+        return _Point(prevalence=a, converged=True, n_iter=n_iter, flat=True)
+    res = _mixture_residual(counts, p0, p1, a)
+    if not res <= ROOT_TOL:
+        used = counts > 0.0
+        c, q0, q1 = counts[used], p0[used], p1[used]
+
+        def slope(x: float) -> float:
+            return float(np.sum(c * (q1 - q0) / ((1.0 - x) * q0 + x * q1)))
+
+        width = min(res, 1.0) if math.isfinite(res) else 1.0
+        lo, hi = max(0.0, a - 2.0 * width), min(1.0, a + 2.0 * width)
+        if slope(lo) > 0.0 > slope(hi):
+            root, info = brentq(slope, lo, hi, xtol=1e-300, maxiter=500, full_output=True)
+            a, n_iter = float(root), n_iter + int(info.iterations)
+            res = _mixture_residual(counts, p0, p1, a)
+    return _Point(prevalence=a, converged=res <= ROOT_TOL, n_iter=n_iter, residual=res)
+
+
 def _loglik(counts: FloatArray, p0: FloatArray, p1: FloatArray, a: float) -> float:
     used = counts > 0.0
     mix = (1.0 - a) * p0[used] + a * p1[used]
@@ -841,33 +910,38 @@ def _loglik(counts: FloatArray, p0: FloatArray, p1: FloatArray, a: float) -> flo
 
 def _estimate_mle(ref: ReferenceModel, stats: _TargetStats) -> _Point:
     counts = _cell_sum(stats.weight, ref.cell_bounds)
-    a, n_iter, flat = _mixture_mle(counts, ref.mass_neg, ref.mass_pos)
-    return _Point(prevalence=a, converged=True, n_iter=n_iter, flat=flat)
+    return _checked_mle(counts, ref.mass_neg, ref.mass_pos)
 
 
 def _estimate_em(
     ref: ReferenceModel, stats: _TargetStats, *, tol: float, max_iter: int, iterate: bool
 ) -> _Point:
-    """Saerens et al. EM on the fine cells; ``iterate=False`` solves its fixed point exactly."""
+    """Saerens et al. EM on the fine cells; ``iterate=False`` solves its fixed point exactly.
+
+    The fixed point maximises :math:`\\ell(a) = \\sum c \\log(1 - a + a r)`; EM's step is
+    :math:`a (1 - a) \\ell'(a)`. Converged when the projected Newton step of :math:`\\ell`
+    (:func:`_mixture_residual`) is at most ``tol``, checked before each update and at the
+    returned point. EM never stops early, so there is nothing to restart: ``max_iter`` is its
+    whole budget.
+    """
     used = stats.weight > 0.0
     c = stats.weight[used]
     ratio = np.exp(_platt_log_ratio(ref.platt, stats.center[used], ref.reference_prevalence))
+    ones = np.ones_like(ratio)
     if not iterate:
-        a, n_iter, flat = _mixture_mle(c, np.ones_like(ratio), ratio)
-        return _Point(prevalence=a, converged=True, n_iter=n_iter, flat=flat)
+        return _checked_mle(c, ones, ratio)
+    flat = bool(np.all(np.abs(ratio - 1.0) <= 1e-12))
     total = float(c.sum())
     a = ref.reference_prevalence
-    converged = False
     n_iter = 0
-    for n_iter in range(1, max_iter + 1):  # noqa: B007 (n_iter is reported)
-        new = float(np.sum(c * (a * ratio / (1.0 - a + a * ratio)))) / total
-        step = abs(new - a)
-        a = new
-        if step <= tol:
-            converged = True
-            break
-    flat = bool(np.all(np.abs(ratio - 1.0) <= 1e-12))
-    return _Point(prevalence=min(max(a, 0.0), 1.0), converged=converged, n_iter=n_iter, flat=flat)
+    res = _mixture_residual(c, ones, ratio, a)
+    while not res <= tol and n_iter < max_iter:
+        n_iter += 1
+        a = min(max(float(np.sum(c * (a * ratio / (1.0 - a + a * ratio)))) / total, 0.0), 1.0)
+        res = _mixture_residual(c, ones, ratio, a)
+    return _Point(
+        prevalence=a, converged=res <= tol, n_iter=n_iter, flat=flat, residual=0.0 if flat else res
+    )
 
 
 def _estimate_acc(ref: ReferenceModel, stats: _TargetStats, threshold_index: int) -> _Point:
@@ -924,12 +998,26 @@ def _map_setup(
 
 
 def _estimate_map(
-    ref: ReferenceModel, stats: _TargetStats, setup: _MapSetup, start: float
+    ref: ReferenceModel,
+    stats: _TargetStats,
+    setup: _MapSetup,
+    start: float,
+    start_fit: MapFit | None = None,
 ) -> _Point:
+    """``map`` on one (reference, batch) pair; a bootstrap replicate passes ``start_fit``.
+
+    A replicate starts from the point estimate's reference density and fit (warm start), and
+    is solved to ``REPLICATE_TOL``: its sampling spread is orders of magnitude larger.
+    """
     reference_fit = setup.reference_fit
+    tol = shift_map.TOL if start_fit is None else REPLICATE_TOL
     if ref.fine_weight_pos is not setup.fitted_on:  # a bootstrap replicate of the reference
         reference_fit = shift_map.fit_piecewise_linear(
-            ref.fine_weight_pos, setup.fine_basis, setup.nodes, start=reference_fit.log_heights
+            ref.fine_weight_pos,
+            setup.fine_basis,
+            setup.nodes,
+            start=reference_fit.heights,
+            tol=tol,
         )
     counts = _cell_sum(stats.weight, ref.cell_bounds)
     prior_weights = ref.fine_weight_neg / float(ref.fine_weight_neg.sum())
@@ -944,8 +1032,12 @@ def _estimate_map(
         beta=setup.beta,
         power=setup.power,
         start_prevalence=start,
+        start_heights=None if start_fit is None else start_fit.heights,
+        tol=tol,
     )
-    return _Point(prevalence=a, converged=converged, n_iter=n_iter, map_fit=fit)
+    return _Point(
+        prevalence=a, converged=converged, n_iter=n_iter, map_fit=fit, residual=fit.residual
+    )
 
 
 def _estimate(
@@ -959,6 +1051,7 @@ def _estimate(
     em_max_iter: int,
     iterate: bool,
     start: float,
+    start_fit: MapFit | None = None,
 ) -> _Point:
     if method == "mle":
         return _estimate_mle(ref, stats)
@@ -970,7 +1063,7 @@ def _estimate(
         return _estimate_pacc(ref, stats)
     if setup is None:  # pragma: no cover - map always gets a setup
         raise InputError("map needs its node setup")
-    return _estimate_map(ref, stats, setup, start)
+    return _estimate_map(ref, stats, setup, start, start_fit)
 
 
 # --------------------------------------------------------------------------------------------
@@ -1188,6 +1281,51 @@ def estimate_prevalence(
     if ci_method == "profile" and used != "mle":
         raise InputError(f"ci_method 'profile' is only available for method mle, not {used}")
 
+    with shift_map.single_threaded_blas():
+        return _estimate_and_interval(
+            ref,
+            stats,
+            used,
+            requested,
+            warnings,
+            statistic=statistic,
+            pvalue=pvalue,
+            n_bootstrap=n_bootstrap,
+            ci_level=ci_level,
+            ci_method=ci_method,
+            resample_reference=resample_reference,
+            rng=rng,
+            threshold_index=threshold_index,
+            map_nodes=map_nodes,
+            map_beta=map_beta,
+            map_power=map_power,
+            em_tol=em_tol,
+            em_max_iter=em_max_iter,
+        )
+
+
+def _estimate_and_interval(
+    ref: ReferenceModel,
+    stats: _TargetStats,
+    used: EstimatedMethod,
+    requested: ShiftMethod,
+    warnings: list[str],
+    *,
+    statistic: float,
+    pvalue: float,
+    n_bootstrap: int,
+    ci_level: float,
+    ci_method: CiMethod,
+    resample_reference: bool,
+    rng: np.random.Generator,
+    threshold_index: int,
+    map_nodes: int | npt.ArrayLike,
+    map_beta: float,
+    map_power: float,
+    em_tol: float,
+    em_max_iter: int,
+) -> ShiftEstimate:
+    """The point estimate, its interval and the warnings (run with single-threaded BLAS)."""
     setup = _map_setup(ref, map_nodes, map_beta, map_power) if used == "map" else None
     start = _estimate_mle(ref, stats).prevalence if used == "map" else 0.0
     point = _estimate(
@@ -1225,6 +1363,7 @@ def estimate_prevalence(
                 em_max_iter=em_max_iter,
                 iterate=False,
                 start=point.prevalence,
+                start_fit=point.map_fit,
             )
             draws[b] = rep.prevalence
             n_failed += int(not rep.converged)
@@ -1279,6 +1418,7 @@ def estimate_prevalence(
         threshold=point.threshold,
         tpr_minus_fpr=point.tpr_minus_fpr,
         map_fit=point.map_fit,
+        residual=point.residual,
     )
 
 

@@ -7,71 +7,89 @@ density is a normalised piecewise-linear function on nodes
 
 .. math::
 
-    f_1(z; q) = \\frac{\\zeta_{k+1} - z}{\\zeta_{k+1} - \\zeta_k} h_k
+    f_1(z; h) = \\frac{\\zeta_{k+1} - z}{\\zeta_{k+1} - \\zeta_k} h_k
               + \\frac{z - \\zeta_k}{\\zeta_{k+1} - \\zeta_k} h_{k+1},
     \\qquad z \\in [\\zeta_k, \\zeta_{k+1}],
 
 (reference 001 prints the two weights swapped; this is ordinary linear interpolation, as its
-``np.interp`` code does) with heights
+``np.interp`` code does) with heights :math:`h \\ge 0`, :math:`w \\cdot h = 1` (:math:`w` the
+trapezoid weights, :func:`trapezoid_weights`: the integral of a piecewise-linear function is
+exactly :math:`w \\cdot h`). The estimate maximises
 
 .. math::
 
-    h_0 = \\frac{1}{M(q)}, \\qquad h_i = \\frac{e^{q_i}}{M(q)} \\; (i = 1, \\dots, m),
-    \\qquad M(q) = \\sum_{i=1}^{m} \\tfrac12 (e^{q_i} + e^{q_{i-1}})(\\zeta_i - \\zeta_{i-1}),
+    \\sum_k c_k \\log\\big[(1 - \\alpha) P_{0k} + \\alpha P_{1k}(h)\\big]
+    - \\beta \\int_0^1 g\\big(f_1(z; h) - f_1^{\\mathrm{ref}}(z)\\big)^p f_0(z)\\,dz,
+    \\qquad g(x) = \\sqrt{1 + x^2} - 1.
 
-with :math:`q_0 = 0` fixed (a free :math:`h_0` makes the heights scale-invariant, a flat
-direction that the reference found breaks convergence). Every :math:`q \\in \\mathbb{R}^m`
-gives a density on [0, 1]. The estimate maximises
-
-.. math::
-
-    \\sum_k c_k \\log\\big[(1 - \\alpha) P_{0k} + \\alpha P_{1k}(q)\\big]
-    - \\beta \\int_0^1 g\\big(f_1(z; q) - f_1^{\\mathrm{ref}}(z)\\big)^p f_0(z)\\,dz,
-    \\qquad g(x) = \\sqrt{1 + x^2} - 1,
-
-jointly in :math:`(\\operatorname{logit} \\alpha, q)` with analytic gradients (the bounded
-truncated-Newton method ``TNC``, as in reference 001's notebook: unlike L-BFGS-B it calls no
-BLAS, whose thread start-up dominates problems this small on a busy machine). The
-likelihood is the binned (grouped) form of reference 001's: :math:`c_k` are the target's
+The likelihood is the binned (grouped) form of reference 001's: :math:`c_k` are the target's
 weighted counts in the cells of the score grid, :math:`P_{0k}` the negative class's cell
-probabilities and :math:`P_{1k}(q) = \\int_{\\text{cell } k} f_1(z; q)\\,dz`, computed exactly
-(the cumulative of a piecewise-linear density is piecewise quadratic and linear in the
-heights). The prior integral is the expectation over the reference negatives,
+probabilities and :math:`P_{1k}(h) = (A h)_k = \\int_{\\text{cell } k} f_1(z; h)\\,dz`,
+computed exactly (the cumulative of a piecewise-linear density is piecewise quadratic and
+linear in the heights). The prior integral is the expectation over the reference negatives,
 :math:`\\sum_j \\pi_{0j}\\, g(\\cdot)^p` on the fine grid, i.e. :math:`f_0(z)\\,dz` is the
 negatives' empirical measure. :math:`f_1^{\\mathrm{ref}}` is the maximum-likelihood
 piecewise-linear fit (same nodes) to the reference positives (:func:`fit_piecewise_linear`).
 
-Gradients (with :math:`D = f_1(\\cdot; q) - f_1^{\\mathrm{ref}}`,
-:math:`m_k = (1-\\alpha) P_{0k} + \\alpha P_{1k}`, :math:`t = \\operatorname{logit}\\alpha`):
+Parametrisation (a point on the boundary must be reachable)
+-----------------------------------------------------------
+Reference 001 writes :math:`h_i = e^{q_i} / M(q)`. Then :math:`\\partial / \\partial q_j =
+h_j(\\dots)` vanishes with :math:`h_j`: a height that starts near 0 (e.g. at a node where the
+reference has no positives) can never move back, and fits stop at points that are not optimal
+in :math:`(\\alpha, h)`. Here instead
 
 .. math::
 
-    \\partial_t = \\alpha (1 - \\alpha) \\sum_k c_k \\frac{P_{1k} - P_{0k}}{m_k},
-    \\qquad
-    \\nabla_h = \\alpha \\sum_k \\frac{c_k}{m_k} \\nabla_h P_{1k}
-      - \\beta \\sum_j \\pi_{0j}\\, p\\, g(D_j)^{p-1} \\frac{D_j}{\\sqrt{1 + D_j^2}}
-      \\nabla_h f_1(z_j),
+    h = \\frac{v}{w \\cdot v}, \\qquad v \\ge 0, \\qquad v_{k^*} = h^{\\mathrm{ref}}_{k^*}
+    \\text{ fixed},
 
-and :math:`\\partial h_i / \\partial q_j = \\delta_{ij} h_j - h_i w_j h_j`, with :math:`w` the
-trapezoid weights (:math:`M = \\sum_i w_i e^{q_i}`), so
-:math:`\\partial/\\partial q_j = h_j (G_j - w_j\\, G \\cdot h)` for a gradient :math:`G` in
-:math:`h`.
+with :math:`k^*` the node of the largest reference height (fixing one node removes the scale
+direction :math:`v \\to s v`, which leaves :math:`h` unchanged), and :math:`\\alpha \\in [0, 1]`
+itself: a box, where zero heights and a zero prevalence are ordinary bound-constrained points.
+With :math:`S = w \\cdot v` and :math:`G = \\nabla_h` of the objective,
+:math:`\\partial / \\partial v_j = (G_j - w_j\\, G \\cdot h) / S`, and
+
+.. math::
+
+    \\partial_\\alpha = \\sum_k c_k \\frac{P_{1k} - P_{0k}}{m_k},
+    \\qquad
+    G = \\alpha \\sum_k \\frac{c_k}{m_k} \\nabla_h P_{1k}
+      - \\beta \\sum_j \\pi_{0j}\\, p\\, g(D_j)^{p-1} \\frac{D_j}{\\sqrt{1 + D_j^2}}
+      \\nabla_h f_1(z_j)
+
+(log-posterior; :math:`D = f_1(\\cdot; h) - f_1^{\\mathrm{ref}}`,
+:math:`m_k = (1-\\alpha) P_{0k} + \\alpha P_{1k}`). The fit minimises the negative
+log-posterior divided by the total count with L-BFGS-B under the bounds.
+
+Convergence is the project's own (:mod:`calib_cli.core.convergence`): the infinity norm of
+the projected gradient of that *mean* objective in :math:`(\\alpha, v)` at the returned point,
+at most ``tol``; a fit that fails it is restarted once from its point. The reference density
+:func:`fit_piecewise_linear` is the same kind of fit without the scale problem: it maximises
+the concave :math:`\\sum_k n_k \\log (A v)_k - N\\, w \\cdot v` over :math:`v \\ge 0`, whose
+maximiser has :math:`w \\cdot v = 1` and is the constrained maximum-likelihood density.
+
+Small fits run with single-threaded BLAS (``threadpoolctl``, when installed): starting a pool
+of threads costs more than the products of a few thousand numbers it would share out.
 
 References
 ----------
-References/001: MAP estimation of the base rate and the positive-class density (prior,
-parameterisation and gradients).
+References/001: MAP estimation of the base rate and the positive-class density (prior and
+gradients; its log-height parametrisation is replaced here as explained above).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import minimize
-from scipy.special import expit, logit
+from scipy.special import expit
 
+from calib_cli.core.convergence import projected_gradient_residual, with_one_restart
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray
 
@@ -85,14 +103,46 @@ __all__ = [
     "heights",
     "interp_basis",
     "map_objective",
+    "single_threaded_blas",
     "trapezoid_weights",
     "uniform_nodes",
 ]
 
-#: Bounds on the log-heights q (relative to node 0): heights within e^±40 of each other.
+#: Bounds on the log-heights q of :func:`map_objective` (heights within e^±40 of each other).
 Q_BOUND = 40.0
-#: Bounds on logit(alpha) during the MAP fit: alpha within about 1e-13 of 0 and 1.
+#: Bounds on logit(alpha) of :func:`map_objective`.
 LOGIT_BOUND = 30.0
+#: Default tolerance on the projected gradients (of the mean objectives, per unit count; for
+#: :func:`fit_map` in coordinates scaled by the Gauss-Newton diagonal, where a component g
+#: means a possible gain of about g^2 / 2 per count). The objectives are known to about
+#: 1e-15 per count, so no line search resolves components much below 3e-8 (sqrt(2e-15)); the
+#: prevalence then moves by well under 1e-7 of itself.
+TOL = 1e-7
+
+_CONTROLLER: Any = None
+
+
+@contextmanager
+def single_threaded_blas() -> Iterator[None]:
+    """BLAS limited to one thread inside the block (a no-op without ``threadpoolctl``).
+
+    The products in these fits have a few thousand entries: a BLAS thread pool costs more to
+    wake than it saves, and on a busy machine waiting for its threads dominates the fit.
+    Threads do not change the criterion of convergence, only the time.
+    """
+    global _CONTROLLER
+    if _CONTROLLER is None:
+        try:
+            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+
+            _CONTROLLER = ThreadpoolController()
+        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
+            _CONTROLLER = False
+    if _CONTROLLER is False:  # pragma: no cover
+        yield
+        return
+    with _CONTROLLER.limit(limits=1, user_api="blas"):
+        yield
 
 
 @dataclass(frozen=True)
@@ -104,13 +154,17 @@ class PiecewiseLinearFit:
     nodes : ndarray of shape (m + 1,)
         Node positions, 0 first and 1 last.
     log_heights : ndarray of shape (m,)
-        The free parameters :math:`q_1, \\dots, q_m` (:math:`q_0 = 0`).
+        :math:`\\log(h_i / h_0)` for :math:`i \\ge 1`, clipped to ``±Q_BOUND`` (reference 001's
+        log-height coordinates of the same density, e.g. for :func:`map_objective`; a zero
+        height is the clip).
     heights : ndarray of shape (m + 1,)
-        The density at the nodes (integrates to 1 by the trapezoid rule, which is exact).
+        The density at the nodes, non-negative, integrating to 1 (:math:`w \\cdot h = 1`).
     converged : bool
-        Whether the optimiser (TNC) reported success.
+        Whether the projected-gradient residual at the fit is at most the tolerance.
     n_iter : int
-        Optimiser iterations.
+        Optimiser iterations (a restart included).
+    residual : float
+        Infinity norm of the projected gradient of the mean objective at the fit.
     """
 
     nodes: FloatArray
@@ -118,6 +172,7 @@ class PiecewiseLinearFit:
     heights: FloatArray
     converged: bool
     n_iter: int
+    residual: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -129,7 +184,7 @@ class MapFit:
     nodes : ndarray of shape (m + 1,)
         Node positions on the probability scale, 0 first and 1 last.
     heights : ndarray of shape (m + 1,)
-        Fitted positive-class density at the nodes, :math:`f_1(\\zeta_i; q)`.
+        Fitted positive-class density at the nodes, :math:`f_1(\\zeta_i)`.
     reference_heights : ndarray of shape (m + 1,)
         The reference positives' piecewise-linear density at the nodes (the prior's centre).
     beta : float
@@ -140,6 +195,13 @@ class MapFit:
         The maximised objective (log-likelihood plus log-prior, unnormalised).
     prior_penalty : float
         :math:`\\int g(f_1 - f_1^{\\mathrm{ref}})^p f_0\\,dz` at the optimum (0: no shape change).
+    converged : bool
+        Whether the KKT residual is at most the tolerance (see :func:`fit_map`).
+    n_iter : int
+        Optimiser iterations (a restart included).
+    residual : float
+        Infinity norm of the projected gradient of the mean objective in the scaled
+        coordinates of :func:`fit_map` at the fit.
     """
 
     nodes: FloatArray
@@ -149,6 +211,9 @@ class MapFit:
     power: float
     log_posterior: float
     prior_penalty: float
+    converged: bool = True
+    n_iter: int = 0
+    residual: float = math.nan
 
 
 def uniform_nodes(m: int) -> FloatArray:
@@ -190,7 +255,8 @@ def trapezoid_weights(nodes: FloatArray) -> FloatArray:
 def heights(log_heights: FloatArray, weights: FloatArray) -> FloatArray:
     """Node heights ``h = E / M`` with ``E = (1, exp(q_1), ..., exp(q_m))``, ``M = w @ E``.
 
-    Computed stably (scaled by the largest exponent).
+    Reference 001's log-height coordinates (used by :func:`map_objective`). Computed stably
+    (scaled by the largest exponent).
 
     >>> h = heights(np.zeros(2), trapezoid_weights(np.array([0.0, 0.5, 1.0])))
     >>> h.tolist()
@@ -199,6 +265,14 @@ def heights(log_heights: FloatArray, weights: FloatArray) -> FloatArray:
     full = np.concatenate(([0.0], log_heights))
     e = np.exp(full - full.max())
     result: FloatArray = e / float(weights @ e)
+    return result
+
+
+def _log_heights(h: FloatArray) -> FloatArray:
+    """``log(h_i / h_0)`` for ``i >= 1``, zero heights at the clip ``±Q_BOUND``."""
+    tiny = np.finfo(np.float64).tiny
+    logs = np.log(np.maximum(h, tiny))
+    result: FloatArray = np.clip(logs[1:] - logs[0], -Q_BOUND, Q_BOUND)
     return result
 
 
@@ -241,20 +315,80 @@ def _chain_to_q(grad_h: FloatArray, h: FloatArray, weights: FloatArray) -> Float
     return result
 
 
+def _check_budget(tol: float, max_iter: int) -> tuple[float, int]:
+    if not (math.isfinite(tol) and tol > 0.0):
+        raise InputError(f"tol must be a positive number, got {tol!r}")
+    if isinstance(max_iter, bool) or not isinstance(max_iter, int | np.integer) or max_iter < 1:
+        raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
+    return float(tol), int(max_iter)
+
+
+Objective = Callable[[FloatArray], tuple[float, FloatArray]]
+
+
+def _lbfgsb(
+    objective: Objective, lower: FloatArray, upper: FloatArray, tol: float
+) -> Callable[[FloatArray, int], tuple[FloatArray, int]]:
+    """An L-BFGS-B run from a point with an iteration budget (for :func:`with_one_restart`).
+
+    Its own stopping rule is a quarter of ``tol`` on the same projected gradient, and no
+    relative-decrease rule (``ftol=0``): whether it stopped for that or because its line
+    search could not lower the objective any more is decided afterwards, by the residual.
+    """
+
+    def solve(x0: FloatArray, budget: int) -> tuple[FloatArray, int]:
+        result = minimize(
+            objective,
+            np.clip(x0, lower, upper),
+            jac=True,
+            method="L-BFGS-B",
+            bounds=list(zip(lower.tolist(), upper.tolist(), strict=True)),
+            options={"maxiter": budget, "maxfun": 4 * budget + 20, "ftol": 0.0, "gtol": tol / 4},
+        )
+        x: FloatArray = np.clip(np.asarray(result.x, dtype=np.float64), lower, upper)
+        return x, min(int(result.nit), budget)
+
+    return solve
+
+
+def _heights_start(start: FloatArray | None, weights: FloatArray) -> FloatArray:
+    m1 = weights.size
+    if start is None:
+        return np.ones(m1)
+    arr = np.asarray(start, dtype=np.float64)
+    if arr.shape == (m1 - 1,):  # log-heights (reference 001's coordinates)
+        return heights(arr, weights)
+    if arr.shape != (m1,) or not np.all(np.isfinite(arr)) or np.any(arr < 0.0):
+        raise InputError(f"start must hold {m1} non-negative heights, got shape {arr.shape}")
+    total = float(weights @ arr)
+    return arr / total if total > 0.0 else np.ones(m1)
+
+
 def fit_piecewise_linear(
     counts: FloatArray,
     cell_basis: FloatArray,
     nodes: FloatArray,
     *,
     start: FloatArray | None = None,
-    tol: float = 1e-9,
+    tol: float = TOL,
     max_iter: int = 5000,
 ) -> PiecewiseLinearFit:
     """Maximum-likelihood piecewise-linear density from binned counts.
 
-    Maximises :math:`\\sum_k n_k \\log P_k(q)` with :math:`P_k(q) = (A h(q))_k` the exact
-    probability of cell ``k`` (``cell_basis`` is ``A``, the difference of :func:`cdf_basis` at
-    the cell edges).
+    Maximises :math:`\\sum_k n_k \\log P_k(h)` over heights :math:`h \\ge 0` with
+    :math:`w \\cdot h = 1`, where :math:`P_k(h) = (A h)_k` is the exact probability of cell
+    ``k`` (``cell_basis`` is ``A``, the difference of :func:`cdf_basis` at the cell edges). It
+    minimises the convex
+
+    .. math::
+
+        F(v) = -\\sum_k \\frac{n_k}{N} \\log (A v)_k + w \\cdot v, \\qquad v \\ge 0,
+
+    (:math:`N = \\sum_k n_k`) by L-BFGS-B: the normalisation is a Lagrange term whose
+    multiplier is known (at a minimiser :math:`v \\cdot \\nabla F = 0` gives
+    :math:`w \\cdot v = 1`), so there is no scale direction and zero heights are ordinary
+    bound-constrained points. Converged when the projected gradient of :math:`F` at the fit
+    has infinity norm at most ``tol`` (one restart from the returned point otherwise).
 
     Parameters
     ----------
@@ -264,10 +398,12 @@ def fit_piecewise_linear(
         Cell probabilities per unit height at each node.
     nodes : ndarray of shape (m + 1,)
         Node positions.
-    start : ndarray of shape (m,), optional
-        Starting log-heights (default zeros: the uniform density).
-    tol, max_iter
-        Projected-gradient tolerance and cap on function evaluations of TNC.
+    start : ndarray of shape (m + 1,) or (m,), optional
+        Starting heights (or log-heights :math:`q_1..q_m`); default the uniform density.
+    tol : float, default TOL (1e-7)
+        Tolerance on the projected gradient of :math:`F` (per unit count).
+    max_iter : int, default 5000
+        Cap on L-BFGS-B iterations, the restart included.
 
     Returns
     -------
@@ -279,41 +415,46 @@ def fit_piecewise_linear(
     >>> edges = np.linspace(0.0, 1.0, 5)
     >>> basis = cdf_basis(edges[1:], nodes) - cdf_basis(edges[:-1], nodes)
     >>> fit = fit_piecewise_linear(np.array([1.0, 1.0, 1.0, 1.0]), basis, nodes)
-    >>> np.round(fit.heights, 4).tolist()
-    [1.0, 1.0, 1.0]
+    >>> np.round(fit.heights, 4).tolist(), fit.converged
+    ([1.0, 1.0, 1.0], True)
     """
+    tol, max_iter = _check_budget(tol, max_iter)
     total = float(counts.sum())
     if not total > 0.0:
         raise InputError("a piecewise-linear density needs counts with a positive total")
     weights = trapezoid_weights(nodes)
     used = counts > 0.0
-    n_used = counts[used]
-    a_used = cell_basis[used]
+    share = counts[used] / total
+    a_used = np.ascontiguousarray(cell_basis[used])
     tiny = np.finfo(np.float64).tiny
 
-    def objective(q: FloatArray) -> tuple[float, FloatArray]:
-        h = heights(q, weights)
-        prob = np.maximum(a_used @ h, tiny)
-        value = -float(n_used @ np.log(prob)) / total
-        grad_h = -(a_used.T @ (n_used / prob)) / total
-        return value, _chain_to_q(grad_h, h, weights)
+    def objective(v: FloatArray) -> tuple[float, FloatArray]:
+        prob = np.maximum(a_used @ v, tiny)
+        value = -float(share @ np.log(prob)) + float(weights @ v)
+        grad: FloatArray = weights - a_used.T @ (share / prob)
+        return value, grad
 
-    m = nodes.size - 1
-    result = minimize(
-        objective,
-        np.zeros(m) if start is None else np.asarray(start, dtype=np.float64),
-        jac=True,
-        method="TNC",
-        bounds=[(-Q_BOUND, Q_BOUND)] * m,
-        options={"maxfun": max_iter, "gtol": tol, "ftol": 0.0, "xtol": 0.0},
-    )
-    q = np.asarray(result.x, dtype=np.float64)
+    def residual(v: FloatArray) -> float:
+        return projected_gradient_residual(v, objective(v)[1], lower=0.0)
+
+    m1 = nodes.size
+    lower, upper = np.zeros(m1), np.full(m1, np.inf)
+    with single_threaded_blas():
+        v, conv = with_one_restart(
+            _lbfgsb(objective, lower, upper, tol),
+            residual,
+            _heights_start(start, weights),
+            tol=tol,
+            max_iter=max_iter,
+        )
+    h = v / float(weights @ v)
     return PiecewiseLinearFit(
         nodes=nodes,
-        log_heights=q,
-        heights=heights(q, weights),
-        converged=bool(result.success),
-        n_iter=int(result.nit),
+        log_heights=_log_heights(h),
+        heights=h,
+        converged=conv.converged,
+        n_iter=conv.n_iter,
+        residual=conv.residual,
     )
 
 
@@ -321,6 +462,49 @@ def _g(x: FloatArray) -> FloatArray:
     """g(x) = sqrt(1 + x^2) - 1, computed as x^2 / (sqrt(1 + x^2) + 1) (no cancellation)."""
     result: FloatArray = x * x / (np.sqrt(1.0 + x * x) + 1.0)
     return result
+
+
+@dataclass(frozen=True)
+class _MapTerms:
+    """The mean negative log-posterior at (alpha, h) and its gradients in alpha and h."""
+
+    value: float
+    grad_alpha: float
+    grad_h: FloatArray
+    penalty: float
+
+
+def _map_terms(
+    alpha: float,
+    h: FloatArray,
+    counts: FloatArray,
+    mass_neg: FloatArray,
+    cell_basis: FloatArray,
+    prior_weights: FloatArray,
+    prior_basis: FloatArray,
+    reference_density: FloatArray,
+    *,
+    beta: float,
+    power: float,
+) -> _MapTerms:
+    """Reference 001's negative log-posterior divided by the total count, in (alpha, h).
+
+    ``counts`` must be positive (cells without counts add nothing and are left out).
+    """
+    total = float(counts.sum())
+    mass_pos = cell_basis @ h
+    mix = np.maximum((1.0 - alpha) * mass_neg + alpha * mass_pos, np.finfo(np.float64).tiny)
+    ratio = counts / mix
+    diff = prior_basis @ h - reference_density
+    gd = _g(diff)
+    penalty = float(prior_weights @ gd**power)
+    value = -(float(counts @ np.log(mix)) - beta * penalty) / total
+    grad_alpha = -float(ratio @ (mass_pos - mass_neg)) / total
+    grad_h: FloatArray = -alpha * (cell_basis.T @ ratio) / total
+    if beta > 0.0:
+        dpen = prior_weights * power * gd ** (power - 1.0) * diff / np.sqrt(1.0 + diff * diff)
+        grad_h = grad_h + beta * (prior_basis.T @ dpen) / total
+    return _MapTerms(value, grad_alpha, grad_h, penalty)
 
 
 def map_objective(
@@ -338,34 +522,77 @@ def map_objective(
 ) -> tuple[float, FloatArray]:
     """Negative log-posterior of reference 001 divided by the total count, and its gradient.
 
-    ``theta = (logit alpha, q_1, ..., q_m)``. ``counts``, ``mass_neg``: target counts and
-    negative-class probabilities per cell; ``cell_basis``: ``A`` with ``P_1 = A h``;
-    ``prior_weights``: the negatives' probability ``pi_0j`` at the prior's integration points;
-    ``prior_basis``: ``B`` with ``f_1(z_j) = B h`` there; ``reference_density``:
-    ``f_1^ref(z_j)``. Dividing by the total count leaves the maximiser unchanged and keeps the
-    gradient of order one for the optimiser.
+    In reference 001's coordinates ``theta = (logit alpha, q_1, ..., q_m)`` (heights
+    :func:`heights`; :func:`fit_map` works in ``(alpha, v)`` instead, see the module notes).
+    ``counts``, ``mass_neg``: target counts and negative-class probabilities per cell;
+    ``cell_basis``: ``A`` with ``P_1 = A h``; ``prior_weights``: the negatives' probability
+    ``pi_0j`` at the prior's integration points; ``prior_basis``: ``B`` with
+    ``f_1(z_j) = B h`` there; ``reference_density``: ``f_1^ref(z_j)``. Dividing by the total
+    count leaves the maximiser unchanged and keeps the gradient of order one.
     """
-    total = float(counts.sum())
     weights = trapezoid_weights(nodes)
-    t = float(theta[0])
-    alpha = float(expit(t))
+    alpha = float(expit(float(theta[0])))
     h = heights(theta[1:], weights)
-    mass_pos = cell_basis @ h
-    mix = (1.0 - alpha) * mass_neg + alpha * mass_pos
-    tiny = np.finfo(np.float64).tiny
-    mix = np.maximum(mix, tiny)
     used = counts > 0.0
-    loglik = float(counts[used] @ np.log(mix[used]))
-    ratio = np.where(used, counts / mix, 0.0)
-    diff = prior_basis @ h - reference_density
-    gd = _g(diff)
-    penalty = float(prior_weights @ gd**power)
-    value = -(loglik - beta * penalty) / total
-    grad_t = -alpha * (1.0 - alpha) * float(ratio @ (mass_pos - mass_neg)) / total
-    dpen = prior_weights * power * gd ** (power - 1.0) * diff / np.sqrt(1.0 + diff * diff)
-    grad_h = (-alpha * (cell_basis.T @ ratio) + beta * (prior_basis.T @ dpen)) / total
-    grad = np.concatenate(([grad_t], _chain_to_q(grad_h, h, weights)))
-    return value, grad
+    terms = _map_terms(
+        alpha,
+        h,
+        counts[used],
+        mass_neg[used],
+        cell_basis[used],
+        prior_weights,
+        prior_basis,
+        reference_density,
+        beta=beta,
+        power=power,
+    )
+    grad_t = alpha * (1.0 - alpha) * terms.grad_alpha
+    return terms.value, np.concatenate(([grad_t], _chain_to_q(terms.grad_h, h, weights)))
+
+
+def _map_scale(
+    alpha: float,
+    v: FloatArray,
+    data: tuple[FloatArray, ...],
+    weights: FloatArray,
+    *,
+    beta: float,
+    power: float,
+) -> FloatArray:
+    """Scales ``d = 1 / sqrt(H_jj)`` of ``(alpha, v)`` from the Gauss-Newton diagonal at a point.
+
+    ``H_jj`` is the diagonal of the mean objective's Gauss-Newton Hessian (likelihood:
+    :math:`\\sum c\\, (\\partial m / \\partial x_j)^2 / m^2 / C`; prior: its exact second
+    derivative along the coordinate), floored at ``1e-6`` times the largest. In ``x / d`` the
+    problem is about equally curved in every coordinate, and a gradient component
+    :math:`g_j d_j` has the meaning of a Newton decrement: moving along coordinate ``j`` can
+    lower the mean objective by about :math:`(g_j d_j)^2 / 2`.
+    """
+    counts, mass_neg, cell_basis, prior_weights, prior_basis, reference_density = data
+    s = float(weights @ v)
+    h = v / s
+    total = float(counts.sum())
+    mass_pos = cell_basis @ h
+    mix = np.maximum((1.0 - alpha) * mass_neg + alpha * mass_pos, np.finfo(np.float64).tiny)
+    share = counts / (mix * mix) / total
+    h_alpha = float(share @ (mass_pos - mass_neg) ** 2)
+    h_v = alpha * alpha * (share @ (cell_basis * cell_basis)) / (s * s)
+    if beta > 0.0:
+        diff = prior_basis @ h - reference_density
+        root = np.sqrt(1.0 + diff * diff)
+        gd = _g(diff)
+        second = power * gd ** (power - 1.0) / (root * root * root)
+        if power > 1.0:
+            second += power * (power - 1.0) * gd ** (power - 1.0) * (root + 1.0) / (root * root)
+        h_v = h_v + beta * ((prior_weights * second) @ (prior_basis * prior_basis)) / total / (
+            s * s
+        )
+    diag = np.concatenate(([h_alpha], h_v))
+    top = float(np.max(diag)) if np.all(np.isfinite(diag)) else 0.0
+    if not top > 0.0:
+        return np.ones(diag.size)
+    result: FloatArray = 1.0 / np.sqrt(np.maximum(diag, 1e-6 * top))
+    return result
 
 
 def fit_map(
@@ -379,21 +606,32 @@ def fit_map(
     beta: float,
     power: float,
     start_prevalence: float,
-    tol: float = 1e-9,
+    start_heights: FloatArray | None = None,
+    tol: float = TOL,
     max_iter: int = 5000,
 ) -> tuple[float, MapFit, bool, int]:
-    """Maximise reference 001's log-posterior in ``(logit alpha, q)`` with TNC.
+    """Maximise reference 001's log-posterior in ``(alpha, h)`` (L-BFGS-B, bounds).
 
-    Starts from ``start_prevalence`` (clipped to [1e-6, 1 - 1e-6]) and the reference shape.
+    Works in :math:`x = (\\alpha, v_{-k^*})` with :math:`0 \\le \\alpha \\le 1`,
+    :math:`v \\ge 0`, :math:`h = v / (w \\cdot v)` and :math:`v_{k^*}` fixed at the largest
+    reference height (module notes). Starts from ``start_prevalence`` (clipped to
+    [1e-6, 1 - 1e-6]) and ``start_heights`` (default: the reference shape; a bootstrap
+    replicate starts from the point estimate's). Converged when the projected gradient of
+    the mean negative log-posterior in :math:`y = x / d` has infinity norm at most ``tol`` at
+    the returned point: the KKT conditions of the box, in coordinates scaled by the
+    Gauss-Newton diagonal at the start (:func:`_map_scale`), so that a component
+    :math:`g_j d_j` is the square root of twice the gain still possible along it. One restart
+    from the returned point when it fails.
 
     Returns
     -------
     prevalence : float
     fit : MapFit
+        With ``converged``, ``n_iter`` and ``residual``.
     converged : bool
-        The optimiser's success flag.
+        ``fit.converged``.
     n_iter : int
-        Optimiser iterations.
+        ``fit.n_iter``.
 
     Examples
     --------
@@ -405,32 +643,67 @@ def fit_map(
     >>> neg = np.array([0.4, 0.3, 0.2, 0.1])
     >>> a, fit, ok, _ = fit_map(np.array([38.0, 29.0, 21.0, 12.0]), neg, basis, neg,
     ...     interp_basis(mid, nodes), ref, beta=100.0, power=2.0, start_prevalence=0.5)
-    >>> ok, bool(0.0 < a < 0.2)
-    (True, True)
+    >>> ok, bool(0.0 < a < 0.2), fit.residual <= 1e-6
+    (True, True, True)
     """
     if not (math.isfinite(beta) and beta >= 0.0):
         raise InputError(f"map_beta must be a non-negative number, got {beta!r}")
     if not (math.isfinite(power) and power >= 1.0):
         raise InputError(f"map_power must be a number >= 1, got {power!r}")
+    tol, max_iter = _check_budget(tol, max_iter)
     nodes = reference.nodes
-    reference_density = prior_basis @ reference.heights
-    start = float(np.clip(start_prevalence, 1e-6, 1.0 - 1e-6))
-    theta0 = np.concatenate(([float(logit(start))], reference.log_heights))
-    m = nodes.size - 1
-    args = (counts, mass_neg, cell_basis, prior_weights, prior_basis, reference_density, nodes)
-    result = minimize(
-        lambda th: map_objective(th, *args, beta=beta, power=power),
-        theta0,
-        jac=True,
-        method="TNC",
-        bounds=[(-LOGIT_BOUND, LOGIT_BOUND)] + [(-Q_BOUND, Q_BOUND)] * m,
-        options={"maxfun": max_iter, "gtol": tol, "ftol": 0.0, "xtol": 0.0},
-    )
-    theta = np.asarray(result.x, dtype=np.float64)
     weights = trapezoid_weights(nodes)
-    h = heights(theta[1:], weights)
-    total = float(counts.sum())
-    value, _ = map_objective(theta, *args, beta=beta, power=power)
+    reference_density = prior_basis @ reference.heights
+    used = counts > 0.0
+    data = (
+        counts[used],
+        mass_neg[used],
+        np.ascontiguousarray(cell_basis[used]),
+        prior_weights,
+        np.ascontiguousarray(prior_basis),
+        reference_density,
+    )
+    pin = int(np.argmax(reference.heights))
+    pinned = float(reference.heights[pin])
+    free = np.arange(nodes.size) != pin
+
+    a0 = float(np.clip(start_prevalence, 1e-6, 1.0 - 1e-6))
+    v0 = reference.heights
+    if start_heights is not None:
+        sh = np.asarray(start_heights, dtype=np.float64)
+        if sh.shape == v0.shape and np.all(np.isfinite(sh)) and sh[pin] > 0.0:
+            v0 = np.maximum(sh, 0.0) * (pinned / float(sh[pin]))
+    # Coordinates y = x / d, d from the Gauss-Newton diagonal at the start (see _map_scale).
+    unit = _map_scale(a0, v0, data, weights, beta=beta, power=power)[np.r_[True, free]]
+
+    def unpack(y: FloatArray) -> tuple[float, FloatArray, float]:
+        v = np.empty(nodes.size)
+        v[pin] = pinned
+        v[free] = y[1:] * unit[1:]
+        s = float(weights @ v)
+        return float(y[0] * unit[0]), v / s, s
+
+    def objective(y: FloatArray) -> tuple[float, FloatArray]:
+        alpha, h, s = unpack(y)
+        if not np.any(used):
+            return 0.0, np.zeros(y.size)
+        t = _map_terms(alpha, h, *data, beta=beta, power=power)
+        grad_v = (t.grad_h - weights * float(t.grad_h @ h)) / s
+        return t.value, np.concatenate(([t.grad_alpha], grad_v[free])) * unit
+
+    lower = np.zeros(nodes.size)
+    upper = np.concatenate(([1.0 / unit[0]], np.full(nodes.size - 1, np.inf)))
+
+    def residual(y: FloatArray) -> float:
+        return projected_gradient_residual(y, objective(y)[1], lower=lower, upper=upper)
+
+    x0 = np.concatenate(([a0], v0[free])) / unit
+    with single_threaded_blas():
+        x, conv = with_one_restart(
+            _lbfgsb(objective, lower, upper, tol), residual, x0, tol=tol, max_iter=max_iter
+        )
+        alpha, h, _ = unpack(x)
+        value = objective(x)[0]
     penalty = float(prior_weights @ _g(prior_basis @ h - reference_density) ** power)
     fit = MapFit(
         nodes=nodes,
@@ -438,7 +711,10 @@ def fit_map(
         reference_heights=reference.heights,
         beta=float(beta),
         power=float(power),
-        log_posterior=-value * total,
+        log_posterior=-value * float(counts.sum()),
         prior_penalty=penalty,
+        converged=conv.converged,
+        n_iter=conv.n_iter,
+        residual=conv.residual,
     )
-    return float(expit(theta[0])), fit, bool(result.success), int(result.nit)
+    return alpha, fit, conv.converged, conv.n_iter
