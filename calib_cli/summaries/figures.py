@@ -1,0 +1,853 @@
+"""Every figure of ``calib reliability`` from a :class:`ScoreSummary`, with its stated bound.
+
+The figures are those of :func:`calib_cli.core.metrics.reliability_summary` (same fields, same
+JSON keys, same formulas: this module feeds that module's helpers with sums), plus an
+:class:`Exactness` record that says, per figure, whether it is exact and otherwise how far it
+can be from the in-memory value on the same rows.
+
+Atoms. The summary's rows of one group are grouped into *atoms*, one per ``(cell, bin)``
+key, ordered by score: every score of an atom lies in ``[lo, hi]`` (the smallest and largest
+score with a positive weight) and atoms do not overlap. An atom with ``lo == hi`` is a group
+of tied scores, exactly what the in-memory code sees. A *resolved* atom (:class:`ResolvedCells`,
+the rows of chosen cells brought back by a second pass) is replaced by one atom per distinct
+score, so everything computed from it is exact.
+
+Exact (to floating-point summation, about ``1e-15`` relative): ``n``, ``weight_total``,
+``positives``, ``base_rate``, ``mean_score``, calibration in the large, ``log_loss``,
+``brier``, Spiegelhalter's z; and, when no atom straddles a bin edge (always with the
+summary's own ``bin_edges``; with other uniform edges when they fall on cell boundaries), the
+bin table, ``ece``, ``mce``, the Brier decomposition and ``ece_debiased``.
+
+Bounded:
+
+* AUC: pairs in different atoms are ordered exactly; pairs within an atom count one half
+  unless the atom is all ties (then that *is* exact) or its classes do not overlap (then they
+  count 1 or 0, exactly). So :math:`|\\mathrm{AUC} - \\widehat{\\mathrm{AUC}}| \\le
+  \\sum_a w^+_a w^-_a / (2 W^+ W^-)` over the remaining atoms, ``auc_bound`` (``gini_bound``
+  is twice it). :func:`cells_to_resolve` lists the atoms to resolve, largest terms first,
+  until the bound is below a tolerance (``1e-6`` by default).
+* Average precision: an atom is one threshold (its rows tied); resolving it into its rows
+  can only move the precision at which its positives are recalled within
+  :math:`[T/(T + F + n^-_a),\\ (T + w^+_a)/(T + w^+_a + F)]` (:math:`T, F` the positive and
+  negative weight of the atoms above it), so ``average_precision_bound`` is the sum over
+  atoms that are not all ties of :math:`w^+_a / W^+` times that width.
+* Other bin edges (another ``n_bins``, or ``quantile`` edges, and the 10 equal-mass
+  Hosmer-Lemeshow groups): an atom on both sides of an edge is put in the bin of its mean
+  score. Quantile edges are NumPy's ``linear`` weighted percentiles, exact when the two rows
+  interpolated between are known (a tied atom, or the last row of one atom and the first of
+  the next, which are its ``hi`` and the next atom's ``lo``); otherwise the edge is
+  interpolated inside the atom and that atom straddles. ``straddle_weight`` is the weight of
+  straddling atoms (0: exact); ``ece_bound`` is :math:`2 \\sum_a \\sum_{i \\in a} w_i |y_i -
+  p_i| / W` over them (moving a row between bins moves two bins' gaps by at most its own).
+  Resolving the straddling atoms (listed by :func:`cells_to_resolve`) makes these exact.
+* Calibration intercept and slope: the logistic fits run on two points per atom, the
+  positives and the negatives at their mean logit (``logit_sum / weight``). The score
+  equations' linear terms are exact; :math:`\\sum w\\,\\mathrm{expit}(a + b x)` is replaced by
+  its value at the mean, an error of order :math:`\\tfrac18 b^2 \\operatorname{Var}_a(x)`
+  per unit weight, and an atom's logits span at most :math:`2^{-m+1}` (about ``5e-4`` for
+  ``m = 12``): measured relative errors are below ``1e-7``. Exact for resolved atoms.
+* DeLong's interval uses the atoms as tie groups (centred on the refined AUC); the ECE
+  bootstrap is the Poisson bootstrap of :func:`~calib_cli.core.metrics.ece_bootstrap` over
+  (bin, class) cells with the normal limit for every cell (``exact_limit=0``): the same
+  draws, up to rounding, as that function with ``exact_limit=0`` on the rows.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import logit, ndtr
+
+from calib_cli.core.metrics import (
+    NAN,
+    NAN_PAIR,
+    ReliabilitySummary,
+    _average_precision,
+    _BinStats,
+    _calibration_fit,
+    _citl,
+    _debiased_sq_from_sums,
+    _delong,
+    _ece_from_sums,
+    _hosmer_lemeshow,
+    _lerp,
+    _mce,
+    _murphy,
+    _sqrt_clipped,
+    _table,
+    _z_value,
+)
+from calib_cli.errors import InputError
+from calib_cli.summaries.grid import bin_index, cell_bounds, cell_index
+from calib_cli.summaries.summary import ScoreSummary
+from calib_cli.types import BinStrategy, BoolArray, FloatArray, IntArray, choices
+
+__all__ = [
+    "Exactness",
+    "ResolvedCells",
+    "SummaryReliability",
+    "cells_to_resolve",
+    "reliability_from_summary",
+    "resolved_cells",
+]
+
+DEFAULT_AUC_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class Exactness:
+    """How far the figures from a summary can be from the in-memory figures on its rows.
+
+    Attributes
+    ----------
+    mantissa_bits : int
+        The grid (cells of relative width ``2**-mantissa_bits``).
+    auc_bound, gini_bound, average_precision_bound : float
+        Certified bounds on the absolute error of ``auc``, ``gini`` and
+        ``average_precision`` (0: exact).
+    bins_exact : bool
+        Whether the bin table, ECE, MCE, Brier decomposition and debiased ECE are exact (no
+        atom straddles a bin edge and every quantile edge is known).
+    straddle_weight : float
+        Weight of the rows whose bin is uncertain.
+    ece_bound : float
+        Certified bound on the absolute error of ``ece`` (0 when ``bins_exact``).
+    hosmer_lemeshow_exact : bool
+        Whether the Hosmer-Lemeshow groups are exact.
+    calibration_fit_exact : bool
+        Whether the intercept/slope fits ran on exact scores (every atom tied or resolved)
+        rather than on per-atom mean logits.
+    resolved_cells : int
+        Atoms replaced by their rows (a second pass).
+    unresolved_atoms : int
+        Atoms with more than one distinct score left as they are.
+    """
+
+    mantissa_bits: int
+    auc_bound: float
+    gini_bound: float
+    average_precision_bound: float
+    bins_exact: bool
+    straddle_weight: float
+    ece_bound: float
+    hosmer_lemeshow_exact: bool
+    calibration_fit_exact: bool
+    resolved_cells: int
+    unresolved_atoms: int
+
+
+@dataclass(frozen=True)
+class SummaryReliability:
+    """The figures of ``calib reliability`` from a summary, and how exact each one is.
+
+    The proposed JSON report is the keys of ``reliability`` plus ``"exactness"``: the fields
+    of :class:`Exactness`.
+    """
+
+    reliability: ReliabilitySummary
+    exactness: Exactness
+
+
+@dataclass(frozen=True)
+class ResolvedCells:
+    """Rows of chosen atoms brought back by a second pass, grouped by distinct score and class.
+
+    Each entry is one (bin, cell, score, label) with its total weight and number of rows;
+    every atom named must be complete (all its rows). Build it with :func:`resolved_cells`
+    from rows, or from the second streaming pass (:func:`calib_cli.summaries.scan.rows_in_cells`).
+    """
+
+    bin: IntArray
+    cell: IntArray
+    score: FloatArray
+    label: npt.NDArray[np.int8]
+    weight: FloatArray
+    n_rows: IntArray
+
+
+def resolved_cells(
+    bins: npt.ArrayLike,
+    cells: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+) -> ResolvedCells:
+    """Group rows of resolved atoms by (bin, cell, score, label): the refinement input.
+
+    Examples
+    --------
+    >>> r = resolved_cells([1, 1, 1], [7, 7, 7], [0.1, 0.1, 0.2], [0, 0, 1])
+    >>> r.score.tolist(), r.weight.tolist(), r.n_rows.tolist()
+    ([0.1, 0.2], [2.0, 1.0], [2, 1])
+    """
+    b = np.asarray(bins, dtype=np.int64)
+    c = np.asarray(cells, dtype=np.int64)
+    p = np.asarray(y_prob, dtype=np.float64)
+    y = np.asarray(y_true).astype(np.int8)
+    w = (
+        np.ones(p.shape, dtype=np.float64)
+        if sample_weight is None
+        else np.asarray(sample_weight, dtype=np.float64)
+    )
+    order = np.lexsort((y, p, c, b))
+    b, c, p, y, w = b[order], c[order], p[order], y[order], w[order]
+    if p.size == 0:
+        z = np.zeros(0)
+        return ResolvedCells(
+            z.astype(np.int64), z.astype(np.int64), z, z.astype(np.int8), z, z.astype(np.int64)
+        )
+    change = np.concatenate(
+        ([True], (b[1:] != b[:-1]) | (c[1:] != c[:-1]) | (p[1:] != p[:-1]) | (y[1:] != y[:-1]))
+    )
+    starts = np.flatnonzero(change)
+    return ResolvedCells(
+        bin=b[starts],
+        cell=c[starts],
+        score=p[starts],
+        label=y[starts],
+        weight=np.add.reduceat(w, starts),
+        n_rows=np.diff(np.append(starts, p.size)).astype(np.int64),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Atoms
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Atoms:
+    """Per atom (ascending score), per class: weight and sums; the score ranges."""
+
+    cell: IntArray
+    bin: IntArray
+    lo: FloatArray
+    hi: FloatArray
+    lo_pos: FloatArray
+    hi_pos: FloatArray
+    lo_neg: FloatArray
+    hi_neg: FloatArray
+    pos: FloatArray
+    neg: FloatArray
+    n_rows: IntArray
+    score_pos: FloatArray
+    score_neg: FloatArray
+    score_sq_pos: FloatArray
+    score_sq_neg: FloatArray
+    complement_pos: FloatArray
+    complement_neg: FloatArray
+    logit_pos: FloatArray
+    logit_neg: FloatArray
+    resolved: BoolArray
+
+    @property
+    def weight(self) -> FloatArray:
+        return self.pos + self.neg
+
+    @property
+    def tied(self) -> BoolArray:
+        """All rows of the atom share one score (or it carries no weight)."""
+        return np.asarray(~(self.lo < self.hi))
+
+
+_ATOM_FIELDS = tuple(_Atoms.__dataclass_fields__)
+
+
+def _atoms_of(summary: ScoreSummary) -> _Atoms:
+    """Pivot the rows of a one-group summary (sorted by cell, bin, label) into atoms."""
+    n = summary.n_keys
+    cell, b, label = summary.cell, summary.bin.astype(np.int64), summary.label
+    change = np.ones(n, dtype=bool)
+    change[1:] = (cell[1:] != cell[:-1]) | (b[1:] != b[:-1])
+    atom = np.cumsum(change) - 1
+    k = int(atom[-1]) + 1 if n else 0
+    pos_rows, neg_rows = label == 1, label == 0
+
+    def split(values: FloatArray, fill: float) -> tuple[FloatArray, FloatArray]:
+        pos = np.full(k, fill)
+        neg = np.full(k, fill)
+        pos[atom[pos_rows]] = values[pos_rows]
+        neg[atom[neg_rows]] = values[neg_rows]
+        return pos, neg
+
+    pos, neg = split(summary.weight, 0.0)
+    lo_pos, lo_neg = split(summary.score_min, NAN)
+    hi_pos, hi_neg = split(summary.score_max, NAN)
+    score_pos, score_neg = split(summary.score_sum, 0.0)
+    sq_pos, sq_neg = split(summary.score_sq_sum, 0.0)
+    comp_pos, comp_neg = split(summary.complement_sum, 0.0)
+    logit_pos, logit_neg = split(summary.logit_sum, 0.0)
+    rows = np.zeros(k, dtype=np.int64)
+    np.add.at(rows, atom, summary.n_rows)
+    lo, hi = np.fmin(lo_pos, lo_neg), np.fmax(hi_pos, hi_neg)
+    # Atoms of zero-weight rows only: place them at a score of their cell and bin, so that
+    # their rows are counted in the right bin.
+    empty = np.isnan(lo)
+    if np.any(empty):
+        edges = np.asarray(summary.bin_edges)
+        first, last = cell_bounds(cell[change][empty], mantissa_bits=summary.mantissa_bits)
+        b_empty = b[change][empty]
+        anchor = np.clip(
+            0.5 * (first + last), np.nextafter(edges[b_empty], 2.0), edges[b_empty + 1]
+        )
+        anchor = np.clip(anchor, first, last)
+        lo[empty] = anchor
+        hi[empty] = anchor
+    return _Atoms(
+        cell=cell[change],
+        bin=b[change],
+        lo=lo,
+        hi=hi,
+        lo_pos=lo_pos,
+        hi_pos=hi_pos,
+        lo_neg=lo_neg,
+        hi_neg=hi_neg,
+        pos=pos,
+        neg=neg,
+        n_rows=rows,
+        score_pos=score_pos,
+        score_neg=score_neg,
+        score_sq_pos=sq_pos,
+        score_sq_neg=sq_neg,
+        complement_pos=comp_pos,
+        complement_neg=comp_neg,
+        logit_pos=logit_pos,
+        logit_neg=logit_neg,
+        resolved=np.zeros(k, dtype=bool),
+    )
+
+
+def _resolve(atoms: _Atoms, resolved: ResolvedCells, summary: ScoreSummary) -> _Atoms:
+    """Replace the atoms named in ``resolved`` by one atom per distinct score."""
+    if resolved.score.size == 0:
+        return atoms
+    p = resolved.score
+    if np.any(cell_index(p, mantissa_bits=summary.mantissa_bits) != resolved.cell) or np.any(
+        bin_index(p, summary.bin_edges) != resolved.bin
+    ):
+        raise InputError("resolved rows lie outside the cells and bins they are listed under")
+    key = resolved.cell * (len(summary.bin_edges) + 1) + resolved.bin
+    atom_key = atoms.cell * (len(summary.bin_edges) + 1) + atoms.bin
+    targets = np.unique(key)
+    where = np.searchsorted(atom_key, targets)
+    found = (where < atom_key.size) & (atom_key[np.minimum(where, atom_key.size - 1)] == targets)
+    if not np.all(found):
+        raise InputError("resolved rows name a cell the summary does not hold")
+    # Every resolved atom must come back whole: its class weights must match the summary's.
+    index = np.searchsorted(targets, key)
+    y = resolved.label == 1
+    got_pos = np.bincount(index, weights=np.where(y, resolved.weight, 0.0), minlength=targets.size)
+    got_neg = np.bincount(index, weights=np.where(y, 0.0, resolved.weight), minlength=targets.size)
+    want_pos, want_neg = atoms.pos[where], atoms.neg[where]
+    tol = 1e-9 * (want_pos + want_neg) + 1e-300
+    if np.any(np.abs(got_pos - want_pos) > tol) or np.any(np.abs(got_neg - want_neg) > tol):
+        raise InputError("resolved rows do not add up to the summary's weights in their cells")
+    # One atom per (cell, bin, score): the two classes of a score side by side.
+    order = np.lexsort((p, key))
+    sk, sp = key[order], p[order]
+    change = np.concatenate(([True], (sk[1:] != sk[:-1]) | (sp[1:] != sp[:-1])))
+    sub = np.cumsum(change) - 1
+    k = int(sub[-1]) + 1
+    w = resolved.weight[order]
+    is_pos = y[order]
+    pos = np.bincount(sub, weights=np.where(is_pos, w, 0.0), minlength=k).astype(np.float64)
+    neg = np.bincount(sub, weights=np.where(is_pos, 0.0, w), minlength=k).astype(np.float64)
+    rows = np.bincount(sub, weights=resolved.n_rows[order], minlength=k).astype(np.int64)
+    v = sp[change]
+    q = np.clip(v, summary.eps, 1.0 - summary.eps)
+    new = _Atoms(
+        cell=resolved.cell[order][change],
+        bin=resolved.bin[order][change],
+        lo=v,
+        hi=v,
+        lo_pos=np.where(pos > 0.0, v, NAN),
+        hi_pos=np.where(pos > 0.0, v, NAN),
+        lo_neg=np.where(neg > 0.0, v, NAN),
+        hi_neg=np.where(neg > 0.0, v, NAN),
+        pos=pos,
+        neg=neg,
+        n_rows=rows,
+        score_pos=pos * v,
+        score_neg=neg * v,
+        score_sq_pos=pos * v * v,
+        score_sq_neg=neg * v * v,
+        complement_pos=pos * (1.0 - v),
+        complement_neg=neg * (1.0 - v),
+        logit_pos=pos * logit(q),
+        logit_neg=neg * logit(q),
+        resolved=np.ones(k, dtype=bool),
+    )
+    keep = np.ones(atom_key.size, dtype=bool)
+    keep[where] = False
+    merged = {f: np.concatenate((getattr(atoms, f)[keep], getattr(new, f))) for f in _ATOM_FIELDS}
+    order = np.lexsort((merged["lo"], merged["bin"], merged["cell"]))
+    return _Atoms(**{f: v[order] for f, v in merged.items()})
+
+
+# ---------------------------------------------------------------------------------------------
+# Discrimination
+# ---------------------------------------------------------------------------------------------
+
+
+def _ambiguous(atoms: _Atoms) -> BoolArray:
+    """Atoms whose within-atom pairs are not known: both classes, overlapping, not tied."""
+    both = (atoms.pos > 0.0) & (atoms.neg > 0.0)
+    above = atoms.hi_neg < atoms.lo_pos  # every positive above every negative
+    below = atoms.hi_pos < atoms.lo_neg
+    return np.asarray(both & ~atoms.tied & ~above & ~below)
+
+
+def _auc_terms(atoms: _Atoms) -> FloatArray:
+    """Each atom's share of the AUC bound, :math:`w^+ w^- / (2 W^+ W^-)` (0 if known)."""
+    n_pos, n_neg = float(np.sum(atoms.pos)), float(np.sum(atoms.neg))
+    if not (n_pos > 0.0 and n_neg > 0.0):
+        return np.zeros(atoms.pos.size)
+    return np.where(_ambiguous(atoms), atoms.pos * atoms.neg / (2.0 * n_pos * n_neg), 0.0)
+
+
+def _auc(atoms: _Atoms) -> tuple[float, float, tuple[float, float]]:
+    """AUC (within-atom pairs exact where known, else one half), its bound and DeLong CI."""
+    grid = _delong(atoms.pos, atoms.neg, 0.95)
+    if math.isnan(grid.auc):
+        return NAN, 0.0, NAN_PAIR
+    n_pos, n_neg = float(np.sum(atoms.pos)), float(np.sum(atoms.neg))
+    half = atoms.pos * atoms.neg / (2.0 * n_pos * n_neg)
+    both = (atoms.pos > 0.0) & (atoms.neg > 0.0) & ~atoms.tied
+    above = both & (atoms.hi_neg < atoms.lo_pos)
+    below = both & (atoms.hi_pos < atoms.lo_neg)
+    auc = grid.auc + float(np.sum(half[above])) - float(np.sum(half[below]))
+    bound = float(np.sum(_auc_terms(atoms)))
+    if math.isnan(grid.auc_se):
+        return auc, bound, NAN_PAIR
+    spread = _z_value(0.95) * grid.auc_se
+    return auc, bound, (max(auc - spread, 0.0), min(auc + spread, 1.0))
+
+
+def _average_precision_terms(atoms: _Atoms) -> FloatArray:
+    """Each atom's share of the average-precision bound (0 for tied atoms)."""
+    n_pos = float(np.sum(atoms.pos))
+    if not n_pos > 0.0:
+        return np.zeros(atoms.pos.size)
+    # Weight above each atom (atoms ascend; precision looks from the top).
+    pos_above = np.cumsum(atoms.pos[::-1])[::-1] - atoms.pos
+    neg_above = np.cumsum(atoms.neg[::-1])[::-1] - atoms.neg
+    den_lo = pos_above + neg_above + atoms.neg
+    den_hi = pos_above + atoms.pos + neg_above
+    p_min = np.divide(pos_above, den_lo, out=np.zeros_like(den_lo), where=den_lo > 0.0)
+    p_max = np.divide(pos_above + atoms.pos, den_hi, out=np.ones_like(den_hi), where=den_hi > 0.0)
+    loose = (atoms.pos > 0.0) & ~atoms.tied
+    return np.where(loose, atoms.pos / n_pos * (p_max - p_min), 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# Bins
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Binning:
+    stats: _BinStats
+    complement: FloatArray
+    atom_bin: IntArray
+    straddle: BoolArray
+
+
+def _assign(atoms: _Atoms, edges: FloatArray, uncertain: BoolArray) -> _Binning:
+    """Bin of each atom; an atom on both sides of an edge (or ``uncertain``) straddles."""
+    weight = atoms.weight
+    mean = np.divide(
+        atoms.score_pos + atoms.score_neg, weight, out=np.full(weight.size, 0.5), where=weight > 0.0
+    )
+    lo = np.where(np.isnan(atoms.lo), mean, atoms.lo)
+    hi = np.where(np.isnan(atoms.hi), mean, atoms.hi)
+    b_lo, b_hi = bin_index(lo, edges), bin_index(hi, edges)
+    straddle = ((b_lo != b_hi) | uncertain) & (weight > 0.0)
+    atom_bin = np.where(straddle, bin_index(mean, edges), b_lo)
+    k = edges.size - 1
+    stats = _BinStats(
+        edges=edges,
+        bin_id=np.arange(k, dtype=np.int64),
+        weight=np.bincount(atom_bin, weights=weight, minlength=k).astype(np.float64),
+        score_sum=np.bincount(
+            atom_bin, weights=atoms.score_pos + atoms.score_neg, minlength=k
+        ).astype(np.float64),
+        positive_sum=np.bincount(atom_bin, weights=atoms.pos, minlength=k).astype(np.float64),
+        n_rows=np.bincount(atom_bin, weights=atoms.n_rows, minlength=k).astype(np.int64),
+    )
+    complement = np.bincount(
+        atom_bin, weights=atoms.complement_pos + atoms.complement_neg, minlength=k
+    ).astype(np.float64)
+    return _Binning(stats, complement, atom_bin, straddle)
+
+
+def _min_weight(summary: ScoreSummary) -> float:
+    values = summary.weight_min[~np.isnan(summary.weight_min)]
+    return float(np.min(values)) if values.size else 1.0
+
+
+def _quantile_edges(atoms: _Atoms, n_bins: int, unit_weight: float) -> tuple[FloatArray, BoolArray]:
+    """Weighted percentile edges (metrics' ``_edges``) and the atoms an edge falls inside."""
+    weight = atoms.weight
+    live = np.flatnonzero(weight > 0.0)
+    w = weight[live]
+    cum = np.cumsum(w / unit_weight) if unit_weight < 1.0 else np.cumsum(w)
+    total = float(cum[-1])
+    levels = np.true_divide(np.linspace(0.0, 1.0, n_bins + 1) * 100.0, 100.0)
+    virtual = np.maximum((total - 1.0) * levels, 0.0)
+    previous = np.floor(virtual)
+    gamma = virtual - previous
+    last = live.size - 1
+    a = np.minimum(np.searchsorted(cum, previous, side="right"), last)
+    b = np.minimum(np.searchsorted(cum, previous + 1.0, side="right"), last)
+    lo, hi = atoms.lo[live], atoms.hi[live]
+    tied = lo == hi
+    same = a == b
+    # Different atoms: the rows are the last of atom a and the first of atom b.
+    lo_value = np.where(same, lo[a], hi[a])
+    hi_value = lo[b]
+    inside = same & ~tied[a]
+    # Inside one untied atom: interpolate by position (an estimate; the atom straddles).
+    start = np.where(a > 0, cum[np.maximum(a - 1, 0)], 0.0)
+    span = cum[a] - start
+    frac = np.clip((virtual - start) / np.where(span > 0.0, span, 1.0), 0.0, 1.0)
+    guess = lo[a] + (hi[a] - lo[a]) * frac
+    lo_value = np.where(inside, guess, lo_value)
+    hi_value = np.where(inside, guess, hi_value)
+    edges = np.maximum.accumulate(_lerp(lo_value, hi_value, gamma))
+    keep = np.concatenate(([True], np.diff(edges) > 0.0))
+    edges = edges[keep]
+    if edges.size == 1:
+        edges = np.array([edges[0], edges[0]])
+    uncertain = np.zeros(weight.size, dtype=bool)
+    uncertain[live[a[inside]]] = True
+    return edges, uncertain
+
+
+def _binning(
+    atoms: _Atoms, n_bins: int, strategy: str, unit_weight: float, own: FloatArray | None
+) -> _Binning:
+    if strategy == "quantile":
+        edges, uncertain = _quantile_edges(atoms, n_bins, unit_weight)
+    else:
+        edges = np.linspace(0.0, 1.0, n_bins + 1) if own is None else own
+        uncertain = np.zeros(atoms.pos.size, dtype=bool)
+    return _assign(atoms, edges, uncertain)
+
+
+def _straddle_terms(atoms: _Atoms, binning: _Binning) -> tuple[float, float]:
+    """Weight of straddling atoms, and their :math:`\\sum w |y - p|`."""
+    s = binning.straddle
+    weight = float(np.sum(atoms.weight[s]))
+    gap = float(np.sum(atoms.complement_pos[s]) + np.sum(atoms.score_neg[s]))
+    return weight, gap
+
+
+def _bootstrap(
+    atoms: _Atoms,
+    binning: _Binning,
+    *,
+    unit: float,
+    n_bootstrap: int,
+    rng: np.random.Generator,
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """metrics' Poisson bootstrap over (bin, class) cells, normal limit everywhere."""
+    k = binning.stats.weight.size
+    n_cells = 2 * k
+    cell_weight = np.zeros(n_cells)
+    cell_sum = np.zeros(n_cells)
+    cell_sq = np.zeros(n_cells)
+    for label, w, s, q in (
+        (0, atoms.neg, atoms.score_neg, atoms.score_sq_neg),
+        (1, atoms.pos, atoms.score_pos, atoms.score_sq_pos),
+    ):
+        index = 2 * binning.atom_bin + label
+        cell_weight += np.bincount(index, weights=w / unit, minlength=n_cells)
+        cell_sum += np.bincount(index, weights=s / unit, minlength=n_cells)
+        cell_sq += np.bincount(index, weights=q / unit, minlength=n_cells)
+    safe_weight = np.where(cell_weight > 0.0, cell_weight, 1.0)
+    mean = cell_sum / safe_weight
+    var = np.clip(cell_sq / safe_weight - mean * mean, 0.0, None)
+    counts = rng.poisson(cell_weight, size=(n_bootstrap, n_cells)).astype(np.float64)
+    noise = rng.standard_normal((n_bootstrap, n_cells))
+    sums = np.clip(counts * mean + np.sqrt(counts * var) * noise, 0.0, counts)
+    weight = counts[:, 0::2] + counts[:, 1::2]
+    positive_sum = counts[:, 1::2]
+    score_sum = sums[:, 0::2] + sums[:, 1::2]
+    ece_reps = _ece_from_sums(weight, positive_sum, score_sum)
+    deb = np.sqrt(np.clip(_debiased_sq_from_sums(weight, positive_sum, score_sum), 0.0, None))
+    levels = [0.025, 0.975]
+
+    def interval(reps: FloatArray) -> tuple[float, float]:
+        finite = reps[np.isfinite(reps)]
+        if finite.size == 0:
+            return NAN_PAIR
+        low, high = np.quantile(finite, levels)
+        return float(low), float(high)
+
+    return interval(ece_reps), interval(deb)
+
+
+# ---------------------------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------------------------
+
+
+def _one_group(summary: ScoreSummary) -> ScoreSummary:
+    if len(summary.groups) > 1:
+        raise InputError(
+            f"the summary holds {len(summary.groups)} groups of {summary.group_column!r}: "
+            "choose one with select_group() or pool them with pooled()"
+        )
+    if summary.n_keys == 0:
+        raise InputError("the summary holds no rows")
+    return summary
+
+
+def _check_options(n_bins: int | None, strategy: str) -> BinStrategy:
+    if n_bins is not None and (
+        isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1
+    ):
+        raise InputError(f"n_bins must be a positive integer, got {n_bins!r}")
+    if strategy == "uniform":
+        return "uniform"
+    if strategy == "quantile":
+        return "quantile"
+    raise InputError(f"strategy must be one of {', '.join(choices(BinStrategy))}, got {strategy!r}")
+
+
+def _prepared(summary: ScoreSummary, resolved: ResolvedCells | None) -> _Atoms:
+    atoms = _atoms_of(summary)
+    return atoms if resolved is None else _resolve(atoms, resolved, summary)
+
+
+def _own_edges(summary: ScoreSummary, n_bins: int | None) -> tuple[int, FloatArray | None]:
+    own = np.asarray(summary.bin_edges)
+    if n_bins is None or (
+        n_bins == own.size - 1 and np.array_equal(own, np.linspace(0.0, 1.0, n_bins + 1))
+    ):
+        return own.size - 1, own
+    return n_bins, None
+
+
+def _largest_terms(terms: FloatArray, tolerance: float) -> BoolArray:
+    """The largest terms, until the ones left sum to at most ``tolerance``."""
+    order = np.argsort(-terms, kind="stable")
+    left = np.cumsum(terms[order][::-1])[::-1]  # the sum left if we stop before position i
+    need = np.zeros(terms.size, dtype=bool)
+    need[order[left > tolerance]] = True
+    return need
+
+
+def cells_to_resolve(
+    summary: ScoreSummary,
+    *,
+    auc_tolerance: float = DEFAULT_AUC_TOLERANCE,
+    average_precision_tolerance: float | None = None,
+    n_bins: int | None = None,
+    strategy: BinStrategy = "uniform",
+) -> tuple[IntArray, IntArray]:
+    """The (bin, cell) keys whose rows a second pass should bring back.
+
+    The atoms whose AUC terms are largest, until the terms left sum to at most
+    ``auc_tolerance`` (likewise for average precision when ``average_precision_tolerance``
+    is given), and every atom that straddles a bin edge of ``n_bins``/``strategy``
+    or one of the 10 Hosmer-Lemeshow groups. With those rows (:class:`ResolvedCells`),
+    :func:`reliability_from_summary` gives the AUC within ``auc_tolerance``, and the bins,
+    ECE and Hosmer-Lemeshow exactly.
+
+    Returns
+    -------
+    bins, cells : ndarray of int64
+        Keys in ascending order of cell.
+
+    Examples
+    --------
+    >>> from calib_cli.summaries.summary import summarize_arrays
+    >>> s = summarize_arrays([0, 1, 0, 1], [0.30001, 0.30002, 0.7, 0.9])
+    >>> bins, cells = cells_to_resolve(s, auc_tolerance=0.0)
+    >>> bins.tolist(), len(cells)
+    ([3], 1)
+    """
+    summary = _one_group(summary)
+    strategy = _check_options(n_bins, strategy)
+    if not auc_tolerance >= 0.0:
+        raise InputError(f"auc_tolerance must be non-negative, got {auc_tolerance!r}")
+    atoms = _atoms_of(summary)
+    need = _largest_terms(_auc_terms(atoms), auc_tolerance)
+    if average_precision_tolerance is not None:
+        if not average_precision_tolerance >= 0.0:
+            raise InputError(
+                "average_precision_tolerance must be non-negative, "
+                f"got {average_precision_tolerance!r}"
+            )
+        need |= _largest_terms(_average_precision_terms(atoms), average_precision_tolerance)
+    k, own = _own_edges(summary, n_bins)
+    unit = _min_weight(summary)
+    need |= _binning(atoms, k, strategy, unit, own).straddle
+    need |= _binning(atoms, 10, "quantile", unit, None).straddle
+    need &= atoms.weight > 0.0
+    return atoms.bin[need], atoms.cell[need]
+
+
+def reliability_from_summary(
+    summary: ScoreSummary,
+    *,
+    n_bins: int | None = None,
+    strategy: BinStrategy = "uniform",
+    n_bootstrap: int = 0,
+    rng: np.random.Generator | None = None,
+    resolved: ResolvedCells | None = None,
+) -> SummaryReliability:
+    """Every figure of :func:`~calib_cli.core.metrics.reliability_summary`, from a summary.
+
+    Parameters
+    ----------
+    summary : ScoreSummary
+        A summary of one group (see :meth:`ScoreSummary.select_group`, :meth:`ScoreSummary.pooled`).
+    n_bins : int, optional
+        Bins for the table and the ECEs; default: the summary's own ``bin_edges`` (exact).
+    strategy : {"uniform", "quantile"}
+        Equal-width or equal-mass bins.
+    n_bootstrap : int
+        Replicates of the ECE bootstrap (0: no intervals).
+    rng : numpy.random.Generator, optional
+        Required when ``n_bootstrap > 0``.
+    resolved : ResolvedCells, optional
+        Rows of the atoms :func:`cells_to_resolve` listed (a second pass): those atoms count
+        exactly.
+
+    Returns
+    -------
+    SummaryReliability
+        The figures and their :class:`Exactness` (module docstring).
+
+    Examples
+    --------
+    >>> from calib_cli.summaries.summary import summarize_arrays
+    >>> s = summarize_arrays([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], bin_edges=[0.0, 0.5, 1.0])
+    >>> r = reliability_from_summary(s)
+    >>> r.reliability.auc, r.reliability.ece, r.exactness.auc_bound
+    (0.75, 0.0875, 0.0)
+    """
+    summary = _one_group(summary)
+    strategy = _check_options(n_bins, strategy)
+    if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 0:
+        raise InputError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
+    if n_bootstrap > 0 and not isinstance(rng, np.random.Generator):
+        raise InputError("rng must be a numpy.random.Generator when n_bootstrap > 0")
+    pos_rows = summary.label == 1
+    total = float(np.sum(summary.weight))
+    if not total > 0.0:
+        raise InputError("the summary's weights sum to 0: no row carries weight")
+    positives = float(np.sum(summary.weight[pos_rows]))
+    base_rate = positives / total
+    mean_score = float(np.sum(summary.score_sum)) / total
+    brier = (
+        float(np.sum(summary.score_sq_sum[~pos_rows]))
+        + float(np.sum(summary.complement_sq_sum[pos_rows]))
+    ) / total
+    n_weighted = int(np.sum(summary.n_rows_weighted))
+    unit = total / n_weighted if n_weighted else 1.0
+    unit = unit if unit < 1.0 else 1.0  # metrics.count_unit from sums
+
+    atoms = _prepared(summary, resolved)
+    k, own = _own_edges(summary, n_bins)
+    min_weight = _min_weight(summary)
+    binning = _binning(atoms, k, strategy, min_weight, own)
+    stats = binning.stats
+    straddle_weight, straddle_gap = _straddle_terms(atoms, binning)
+    murphy = _murphy(stats)
+    debiased = float(
+        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit)
+    )
+    ece_ci: tuple[float, float] | None = None
+    ece_debiased_ci: tuple[float, float] | None = None
+    if n_bootstrap > 0 and rng is not None:
+        ece_ci, ece_debiased_ci = _bootstrap(
+            atoms, binning, unit=unit, n_bootstrap=n_bootstrap, rng=rng
+        )
+
+    auc, auc_bound, auc_ci = _auc(atoms)
+    live = atoms.weight > 0.0
+    ap = _average_precision(atoms.pos[live], atoms.neg[live])
+    fit = _fit(atoms, summary.eps)
+    hl_binning = _binning(atoms, 10, "quantile", min_weight, None)
+    hl = _hosmer_lemeshow(
+        hl_binning.stats, hl_binning.complement, np.zeros(hl_binning.complement.size)
+    )
+    spieg_num = float(np.sum(summary.spiegelhalter_num))
+    spieg_den = float(np.sum(summary.spiegelhalter_var))
+    if spieg_den > 0.0:
+        z = spieg_num / math.sqrt(spieg_den)
+        spieg_z, spieg_p = z, float(2.0 * ndtr(-abs(z)))
+    else:
+        spieg_z, spieg_p = NAN, NAN
+    citl = _citl(base_rate, mean_score)
+    reliability = ReliabilitySummary(
+        n=int(np.sum(summary.n_rows)),
+        weight_total=total,
+        positives=positives,
+        base_rate=base_rate,
+        mean_score=mean_score,
+        calibration_in_the_large=citl.calibration_in_the_large,
+        observed_expected_ratio=citl.observed_expected_ratio,
+        log_loss=float(np.sum(summary.log_loss_sum)) / total,
+        brier=brier,
+        brier_reliability=murphy.brier_reliability,
+        brier_resolution=murphy.brier_resolution,
+        brier_uncertainty=murphy.brier_uncertainty,
+        ece=float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum)),
+        ece_ci=ece_ci,
+        mce=_mce(stats),
+        ece_debiased=_sqrt_clipped(debiased),
+        ece_debiased_ci=ece_debiased_ci,
+        auc=auc,
+        auc_ci=auc_ci,
+        gini=2.0 * auc - 1.0,
+        average_precision=ap,
+        calibration_intercept=fit.calibration_intercept,
+        calibration_intercept_ci=fit.calibration_intercept_ci,
+        calibration_slope=fit.calibration_slope,
+        calibration_slope_ci=fit.calibration_slope_ci,
+        calibration_converged=fit.converged,
+        hosmer_lemeshow=hl.hosmer_lemeshow,
+        hosmer_lemeshow_pvalue=hl.hosmer_lemeshow_pvalue,
+        spiegelhalter_z=spieg_z,
+        spiegelhalter_pvalue=spieg_p,
+        n_bins=int(stats.weight.size),
+        strategy=strategy,
+        bins=_table(stats, 0.95),
+    )
+    untied = live & ~atoms.tied
+    exactness = Exactness(
+        mantissa_bits=summary.mantissa_bits,
+        auc_bound=auc_bound,
+        gini_bound=2.0 * auc_bound,
+        average_precision_bound=float(np.sum(_average_precision_terms(atoms))),
+        bins_exact=straddle_weight == 0.0,
+        straddle_weight=straddle_weight,
+        ece_bound=2.0 * straddle_gap / total,
+        hosmer_lemeshow_exact=not bool(np.any(hl_binning.straddle)),
+        calibration_fit_exact=not bool(np.any(untied)),
+        resolved_cells=0
+        if resolved is None
+        else int(np.unique(resolved.cell * (len(summary.bin_edges) + 1) + resolved.bin).size),
+        unresolved_atoms=int(np.sum(untied)),
+    )
+    return SummaryReliability(reliability=reliability, exactness=exactness)
+
+
+def _fit(atoms: _Atoms, eps: float) -> Any:
+    """The recalibration fits on two points per atom: each class at its mean logit."""
+    del eps  # the summary's logits are already clipped at eps
+    w = np.concatenate((atoms.neg, atoms.pos))
+    logits = np.concatenate((atoms.logit_neg, atoms.logit_pos))
+    keep = w > 0.0
+    x = logits[keep] / w[keep]
+    wy = np.concatenate((np.zeros(atoms.neg.size), atoms.pos))[keep]
+    return _calibration_fit(x, w[keep], wy, confidence=0.95, tol=1e-10, max_iter=50)
