@@ -1,0 +1,164 @@
+"""The streaming summary (Polars) against the NumPy summary, key for key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from calib_cli.errors import InputError
+from calib_cli.summaries import (
+    ScoreSummary,
+    bin_index,
+    cell_index,
+    cells_to_resolve,
+    merge_summaries,
+    reliability_from_summary,
+    resolved_cells,
+    summarize_arrays,
+)
+from calib_cli.summaries.scan import bin_expr, cell_expr, rows_in_cells, summarize_lazy
+
+EDGE_SCORES = [
+    0.0,
+    -0.0,
+    5e-324,
+    1e-310,
+    2.2250738585072014e-308,
+    1e-300,
+    1e-16,
+    0.1,
+    0.30000000000000004,
+    float(np.nextafter(0.5, 0.0)),
+    0.5,
+    float(np.nextafter(0.5, 1.0)),
+    0.75,
+    1.0 - 1e-16,
+    float(np.nextafter(1.0, 0.0)),
+    1.0,
+]
+
+
+@pytest.mark.parametrize("bits", [1, 7, 12, 30, 40])
+def test_cell_and_bin_expressions_equal_numpy_bit_for_bit(bits: int) -> None:
+    rng = np.random.default_rng(bits)
+    p = np.concatenate(
+        [
+            EDGE_SCORES,
+            rng.random(5000),
+            rng.random(500) ** 40,
+            1.0 - rng.random(500) ** 40,
+            0.5 + rng.normal(0.0, 1e-15, 200).clip(-0.5, 0.5),
+        ]
+    )
+    edges = np.linspace(0.0, 1.0, 11)
+    frame = pl.DataFrame({"p": p}).select(
+        cell_expr(pl.col("p"), mantissa_bits=bits).alias("cell"),
+        bin_expr(pl.col("p"), edges.tolist()).alias("bin"),
+    )
+    assert frame["cell"].to_numpy().tolist() == cell_index(p, mantissa_bits=bits).tolist()
+    assert frame["bin"].to_numpy().tolist() == bin_index(p, edges).tolist()
+
+
+def _frame(seed: int, n: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    p = np.concatenate([rng.beta(0.4, 6.0, n - len(EDGE_SCORES)), np.abs(EDGE_SCORES)])
+    return pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "score": p,
+            "label": (rng.random(n) < p).astype(np.int64),
+            "w": rng.integers(0, 3, n).astype(np.float64),
+            "day": rng.choice(np.array(["mon", "tue", None], dtype=object), n),
+        }
+    )
+
+
+def _numpy_summary(frame: pl.DataFrame, **kw: Any) -> ScoreSummary:
+    return summarize_arrays(
+        frame["label"].to_numpy(),
+        frame["score"].to_numpy(),
+        sample_weight=frame["w"].to_numpy(),
+        groups=frame["day"].to_list(),
+        weight_column="w",
+        group_column="day",
+        **kw,
+    )
+
+
+def test_streaming_summary_equals_numpy_summary(tmp_path: Path) -> None:
+    frame = _frame(0, 20_000)
+    path = tmp_path / "rows.parquet"
+    frame.write_parquet(path, row_group_size=3000)
+    got = summarize_lazy(
+        pl.scan_parquet(path), weight_column="w", group_column="day", mantissa_bits=10
+    )
+    want = _numpy_summary(frame, mantissa_bits=10)
+    assert got.metadata() == want.metadata()
+    assert got.groups == want.groups
+    a, b = got.to_columns(), want.to_columns()
+    for name in a:
+        if a[name].dtype.kind == "f":
+            np.testing.assert_allclose(a[name], b[name], rtol=1e-12, atol=1e-300, equal_nan=True)
+        else:
+            assert a[name].tolist() == b[name].tolist(), name
+
+
+@pytest.mark.parametrize("fmt", ["csv", "ndjson", "ipc"])
+def test_every_scan_format_gives_the_same_summary(tmp_path: Path, fmt: str) -> None:
+    frame = _frame(1, 3000).drop("day")
+    path = tmp_path / f"rows.{fmt}"
+    getattr(frame, f"write_{fmt}")(path)
+    scan: Any = {"csv": pl.scan_csv, "ndjson": pl.scan_ndjson, "ipc": pl.scan_ipc}[fmt]
+    got = summarize_lazy(scan(path), weight_column="w")
+    want = summarize_arrays(
+        frame["label"].to_numpy(),
+        frame["score"].to_numpy(),
+        sample_weight=frame["w"].to_numpy(),
+        weight_column="w",
+    )
+    np.testing.assert_allclose(got.weight, want.weight, rtol=1e-12)
+    assert got.cell.tolist() == want.cell.tolist()
+
+
+def test_partitions_merge_to_the_whole() -> None:
+    frame = _frame(2, 6000)
+    parts = [
+        summarize_lazy(part.lazy(), weight_column="w", group_column="day")
+        for part in (frame[:2000], frame[2000:4500], frame[4500:])
+    ]
+    whole = summarize_lazy(frame.lazy(), weight_column="w", group_column="day")
+    merged = merge_summaries(parts)
+    assert merged.cell.tolist() == whole.cell.tolist()
+    np.testing.assert_allclose(merged.log_loss_sum, whole.log_loss_sum, rtol=1e-12)
+
+
+def test_second_pass_resolves_to_the_in_memory_rows() -> None:
+    rng = np.random.default_rng(3)
+    n = 20_000
+    p = rng.choice([1e-4, 0.02, 0.3, 0.97], n) * (1 + rng.normal(0, 1e-5, n))
+    frame = pl.DataFrame({"score": p, "label": (rng.random(n) < p).astype(np.int8)})
+    summary = summarize_lazy(frame.lazy())
+    keys = cells_to_resolve(summary, auc_tolerance=0.0)
+    got = rows_in_cells(frame.lazy(), keys, summary=summary)
+    cells = cell_index(p, mantissa_bits=12)
+    bins = bin_index(p, summary.bin_edges)
+    chosen = set(zip(keys[0].tolist(), keys[1].tolist(), strict=True))
+    sel = np.array([k in chosen for k in zip(bins.tolist(), cells.tolist(), strict=True)])
+    want = resolved_cells(bins[sel], cells[sel], p[sel], frame["label"].to_numpy()[sel])
+    assert got.score.tolist() == want.score.tolist()
+    assert got.weight.tolist() == want.weight.tolist()
+    refined = reliability_from_summary(summary, resolved=got)
+    assert refined.exactness.auc_bound == 0.0
+
+
+def test_bad_rows_are_refused_naming_the_column() -> None:
+    with pytest.raises(InputError, match="column 'label' has values that are not 0 or 1"):
+        summarize_lazy(pl.LazyFrame({"score": [0.1, 0.2], "label": [0, 2]}))
+    with pytest.raises(InputError, match="column 'score' has values"):
+        summarize_lazy(pl.LazyFrame({"score": [0.1, 1.5], "label": [0, 1]}))
+    with pytest.raises(InputError, match="column 'score' has missing values"):
+        summarize_lazy(pl.LazyFrame({"score": [0.1, None], "label": [0, 1]}))
