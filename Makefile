@@ -6,18 +6,27 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 CALIB  := $(BIN)/calib
 DEMO   := demo_output
+# The test and lint tools (and the runtime versions CI runs) are pinned here; pyproject.toml
+# keeps the runtime ranges. `make lock` refreshes the pins on purpose.
+LOCK   := requirements/lock.txt
+LOWEST := .venv-lowest
+# Tests of the numbers (not of the command line): run again under other BLAS kernels and one
+# thread, since results must not depend on the CPU's summation order.
+NUMERIC_TESTS := calib_cli/core $(filter-out tests/test_cli_% tests/test_docs.py \
+                 tests/test_architecture.py tests/test_io.py,$(wildcard tests/test_*.py))
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-fast check lint format typecheck bench sample-data clean
+.PHONY: help install demo test test-fast test-kernels test-lowest check lint format typecheck \
+        lock bench sample-data clean
 
 help: ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk 'BEGIN {FS = ":.*## "}; {printf "  make %-12s %s\n", $$1, $$2}'
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "calib needs Python >= 3.11 (set PYTHON=python3.11)")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --upgrade pip -c $(LOCK)
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -c $(LOCK)
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install calib with its test tools
@@ -30,6 +39,21 @@ test: $(STAMP) ## Run the whole test suite
 
 test-fast: $(STAMP) ## Run the tests without the slow statistical ones
 	$(BIN)/pytest -q -n 2 -m "not slow"
+
+test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS kernels and one thread
+	@if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
+	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(BIN)/pytest -q -n 2 $(NUMERIC_TESTS) || exit 1; \
+	else echo "no AVX2 on this CPU: the Haswell kernel cannot run here"; fi
+	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 $(NUMERIC_TESTS)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 $(NUMERIC_TESTS)
+
+test-lowest: ## Run the tests at the lowest runtime versions pyproject.toml allows (own venv)
+	@test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
+	$(LOWEST)/bin/python requirements/lowest.py > $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip -c $(LOCK)
+	$(LOWEST)/bin/python -m pip install --quiet -e '.[dev]' -c $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(numpy|scipy|polars|typer|rich) '
+	$(LOWEST)/bin/pytest -q -n 2 -p no:cacheprovider
 
 lint: $(STAMP) ## ruff lint and format check
 	$(BIN)/ruff check calib_cli tests bench sample_data
@@ -44,6 +68,16 @@ typecheck: $(STAMP) ## mypy --strict on the package
 
 check: lint typecheck test ## lint, type-check and test
 
+lock: ## Refresh $(LOCK) to the newest versions pyproject.toml allows (on purpose, then test)
+	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
+	.venv-lock/bin/python -m pip install --quiet --upgrade pip
+	.venv-lock/bin/python -m pip install --quiet '.[dev]'
+	{ echo "# The test and lint toolchain (and the runtime versions CI tests against), pinned."; \
+	  echo "# Refresh on purpose with 'make lock'; pyproject.toml keeps the runtime ranges."; \
+	  .venv-lock/bin/python -m pip freeze --all | grep -viE '^(calib-cli|setuptools)[=@ ]'; } > $(LOCK)
+	rm -rf .venv-lock
+	@echo "wrote $(LOCK); run 'make install test' to use it"
+
 bench: $(STAMP) ## Benchmarks against reference implementations (ratios)
 	$(BIN)/python bench/run_all.py
 
@@ -51,4 +85,4 @@ sample-data: $(STAMP) ## Regenerate sample_data/ (deterministic)
 	$(BIN)/python sample_data/make_sample_data.py
 
 clean: ## Remove the virtual environment, caches and demo output
-	rm -rf $(VENV) $(DEMO) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(LOWEST) $(DEMO) .pytest_cache .mypy_cache .ruff_cache .hypothesis
