@@ -37,14 +37,8 @@ import numpy.typing as npt
 from scipy.special import expit
 
 from calib_cli.core.checks import check_fit_data, check_scores
-from calib_cli.core.platt import (
-    _check_eps,
-    _check_tol,
-    _fit_logistic,
-    _is_separable,
-    _LogisticFit,
-    _smoothed_targets,
-)
+from calib_cli.core.logistic import LogisticFit, fit_logistic
+from calib_cli.core.platt import _check_eps, _check_tol, _is_separable, _smoothed_targets
 from calib_cli.types import FloatArray
 
 __all__ = ["BetaParams", "apply_beta", "fit_beta"]
@@ -61,7 +55,8 @@ class BetaParams:
     c : float
         Intercept.
     converged : bool
-        Whether the Newton fit that produced the coefficients met its tolerance.
+        Whether the fit that produced the coefficients (on its face of the constraint set)
+        meets the gradient criterion of :func:`calib_cli.core.logistic.fit_logistic`.
     n_iter : int
         Newton iterations used, summed over the fits tried.
     """
@@ -134,15 +129,15 @@ def fit_beta(
     separable = _is_separable(features[:, 0], y, w)
     targets = _smoothed_targets(y, w) if separable else y
 
-    def fit_face(columns: list[int]) -> _LogisticFit:
-        return _fit_logistic(features[:, columns], targets, w, tol=tol, max_iter=max_iter)
+    def fit_face(columns: list[int]) -> LogisticFit:
+        return fit_logistic(features[:, columns], targets, w, tol=tol, max_iter=max_iter)
 
     best = fit_face([0, 1])
     n_iter = best.n_iter
     coef = best.coef.copy()
     if np.any(coef < 0.0):
         # The optimum lies on a face: a = 0, b = 0, or both (always feasible; listed last).
-        feasible: list[tuple[float, int, _LogisticFit, list[int]]] = []
+        feasible: list[tuple[float, int, LogisticFit, list[int]]] = []
         for rank, columns in enumerate(([1], [0], [])):
             fit = fit_face(columns)
             n_iter += fit.n_iter

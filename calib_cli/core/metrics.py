@@ -38,9 +38,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import chdtrc, expit, logit, ndtr, ndtri
+from scipy.special import chdtrc, logit, ndtr, ndtri
 
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+from calib_cli.core.logistic import fit_logistic
 from calib_cli.errors import InputError
 from calib_cli.types import BinStrategy, FloatArray, IntArray, choices
 
@@ -166,11 +167,15 @@ class CalibrationFit:
     recalibration_intercept : float
         :math:`a'`, the intercept of the two-parameter model (not the calibration intercept).
     converged : bool
-        Whether both Newton fits met the step tolerance. Figures of a fit that did not converge
-        (or whose maximum-likelihood estimate does not exist: one class, separation, constant
-        score) are ``nan``.
+        Whether both fits meet the convergence criterion of
+        :func:`calib_cli.core.logistic.fit_logistic` (gradient of the mean log loss, in
+        standardised coordinates, at most ``tol`` at the returned point) with an invertible
+        information. Figures of a fit that did not converge (or whose maximum-likelihood
+        estimate does not exist: one class, separation, constant score) are ``nan``.
     n_iter : int
         Newton iterations of both fits together.
+    residual : float
+        The larger of the two fits' gradient residuals (``nan`` when no fit ran).
     """
 
     calibration_intercept: float
@@ -180,6 +185,7 @@ class CalibrationFit:
     recalibration_intercept: float
     converged: bool
     n_iter: int
+    residual: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -1258,105 +1264,6 @@ def _citl(base_rate: float, mean_score: float) -> CalibrationInTheLarge:
     )
 
 
-def _log_lik(eta: FloatArray, w: FloatArray, wy: FloatArray) -> float:
-    """Bernoulli log-likelihood ``sum w (y eta - log(1 + e^eta))`` at linear predictor eta."""
-    return float(wy @ eta) - float(w @ np.logaddexp(0.0, eta))
-
-
-@dataclass(frozen=True)
-class _Newton:
-    """Result of a logistic Newton fit: estimate, inverse information, status."""
-
-    theta: FloatArray
-    cov: FloatArray
-    converged: bool
-    n_iter: int
-
-
-def _logistic_terms(
-    theta: FloatArray, x: FloatArray, w: FloatArray, wy: FloatArray, wy_sums: FloatArray
-) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Linear predictor, gradient and Fisher information of ``a + x`` or ``a + b x``."""
-    if theta.size == 1:
-        eta = x + theta[0]
-    else:
-        eta = x * theta[1]
-        eta += theta[0]
-    mu = expit(eta)
-    wmu = w * mu
-    v = wmu - wmu * mu
-    if theta.size == 1:
-        grad = np.array([wy_sums[0] - float(np.sum(wmu))])
-        info = np.array([[float(np.sum(v))]])
-    else:
-        vx = v * x
-        grad = np.array([wy_sums[0] - float(np.sum(wmu)), wy_sums[1] - float(wmu @ x)])
-        h01 = float(np.sum(vx))
-        info = np.array([[float(np.sum(v)), h01], [h01, float(vx @ x)]])
-    return eta, grad, info
-
-
-def _inverse_information(info: FloatArray) -> FloatArray | None:
-    """Inverse of a 1x1 or 2x2 Fisher information, or None when it is (nearly) singular."""
-    if info.shape == (1, 1):
-        return np.array([[1.0 / info[0, 0]]]) if info[0, 0] > 0.0 else None
-    h00, h01, h11 = float(info[0, 0]), float(info[0, 1]), float(info[1, 1])
-    det = h00 * h11 - h01 * h01
-    if not (h00 > 0.0 and det > 1e-12 * h00 * h11):
-        return None
-    return np.array([[h11, -h01], [-h01, h00]]) / det
-
-
-def _newton_logistic(
-    x: FloatArray,
-    w: FloatArray,
-    wy: FloatArray,
-    *,
-    start: FloatArray,
-    tol: float,
-    max_iter: int,
-) -> _Newton:
-    """Maximise the weighted Bernoulli log-likelihood of ``a + x`` (1 parameter) or ``a + b x``.
-
-    Newton's method with the analytic gradient and information. A step is accepted when the
-    directional derivative at the new point is still non-negative (the log-likelihood is
-    concave, so it then rose along the whole step); otherwise when the log-likelihood did not
-    fall, else it is halved. Converged when a Newton step is below ``tol * (1 + max|theta|)``;
-    that last step is taken and the inverse information is the one it was computed with.
-    """
-    k = start.size
-    wy_sums = np.array([float(np.sum(wy)), float(wy @ x)]) if k == 2 else np.array([np.sum(wy)])
-    theta = start.astype(np.float64, copy=True)
-    eta, grad, info = _logistic_terms(theta, x, w, wy, wy_sums)
-    ll: float | None = None
-    for it in range(1, max_iter + 1):
-        cov = _inverse_information(info)
-        if cov is None:
-            break
-        step = cov @ grad
-        if float(np.max(np.abs(step))) <= tol * (1.0 + float(np.max(np.abs(theta)))):
-            return _Newton(theta + step, cov, True, it)
-        scale = 1.0
-        while True:
-            trial = theta + scale * step
-            eta_t, grad_t, info_t = _logistic_terms(trial, x, w, wy, wy_sums)
-            ll_t: float | None = None
-            if float(grad_t @ step) >= 0.0:
-                break
-            if ll is None:
-                ll = _log_lik(eta, w, wy)
-            ll_t = _log_lik(eta_t, w, wy)
-            if ll_t >= ll - 1e-13 * abs(ll):
-                break
-            scale /= 2.0
-            if scale < 1e-10:
-                return _Newton(theta, np.full((k, k), np.nan), False, it)
-        theta, eta, grad, info, ll = trial, eta_t, grad_t, info_t, ll_t
-        if not np.all(np.isfinite(theta)):
-            break
-    return _Newton(theta, np.full((k, k), np.nan), False, max_iter)
-
-
 _COARSE_ROWS = 100_000
 _COARSE_CELLS = 4096
 
@@ -1384,8 +1291,48 @@ def _start(
     """Starting point: the fit on the coarse data when there is one and it converged."""
     if coarse is None:
         return default
-    fit = _newton_logistic(*coarse, start=default, tol=1e-8, max_iter=50)
+    fit = _logistic(*coarse, start=default, tol=1e-8, max_iter=50)
     return fit.theta if fit.converged else default
+
+
+@dataclass(frozen=True)
+class _Newton:
+    """A recalibration fit: ``(a,)`` or ``(a', b)``, its inverse information and status."""
+
+    theta: FloatArray
+    cov: FloatArray
+    converged: bool
+    n_iter: int
+    residual: float
+
+
+def _logistic(
+    x: FloatArray, w: FloatArray, wy: FloatArray, *, start: FloatArray, tol: float, max_iter: int
+) -> _Newton:
+    """``a + x`` (x an offset; ``start`` of size 1) or ``a + b x`` (size 2) by the one solver.
+
+    :func:`calib_cli.core.logistic.fit_logistic` on targets ``wy / w`` with weights ``w``
+    (grouped rows give the same likelihood). Converged when the gradient of the mean loss in
+    standardised coordinates is at most ``tol`` and the information is invertible.
+    """
+    targets = wy / w
+    if start.size == 1:
+        fit = fit_logistic(
+            np.empty((x.size, 0)), targets, w, offset=x, start=start, tol=tol,
+            max_iter=max_iter, covariance=True,
+        )  # fmt: skip
+        theta = np.array([fit.intercept])
+    else:
+        fit = fit_logistic(
+            x[:, None], targets, w, start=start, tol=tol, max_iter=max_iter, covariance=True
+        )
+        theta = np.array([fit.intercept, float(fit.coef[0])])
+    k = start.size
+    cov = fit.covariance
+    ok = fit.converged and cov is not None and bool(np.all(np.isfinite(theta)))
+    return _Newton(
+        theta, cov if cov is not None else np.full((k, k), np.nan), ok, fit.n_iter, fit.residual
+    )
 
 
 def _separated(x: FloatArray, positive: FloatArray, negative: FloatArray) -> bool:
@@ -1417,9 +1364,7 @@ def _calibration_fit(
         return CalibrationFit(NAN, NAN_PAIR, NAN, NAN_PAIR, NAN, converged=False, n_iter=0)
     z = _z_value(confidence)
     coarse = _coarse_data(x, w, wy)
-    offset = _newton_logistic(
-        x, w, wy, start=_start(coarse, np.zeros(1)), tol=tol, max_iter=max_iter
-    )
+    offset = _logistic(x, w, wy, start=_start(coarse, np.zeros(1)), tol=tol, max_iter=max_iter)
     if offset.converged:
         a, half = float(offset.theta[0]), z * math.sqrt(float(offset.cov[0, 0]))
         intercept, intercept_ci = a, (a - half, a + half)
@@ -1427,7 +1372,7 @@ def _calibration_fit(
         intercept, intercept_ci = NAN, NAN_PAIR
     if _separated(x, wy, w - wy):
         return CalibrationFit(intercept, intercept_ci, NAN, NAN_PAIR, NAN, False, offset.n_iter)
-    full = _newton_logistic(
+    full = _logistic(
         x, w, wy, start=_start(coarse, np.array([0.0, 1.0])), tol=tol, max_iter=max_iter
     )
     if full.converged:
@@ -1443,6 +1388,7 @@ def _calibration_fit(
         recalibration_intercept=recal,
         converged=offset.converged and full.converged,
         n_iter=offset.n_iter + full.n_iter,
+        residual=max(offset.residual, full.residual),
     )
 
 
@@ -1468,10 +1414,12 @@ def calibration_intercept_slope(
       Van Calster et al. (2016) and R's CalibrationCurves (``val.prob.ci.2``), 0 when the mean
       risk is right (not :math:`a'` of the slope model, which is ``recalibration_intercept``).
 
-    Both fits are Newton's method with the analytic gradient and Hessian (Fisher information
-    :math:`\\sum_i w_i \\mu_i (1 - \\mu_i) (1, x_i)^T (1, x_i)`) and step halving, started at
-    the identity recalibration (:math:`a = 0`, :math:`b = 1`); converged when a step is below
-    ``tol * (1 + |theta|)``. Wald intervals use the inverse information at the estimate.
+    Both fits are the project's one logistic solver
+    (:func:`calib_cli.core.logistic.fit_logistic`: Newton's method with the analytic gradient
+    and Hessian, Fisher information :math:`\\sum_i w_i \\mu_i (1 - \\mu_i) (1, x_i)^T (1, x_i)`),
+    started at the identity recalibration (:math:`a = 0`, :math:`b = 1`); converged when the
+    gradient of the mean log loss in standardised coordinates is at most ``tol`` at the
+    returned point. Wald intervals use the inverse information at the estimate.
     When a maximum-likelihood estimate does not exist (one class; the score separating the
     classes, checked before fitting; constant scores for the slope) or Newton does not
     converge, that fit's figures are ``nan`` and ``converged`` is False.

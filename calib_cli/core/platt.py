@@ -24,8 +24,9 @@ where the targets :math:`t_i` are the labels, or with Platt's target smoothing
 
 with :math:`N_\\pm` the weighted counts of positives and negatives (Platt 1999, section 2.2).
 
-The fit is Newton's method (iteratively reweighted least squares) on standardised features,
-with the analytic gradient and Hessian and a backtracking (Armijo) line search. When the
+The fit is the project's one logistic solver (:func:`calib_cli.core.logistic.fit_logistic`):
+Newton's method on standardised features, converged when the gradient of the mean loss there
+has infinity norm at most ``tol``, checked at the returned point. When the
 classes are (quasi-)separated by the score, the unsmoothed maximum-likelihood estimate does not
 exist (the slope grows without bound); the fit detects that before iterating, reports
 ``separable=True`` and returns the finite fit with Platt's target smoothing instead, which is
@@ -55,13 +56,13 @@ from calib_cli.core.checks import (
     check_score_kind,
     check_scores,
 )
+from calib_cli.core.logistic import fit_logistic
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray, ScoreKind
 
 __all__ = ["PlattParams", "apply_platt", "fit_platt"]
 
 _SCORE_KINDS = ("probability", "logit", "raw")
-_RIDGE = 1e-14  # added to the diagonal of the standardised Hessian (Levenberg-Marquardt)
 
 
 @dataclass(frozen=True)
@@ -76,7 +77,8 @@ class PlattParams:
     score_kind : {"probability", "logit", "raw"}
         What the scores were, and so how :func:`apply_platt` turns them into ``x``.
     converged : bool
-        Whether Newton's method met its gradient tolerance.
+        Whether the gradient of the mean log loss (standardised coordinates) is at most
+        ``tol`` at the returned coefficients.
     n_iter : int
         Newton iterations used.
     separable : bool
@@ -92,17 +94,6 @@ class PlattParams:
     converged: bool
     n_iter: int
     separable: bool
-
-
-@dataclass(frozen=True)
-class _LogisticFit:
-    """Internal result of :func:`_fit_logistic` (coefficients on the original features)."""
-
-    coef: FloatArray
-    intercept: float
-    loss: float
-    converged: bool
-    n_iter: int
 
 
 def _check_eps(eps: float, *, upper: float = 0.5, name: str = "eps") -> float:
@@ -145,114 +136,6 @@ def _smoothed_targets(y: FloatArray, w: FloatArray) -> FloatArray:
     t_pos = (n_pos + 1.0) / (n_pos + 2.0)
     t_neg = 1.0 / (n_neg + 2.0)
     return np.where(y == 1.0, t_pos, t_neg)
-
-
-def _loss_and_prob(
-    z: FloatArray, t: FloatArray, w: FloatArray, total: float
-) -> tuple[float, FloatArray, FloatArray]:
-    """Weighted mean loss sum w (log(1 + e^z) - t z) / sum w, p = expit(z) and p (1 - p).
-
-    All from one ``e = exp(-|z|)``: ``log(1 + e^z) = max(z, 0) + log1p(e)``,
-    ``p = 1 / (1 + e)`` for ``z >= 0`` and ``e / (1 + e)`` otherwise, and
-    ``p (1 - p) = e / (1 + e)^2`` (no overflow, no cancellation in ``1 - p``).
-    """
-    e = np.exp(-np.abs(z))
-    softplus = np.maximum(z, 0.0) + np.log1p(e)
-    loss = float(np.dot(w, softplus - t * z)) / total
-    inv = 1.0 / (1.0 + e)
-    p = np.where(z >= 0.0, inv, e * inv)
-    return loss, p, e * inv * inv
-
-
-def _fit_logistic(
-    features: FloatArray,
-    targets: FloatArray,
-    weights: FloatArray,
-    *,
-    tol: float,
-    max_iter: int,
-) -> _LogisticFit:
-    """Weighted logistic regression with intercept by damped Newton on standardised features.
-
-    ``features`` has shape (n, d); ``targets`` may be fractional (target smoothing). Rows of
-    weight 0 are dropped and constant features get coefficient 0. Each Newton step solves
-    ``(H + 1e-14 I) step = -gradient``: the tiny ridge (Levenberg-Marquardt) keeps the solve
-    defined when features are collinear on the data (the step stays orthogonal to that null
-    space) and keeps the step pointing the right way where rows are saturated (curvature
-    ``p (1 - p)`` underflows); a backtracking (Armijo) line search then shortens it as needed.
-    The stopping rule is ``max |gradient of the mean loss| <= tol`` in the standardised
-    coordinates.
-    """
-    if not np.all(weights > 0.0):  # rows of weight 0 take no part (also in the scaling)
-        used = weights > 0.0
-        features, targets, weights = features[used], targets[used], weights[used]
-    d = features.shape[1]
-    total = float(weights.sum())
-    mean = (weights @ features) / total
-    centred = features - mean
-    scale = np.sqrt((weights @ (centred * centred)) / total)
-    # A feature with (numerically) zero spread is collinear with the intercept: coefficient 0.
-    varying = (scale > 0.0) & (features.max(axis=0) > features.min(axis=0))
-    z_feat = centred[:, varying] / scale[varying]
-    k = z_feat.shape[1]
-
-    rate = float(weights @ targets) / total
-    theta = np.zeros(k + 1)
-    theta[k] = math.log(rate) - math.log1p(-rate)
-
-    def linear(th: FloatArray) -> FloatArray:
-        out: FloatArray = z_feat @ th[:k] + th[k]
-        return out
-
-    z = linear(theta)
-    loss, p, p_q = _loss_and_prob(z, targets, weights, total)
-    converged = False
-    n_iter = 0
-    while True:
-        resid = weights * (p - targets)
-        grad = np.empty(k + 1)
-        grad[:k] = resid @ z_feat
-        grad[k] = resid.sum()
-        grad /= total
-        if float(np.max(np.abs(grad))) <= tol:
-            converged = True
-            break
-        if n_iter >= max_iter:
-            break
-        n_iter += 1
-        curv = weights * p_q
-        hess = np.empty((k + 1, k + 1))
-        hess[:k, :k] = z_feat.T @ (curv[:, None] * z_feat)
-        hess[:k, k] = curv @ z_feat
-        hess[k, :k] = hess[:k, k]
-        hess[k, k] = curv.sum()
-        hess /= total
-        hess[np.diag_indices(k + 1)] += _RIDGE
-        step = np.linalg.solve(hess, -grad)
-        dz = linear(step)
-        slope = float(grad @ step)
-        if -slope <= 1e-15 * max(1.0, abs(loss)):
-            # The predicted decrease is below rounding noise: take the Newton step as it is.
-            theta = theta + step
-            z = z + dz
-            loss, p, p_q = _loss_and_prob(z, targets, weights, total)
-            continue
-        t = 1.0
-        while t >= 1e-16:  # backtracking (Armijo) line search
-            trial_z = z + t * dz
-            trial_loss, trial_p, trial_pq = _loss_and_prob(trial_z, targets, weights, total)
-            if trial_loss <= loss + 1e-4 * t * slope:
-                break
-            t *= 0.5
-        else:  # no decrease along the step: stuck at rounding level
-            break
-        theta, z, loss, p, p_q = theta + t * step, trial_z, trial_loss, trial_p, trial_pq
-    coef = np.zeros(d)
-    coef[varying] = theta[:k] / scale[varying]
-    intercept = float(theta[k] - coef[varying] @ mean[varying])
-    return _LogisticFit(
-        coef=coef, intercept=intercept, loss=loss, converged=converged, n_iter=n_iter
-    )
 
 
 def _platt_features(scores: FloatArray, score_kind: ScoreKind, eps: float) -> FloatArray:
@@ -335,7 +218,7 @@ def fit_platt(
     x = _platt_features(raw, kind, eps)
     separable = _is_separable(x, y, w)
     targets = _smoothed_targets(y, w) if (target_smoothing or separable) else y
-    fit = _fit_logistic(x[:, None], targets, w, tol=tol, max_iter=max_iter)
+    fit = fit_logistic(x[:, None], targets, w, tol=tol, max_iter=max_iter)
     return PlattParams(
         slope=float(fit.coef[0]),
         intercept=fit.intercept,
