@@ -1,0 +1,321 @@
+"""Whole commands, out of core: every command at 1e5 to 1e8 rows, with peak memory, against the
+tools a user would pick instead, measured in the same run.
+
+What it measures (issue "Out of core"):
+
+- every command as the installed ``calib`` process on a generated Parquet file (id, score,
+  label, day; ``bench/gen_big.py``, written in chunks): wall seconds and peak resident memory
+  (the child's ``ru_maxrss``); each child runs under an address-space cap (``--cap-gib``,
+  default 12) so a command that does not stream fails as "out of memory" instead of taking the
+  machine;
+- ``reliability`` at the largest size against the floor: a bare Polars streaming group-by of a
+  1e5-cell score grid by label over the same file (target: at most 3x);
+- ``reliability`` at 1e7 against the pyarrow + scikit-learn script a user writes today (read
+  the two columns, ``calibration_curve``, Brier, log loss, AUC, average precision; target: at
+  most 0.25x the time and 0.4x the peak memory);
+- how cost grows: seconds and MiB per size, and the slope between the two largest sizes.
+
+Run: ``python -m bench.bench_commands [--sizes 1e5,1e6,1e7,1e8] [--quick]``. Prints Markdown.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+CALIB = str(Path(sys.executable).with_name("calib"))
+GIB = 2**30
+BATCHES = 30  # days in the generated file: estimate-shift batches, rerank-strata strata
+
+SKLEARN_SCRIPT = """
+import sys
+import pyarrow.parquet as pq
+from sklearn.calibration import calibration_curve
+from sklearn.metrics import average_precision_score, brier_score_loss, log_loss, roc_auc_score
+table = pq.read_table(sys.argv[1], columns=["score", "label"])
+p = table.column("score").to_numpy()
+y = table.column("label").to_numpy()
+calibration_curve(y, p, n_bins=10)
+print(brier_score_loss(y, p), log_loss(y, p), roc_auc_score(y, p), average_precision_score(y, p))
+"""
+
+POLARS_FLOOR_SCRIPT = """
+import sys
+import polars as pl
+cell = (pl.col("score") * 100_000).floor().cast(pl.Int32).alias("cell")
+out = (
+    pl.scan_parquet(sys.argv[1])
+    .group_by(cell, "label")
+    .agg(pl.len(), pl.col("score").sum())
+    .collect(engine="streaming")
+)
+print(out.height)
+"""
+
+
+@dataclass(frozen=True)
+class Run:
+    seconds: float
+    peak_mib: float
+    ok: bool
+    note: str = ""
+
+    def cell(self) -> str:
+        if not self.ok:
+            return f"failed ({self.note})"
+        return f"{self.seconds:.1f} s, {self.peak_mib:,.0f} MiB"
+
+
+def run(command: list[str], *, cap_gib: float, cwd: Path) -> Run:
+    """Wall seconds and peak RSS of one child process, under an address-space cap."""
+    cap = int(cap_gib * GIB)
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        command,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=limit,
+        env={**os.environ, "NO_COLOR": "1"},
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    seconds = time.perf_counter() - start
+    assert child.stderr is not None
+    stderr = child.stderr.read().decode(errors="replace")
+    child.stderr.close()
+    code = os.waitstatus_to_exitcode(status)
+    peak = usage.ru_maxrss / 1024
+    if code != 0:
+        last = stderr.strip().splitlines()[-1:] or [f"exit {code}"]
+        note = "out of memory" if "memory" in last[0].lower() else last[0][:80]
+        return Run(seconds, peak, ok=False, note=f"exit {code}: {note}")
+    return Run(seconds, peak, ok=True)
+
+
+def generate(rows: int, path: Path, *, seed: int) -> None:
+    subprocess.run(
+        [PYTHON, "-m", "bench.gen_big", "--rows", str(rows), "--seed", str(seed), "-o", str(path)],
+        cwd=ROOT,
+        check=True,
+    )
+
+
+Command = Callable[[Path, Path, Path], list[list[str]]]
+
+
+def _commands() -> dict[str, Command]:
+    """Each command's argument lists: (data file, labelled reference file, scratch dir)."""
+    return {
+        "reliability --json": lambda f, ref, d: [[CALIB, "reliability", str(f), "--json"]],
+        "resample --negative-rate 0.1": lambda f, ref, d: [
+            [CALIB, "resample", str(f), "--negative-rate", "0.1", "-o", str(d / "sample.parquet")]
+        ],
+        "recalibrate --method prior": lambda f, ref, d: [
+            [
+                CALIB,
+                "recalibrate",
+                str(f),
+                "--method",
+                "prior",
+                "--negative-rate",
+                "0.1",
+                "-o",
+                str(d / "prior.parquet"),
+            ]
+        ],
+        "recalibrate isotonic: fit, then apply": lambda f, ref, d: [
+            [
+                CALIB,
+                "recalibrate",
+                "--fit",
+                str(f),
+                "--method",
+                "isotonic",
+                "--save-model",
+                str(d / "iso.json"),
+            ],
+            [
+                CALIB,
+                "recalibrate",
+                str(f),
+                "--model",
+                str(d / "iso.json"),
+                "-o",
+                str(d / "iso.parquet"),
+            ],
+        ],
+        f"estimate-shift --batch-col day ({BATCHES} batches)": lambda f, ref, d: [
+            [
+                CALIB,
+                "estimate-shift",
+                "--reference",
+                str(ref),
+                "--target",
+                str(f),
+                "--batch-col",
+                "day",
+                "--json",
+            ]
+        ],
+        f"rerank-strata --strata-col day ({BATCHES} strata)": lambda f, ref, d: [
+            [
+                CALIB,
+                "rerank-strata",
+                "--reference",
+                str(ref),
+                "--target",
+                str(f),
+                "--strata-col",
+                "day",
+                "-o",
+                str(d / "rerank.parquet"),
+            ]
+        ],
+    }
+
+
+def run_all_steps(steps: list[list[str]], *, cap_gib: float, cwd: Path) -> Run:
+    """A command made of several processes (fit, then apply): total time, largest peak."""
+    total, peak = 0.0, 0.0
+    for step in steps:
+        result = run(step, cap_gib=cap_gib, cwd=cwd)
+        total += result.seconds
+        peak = max(peak, result.peak_mib)
+        if not result.ok:
+            return Run(total, peak, ok=False, note=result.note)
+    return Run(total, peak, ok=True)
+
+
+def _size(text: str) -> int:
+    return int(float(text))
+
+
+def _label(rows: int) -> str:
+    exponent = len(str(rows)) - 1
+    return f"1e{exponent}" if rows == 10**exponent else f"{rows:,}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--sizes", default="1e5,1e6,1e7,1e8")
+    parser.add_argument("--quick", action="store_true", help="sizes 1e5 and 1e6 only")
+    parser.add_argument("--reference-rows", type=_size, default=10_000_000)
+    parser.add_argument("--cap-gib", type=float, default=12.0)
+    parser.add_argument("--only", action="append", default=[], help="commands containing this")
+    args = parser.parse_args()
+    sizes = [_size(s) for s in ("1e5,1e6" if args.quick else args.sizes).split(",")]
+    reference_rows = min(args.reference_rows, max(sizes))
+    commands = {
+        name: build
+        for name, build in _commands().items()
+        if not args.only or any(word in name for word in args.only)
+    }
+
+    results: dict[str, dict[int, Run]] = {name: {} for name in commands}
+    references: dict[str, Run] = {}
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as scratch_dir:
+        scratch = Path(scratch_dir)
+        reference = scratch / "reference.parquet"
+        generate(reference_rows, reference, seed=1)
+        for rows in sizes:
+            data = scratch / f"rows_{rows}.parquet"
+            generate(rows, data, seed=0)
+            for name, build in commands.items():
+                outputs = scratch / "out"
+                outputs.mkdir(exist_ok=True)
+                results[name][rows] = run_all_steps(
+                    build(data, reference, outputs), cap_gib=args.cap_gib, cwd=ROOT
+                )
+                for leftover in outputs.iterdir():
+                    leftover.unlink()
+                print(
+                    f"  {name} at {_label(rows)}: {results[name][rows].cell()}",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            if rows == 10_000_000 or (rows == max(sizes) and 10_000_000 not in sizes):
+                references[f"sklearn@{rows}"] = run(
+                    [PYTHON, "-c", SKLEARN_SCRIPT, str(data)], cap_gib=args.cap_gib, cwd=ROOT
+                )
+            if rows == max(sizes):
+                references[f"floor@{rows}"] = run(
+                    [PYTHON, "-c", POLARS_FLOOR_SCRIPT, str(data)], cap_gib=args.cap_gib, cwd=ROOT
+                )
+            data.unlink()
+
+    largest = max(sizes)
+    print(
+        f"Generated Parquet files (id, score, label, day; {BATCHES} days; about 3% positive); "
+        f"the reference for estimate-shift and rerank-strata has {reference_rows:,} rows. "
+        f"Each cell: wall seconds, peak memory; address space capped at {args.cap_gib:g} GiB.\n"
+    )
+    print(
+        "| command | " + " | ".join(_label(r) for r in sizes) + " | under 2 GiB at "
+        f"{_label(largest)} |"
+    )
+    print("|---|" + "---|" * len(sizes) + "---|")
+    for name in commands:
+        row = results[name]
+        big = row[largest]
+        verdict = "yes" if big.ok and big.peak_mib < 2048 else "**no**"
+        print(f"| `{name}` | " + " | ".join(row[r].cell() for r in sizes) + f" | {verdict} |")
+
+    if len(sizes) >= 2:
+        low, high = sorted(sizes)[-2:]
+        print(f"\nHow cost grows, between {_label(low)} and {_label(high)} rows:\n")
+        print("| command | seconds per 1e7 rows | memory growth, MiB per 1e7 rows |")
+        print("|---|---|---|")
+        for name in commands:
+            a, b = results[name][low], results[name][high]
+            if a.ok and b.ok:
+                scale = 1e7 / (high - low)
+                print(
+                    f"| `{name}` | {(b.seconds - a.seconds) * scale:.2f} | "
+                    f"{(b.peak_mib - a.peak_mib) * scale:.1f} |"
+                )
+            else:
+                print(f"| `{name}` | failed | failed |")
+
+    print("\nAgainst the tools users pick instead (same run):\n")
+    print("| comparison | calib | reference | ratio (time) | ratio (peak memory) | target |")
+    print("|---|---|---|---|---|---|")
+    reliability = results.get("reliability --json", {})
+    for key, reference_run in references.items():
+        kind, rows_text = key.split("@")
+        rows = int(rows_text)
+        ours = reliability.get(rows)
+        if ours is None:
+            continue
+        ratio_t = f"{ours.seconds / reference_run.seconds:.2f}" if ours.ok else "n/a"
+        ratio_m = f"{ours.peak_mib / reference_run.peak_mib:.2f}" if ours.ok else "n/a"
+        if kind == "sklearn":
+            what = f"`reliability` vs pyarrow + scikit-learn script, {_label(rows)} rows"
+            target = "time <= 0.25, memory <= 0.4"
+        else:
+            what = (
+                f"`reliability` vs Polars streaming group-by of a 1e5-cell grid by label, "
+                f"{_label(rows)} rows"
+            )
+            target = "time <= 3"
+        print(
+            f"| {what} | {ours.cell()} | {reference_run.cell()} | {ratio_t} | {ratio_m} | "
+            f"{target} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
