@@ -18,10 +18,13 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from calib_cli import __version__
 from calib_cli.errors import ArtifactError, MissingInputError
+
+if TYPE_CHECKING:
+    from calib_cli.core.resampling import ClassBalance, SamplingSummary
 
 SCHEMA_VERSION = 1
 CALIBRATOR_KINDS = ("platt", "isotonic", "beta", "histogram")
@@ -506,3 +509,90 @@ def prior_from_sampling(artifact: Artifact) -> Any:
         for stratum, rates in params["strata"].items()
     }
     return PriorParams(log_odds_shift=0.0, strata_col=params["strata_col"], stratum_shifts=shifts)
+
+
+# ------------------------------------------------------------------------ sampling records
+
+#: The name of the sampling rule a record was made with (calib_cli.core.sampling).
+HASH_NAME = "calib-hash64-v1"
+
+
+def class_balance_json(counts: ClassBalance) -> dict[str, Any]:
+    """``{"rows", "positives", "negatives", "base_rate"}`` of a table or stratum."""
+    return {
+        "rows": counts.rows,
+        "positives": counts.positives,
+        "negatives": counts.negatives,
+        "base_rate": counts.base_rate,
+    }
+
+
+def sampling_summary_json(summary: SamplingSummary) -> dict[str, Any]:
+    """Counts and base rates before and after, overall and per stratum (the record's
+    ``fitted_on`` and the ``resample`` report share these keys)."""
+    block: dict[str, Any] = {
+        "before": class_balance_json(summary.before),
+        "after": class_balance_json(summary.after),
+    }
+    if summary.stratified:
+        block["strata"] = {
+            s.stratum: {
+                "negative_rate": s.rates.negative_rate,
+                "positive_rate": s.rates.positive_rate,
+                "before": class_balance_json(s.before),
+                "after": class_balance_json(s.after),
+            }
+            for s in summary.strata
+        }
+    else:
+        block.update(
+            negative_rate=summary.rates.negative_rate, positive_rate=summary.rates.positive_rate
+        )
+    return block
+
+
+def sampling_record(
+    summary: SamplingSummary,
+    *,
+    seed: int,
+    key_col: str | None,
+    key_type: str,
+    label_col: str,
+    positive_label: str | None,
+    strata_col: str | None,
+    file: str,
+    file_format: str,
+    output: str,
+) -> Artifact:
+    """The ``sampling`` artifact of a ``resample`` run: the rule, its rates and what it kept."""
+    params: dict[str, Any] = {
+        "hash": HASH_NAME,
+        "seed": seed,
+        "key_col": key_col,
+        "key_type": key_type,
+        "label_col": label_col,
+        "positive_label": positive_label,
+        "strata_col": strata_col,
+    }
+    if strata_col is None:
+        params.update(
+            negative_rate=summary.rates.negative_rate, positive_rate=summary.rates.positive_rate
+        )
+    else:
+        params["strata"] = {
+            s.stratum: {
+                "negative_rate": s.rates.negative_rate,
+                "positive_rate": s.rates.positive_rate,
+            }
+            for s in summary.strata
+        }
+    return Artifact(
+        kind="sampling",
+        params=params,
+        fitted_on={
+            "file": file,
+            "format": file_format,
+            "output": output,
+            **sampling_summary_json(summary),
+        },
+    )

@@ -6,7 +6,8 @@ help text and the library cannot drift apart.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from collections.abc import Callable
+from typing import Literal, TypeAlias, get_args
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +27,15 @@ ShiftMethod = Literal["auto", "mle", "em", "acc", "pacc", "map"]
 SlopeSmoothing = Literal["hull", "loess"]
 FitData = Literal["population", "sampled"]
 CiMethod = Literal["bootstrap", "profile"]
+
+#: A plain JSON value: what report payloads and artifacts are made of.
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
+JsonObject: TypeAlias = dict[str, "JsonValue"]
+#: The value of a group (``--by``, ``--batch-col``) as read: numbers stay numbers; None for
+#: all rows.
+GroupValue: TypeAlias = str | int | float | bool | None
+#: Where a workflow sends a warning line as it happens (the CLI prints it on stderr).
+Warn: TypeAlias = Callable[[str], None]
 
 
 def choices(alias: object) -> tuple[str, ...]:

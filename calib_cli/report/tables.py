@@ -1,68 +1,37 @@
-"""Reports: JSON dicts and Rich renderables built from the core's result dataclasses.
+"""Rich tables and the text reliability chart, built from the typed results.
 
 Nothing here prints: the CLI owns the consoles (standard output for results, standard error
-for diagnostics). JSON is plain: NaN and infinities become ``null``, arrays become lists, and
-the keys are the dataclass field names (documented in the README).
+for diagnostics). Rendering returns values.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+if TYPE_CHECKING:
+    from calib_cli.core.metrics import ReliabilitySummary
+    from calib_cli.core.pca import PcaStrata
+    from calib_cli.core.selection import MethodChoice
+    from calib_cli.core.shift import ShiftEstimate
+    from calib_cli.core.strata import RankingComparison, StratumSummary
+    from calib_cli.workflows.estimate_shift import BatchEstimate
+    from calib_cli.workflows.recalibrate import FileEffect
+    from calib_cli.workflows.resample import ResampleResult
+
 MISSING = "—"
-
-
-# ------------------------------------------------------------------------------------- JSON
-
-
-def to_jsonable(value: Any) -> Any:
-    """Turn result objects into plain JSON values (NaN/inf -> None, arrays -> lists).
-
-    >>> to_jsonable({"a": float("nan"), "b": np.array([1.0, np.inf]), "c": (1, 2)})
-    {'a': None, 'b': [1.0, None], 'c': [1, 2]}
-    """
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            field.name: to_jsonable(getattr(value, field.name))
-            for field in dataclasses.fields(value)
-            if not field.name.startswith("_")
-        }
-    if isinstance(value, Mapping):
-        return {str(k): to_jsonable(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return [to_jsonable(v) for v in value.tolist()]
-    if isinstance(value, (list, tuple)):
-        return [to_jsonable(v) for v in value]
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return int(value)
-    if isinstance(value, (float, np.floating)):
-        number = float(value)
-        return number if math.isfinite(number) else None
-    if value is None or isinstance(value, str):
-        return value
-    return str(value)
-
-
-def dumps(value: Any) -> str:
-    """Stable, plain JSON text (keys in a fixed order, no NaN), ending with a newline."""
-    return json.dumps(to_jsonable(value), indent=2, allow_nan=False) + "\n"
 
 
 # ---------------------------------------------------------------------------------- numbers
 
 
-def fmt(value: Any, digits: int = 4) -> str:
+def fmt(value: float | None, digits: int = 4) -> str:
     """A figure for a table: ``—`` when undefined, scientific when tiny, else fixed.
 
     >>> fmt(0.123456), fmt(float("nan")), fmt(3.2e-7), fmt(12345)
@@ -137,7 +106,7 @@ RELIABILITY_ROWS: tuple[tuple[str, str, str], ...] = (
 )
 
 
-def _cell(summary: Any, attribute: str, kind: str) -> str:
+def _cell(summary: ReliabilitySummary, attribute: str, kind: str) -> str:
     value = getattr(summary, attribute, None)
     if kind == "count":
         return fmt_count(value) if value is not None else MISSING
@@ -146,7 +115,9 @@ def _cell(summary: Any, attribute: str, kind: str) -> str:
     return fmt(value)
 
 
-def reliability_summary_table(columns: Sequence[tuple[str, Any]], *, title: str) -> Table:
+def reliability_summary_table(
+    columns: Sequence[tuple[str, ReliabilitySummary]], *, title: str
+) -> Table:
     """Figures as rows, one column per (score column, group), side by side. Interval rows
     that are undefined everywhere (no --bootstrap) are left out."""
     table = Table(title=title, title_justify="left", header_style="bold")
@@ -167,7 +138,7 @@ def _span(low: float, high: float, digits: int = 4) -> str:
     return f"{fmt(low, digits)}–{fmt(high, digits)}"
 
 
-def reliability_bin_table(summary: Any, *, title: str) -> Table:
+def reliability_bin_table(summary: ReliabilitySummary, *, title: str) -> Table:
     """The bin table: edges, weighted count, mean score, observed rate and its Wilson CI."""
     table = Table(title=title, title_justify="left", header_style="bold")
     for heading in ("bin", "count", "mean score", "observed", "95% CI (Wilson)"):
@@ -186,7 +157,7 @@ def reliability_bin_table(summary: Any, *, title: str) -> Table:
 _NICE_LIMITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 
 
-def chart_limit(summary: Any) -> float:
+def chart_limit(summary: ReliabilitySummary) -> float:
     """The axis maximum of the chart: the smallest round value above every bin's mean score
     and observed rate, so rare-event models do not crowd into one corner.
 
@@ -203,7 +174,7 @@ def chart_limit(summary: Any) -> float:
     return next((limit for limit in _NICE_LIMITS if top <= limit), 1.0)
 
 
-def reliability_chart(summary: Any, *, width: int = 28, height: int = 12) -> Text:
+def reliability_chart(summary: ReliabilitySummary, *, width: int = 28, height: int = 12) -> Text:
     """A compact reliability diagram in text: observed rate (●) against mean score, with the
     diagonal of perfect calibration (·) and Wilson intervals (│). Both axes run from 0 to
     :func:`chart_limit`."""
@@ -253,7 +224,7 @@ def reliability_chart(summary: Any, *, width: int = 28, height: int = 12) -> Tex
     return text
 
 
-def reliability_detail(summary: Any, *, title: str) -> RenderableType:
+def reliability_detail(summary: ReliabilitySummary, *, title: str) -> RenderableType:
     """The bin table with the chart beside it."""
     grid = Table.grid(padding=(0, 3))
     grid.add_column(no_wrap=True)
@@ -270,11 +241,14 @@ def stack(renderables: Sequence[RenderableType]) -> Group:
 # -------------------------------------------------------------------------------- resample
 
 
-def _rate(value: Any) -> str:
-    return MISSING if value is None else f"{float(value):.4g}"
+# -------------------------------------------------------------------------------- resample
 
 
-def resample_table(summary: Mapping[str, Any], *, strata_col: str | None) -> Table:
+def _rate(value: float) -> str:
+    return f"{float(value):.4g}"
+
+
+def resample_table(result: ResampleResult) -> Table:
     """Rows, positives and base rates before (in) and after (out) sampling, with the rates."""
     table = Table(title="Sampling", title_justify="left", header_style="bold")
     for heading in (
@@ -289,59 +263,63 @@ def resample_table(summary: Mapping[str, Any], *, strata_col: str | None) -> Tab
         "base rate out",
     ):
         table.add_column(heading, justify="right")
-
-    def add(
-        label: str,
-        rates: Mapping[str, Any],
-        before: Mapping[str, Any],
-        after: Mapping[str, Any],
-        style: str | None = None,
-    ) -> None:
-        table.add_row(
-            label,
-            _rate(rates.get("negative_rate")) if "negative_rate" in rates else "",
-            _rate(rates.get("positive_rate")) if "positive_rate" in rates else "",
-            fmt_count(before["rows"]),
-            fmt_count(after["rows"]),
-            fmt_count(before["positives"]),
-            fmt_count(after["positives"]),
-            fmt(before["base_rate"]),
-            fmt(after["base_rate"]),
-            style=style,
-        )
-
-    for name, block in (summary.get("strata") or {}).items():
-        add(f"{strata_col}={name}", block, block["before"], block["after"])
-    add("all", summary, summary["before"], summary["after"], style="bold")
+    summary = result.summary
+    if summary.stratified:
+        for s in summary.strata:
+            table.add_row(
+                f"{result.strata_col}={s.stratum}",
+                _rate(s.rates.negative_rate),
+                _rate(s.rates.positive_rate),
+                fmt_count(s.before.rows),
+                fmt_count(s.after.rows),
+                fmt_count(s.before.positives),
+                fmt_count(s.after.positives),
+                fmt(s.before.base_rate),
+                fmt(s.after.base_rate),
+            )
+    table.add_row(
+        "all",
+        "" if summary.stratified else _rate(summary.rates.negative_rate),
+        "" if summary.stratified else _rate(summary.rates.positive_rate),
+        fmt_count(summary.before.rows),
+        fmt_count(summary.after.rows),
+        fmt_count(summary.before.positives),
+        fmt_count(summary.after.positives),
+        fmt(summary.before.base_rate),
+        fmt(summary.after.base_rate),
+        style="bold",
+    )
     return table
 
 
 # ----------------------------------------------------------------------------- recalibrate
 
 
-def calibration_effect_table(effect: Mapping[str, Any], *, title: str) -> Table:
+def calibration_effect_table(effect: FileEffect, *, title: str) -> Table:
     """Mean score and (with labels) log loss, Brier, ECE and AUC before and after."""
     table = Table(title=title, title_justify="left", header_style="bold")
     for heading in ("figure", "before", "after"):
         table.add_column(heading, justify="right")
-    table.add_row(
-        "mean score", fmt(effect.get("mean_score_before")), fmt(effect.get("mean_score_after"))
-    )
-    if "base_rate" in effect:
-        table.add_row("base rate", fmt(effect["base_rate"]), fmt(effect["base_rate"]))
-        before = effect.get("before") or {}
-        after = effect.get("after") or {}
+    figures = effect.effect
+    table.add_row("mean score", fmt(figures.mean_score_before), fmt(figures.mean_score_after))
+    if effect.has_labels:
+        table.add_row("base rate", fmt(figures.base_rate), fmt(figures.base_rate))
+        before, after = figures.before, figures.after
         for label, key in (
             ("log loss", "log_loss"),
             ("Brier score", "brier"),
             ("ECE", "ece"),
             ("AUC", "auc"),
         ):
-            table.add_row(label, fmt(before.get(key)), fmt(after.get(key)))
+            table.add_row(
+                label,
+                fmt(None if before is None else getattr(before, key)),
+                fmt(None if after is None else getattr(after, key)),
+            )
     return table
 
 
-def method_choice_table(choice: Any) -> Table:
+def method_choice_table(choice: MethodChoice) -> Table:
     """The ``auto`` comparison: cross-validated log loss and Brier per method."""
     table = Table(
         title=f"auto: {choice.n_folds}-fold cross-validated comparison",
@@ -365,7 +343,7 @@ def method_choice_table(choice: Any) -> Table:
 # --------------------------------------------------------------------------- rerank-strata
 
 
-def strata_table(summary: Sequence[Any], *, source: str) -> Table:
+def strata_table(summary: Sequence[StratumSummary], *, source: str) -> Table:
     """Per stratum: reference rows, positives, odds, within-stratum AUC, slope range."""
     table = Table(title=f"Strata (odds: {source})", title_justify="left", header_style="bold")
     for heading in (
@@ -393,7 +371,7 @@ def strata_table(summary: Sequence[Any], *, source: str) -> Table:
     return table
 
 
-def ranking_comparison_table(comparison: Any) -> Table:
+def ranking_comparison_table(comparison: RankingComparison) -> Table:
     """AUC and TPR at fixed FPRs, raw pooled scores against the re-ranked order."""
     table = Table(title="Ranking on the labelled target", title_justify="left", header_style="bold")
     for heading in ("figure", "raw scores", "reranked"):
@@ -406,82 +384,7 @@ def ranking_comparison_table(comparison: Any) -> Table:
     return table
 
 
-# -------------------------------------------------------------------------- estimate-shift
-
-
-def shift_table(
-    batches: Sequence[Mapping[str, Any]], *, batch_col: str | None, source: str
-) -> Table:
-    """Per batch: rows, estimated prevalence and interval, method, diagnostics (and the true
-    rate and error when the target has labels)."""
-    table = Table(title=f"Positive rate of {source}", title_justify="left", header_style="bold")
-    has_truth = any("true_prevalence" in b for b in batches)
-    headings = [batch_col] if batch_col is not None else []
-    headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "conv.", "ref. AUC", "fit p"]
-    if has_truth:
-        headings += ["true", "error"]
-    for heading in headings:
-        table.add_column(heading, justify="right", no_wrap=True)
-    for batch in batches:
-        cells = [str(batch["batch"])] if batch_col is not None else []
-        cells += [
-            fmt_count(batch["n"]),
-            fmt(batch["prevalence"]),
-            _span(_number(batch["ci_low"]), _number(batch["ci_high"])),
-            fmt(batch["reference_prevalence"]),
-            str(batch["method"]),
-            fmt(batch["converged"]),
-            fmt(batch["reference_auc"]),
-            fmt(batch["fit_pvalue"]),
-        ]
-        if has_truth:
-            cells += [fmt(batch.get("true_prevalence")), fmt(batch.get("error"))]
-        table.add_row(*cells)
-    return table
-
-
-def _number(value: Any) -> float:
-    return float("nan") if value is None else float(value)
-
-
-def decision_table(
-    batches: Sequence[Mapping[str, Any]], *, batch_col: str | None, threshold: float
-) -> Table:
-    """Expected (and realised) cost per row of the static and the re-estimated decisions."""
-    table = Table(
-        title=f"Decisions at the Bayes threshold {threshold:.4g}: share of rows flagged, cost "
-        "per row (static = reference prior)",
-        title_justify="left",
-        header_style="bold",
-    )
-    has_truth = any(
-        (b.get("decision") or {}).get("realised_cost_static") is not None for b in batches
-    )
-    headings = [batch_col] if batch_col is not None else []
-    headings += ["flagged: static", "re-est.", "expected cost: static", "re-est."]
-    if has_truth:
-        headings += ["actual cost: static", "re-est."]
-    for heading in headings:
-        table.add_column(heading, justify="right", no_wrap=True)
-    for batch in batches:
-        decision = batch.get("decision") or {}
-        cells = [str(batch["batch"])] if batch_col is not None else []
-        cells += [
-            fmt(decision.get("flagged_static")),
-            fmt(decision.get("flagged_shifted")),
-            fmt(decision.get("expected_cost_static")),
-            fmt(decision.get("expected_cost_shifted")),
-        ]
-        if has_truth:
-            cells += [
-                fmt(decision.get("realised_cost_static")),
-                fmt(decision.get("realised_cost_shifted")),
-            ]
-        table.add_row(*cells)
-    return table
-
-
-def stratum_prevalence_table(prevalences: Mapping[str, Mapping[str, Any]]) -> Table:
+def stratum_prevalence_table(prevalences: Mapping[str, ShiftEstimate]) -> Table:
     """Each stratum's positive rate estimated on the target, with its interval."""
     table = Table(
         title="Positive rate per stratum, estimated on the target",
@@ -493,9 +396,95 @@ def stratum_prevalence_table(prevalences: Mapping[str, Mapping[str, Any]]) -> Ta
     for stratum, row in prevalences.items():
         table.add_row(
             str(stratum),
-            fmt(row["prevalence"]),
-            _span(_number(row["ci_low"]), _number(row["ci_high"])),
-            fmt(row["reference_prevalence"]),
-            str(row["method"]),
+            fmt(row.prevalence),
+            _span(row.ci_low, row.ci_high),
+            fmt(row.reference_prevalence),
+            str(row.method),
         )
+    return table
+
+
+def pca_note(pca: PcaStrata) -> str:
+    """One line on Algorithm 2's strata: the component, its variance share, the label rates."""
+    rates = ", ".join(
+        f"{k}: {v:.4f}" if v is not None and math.isfinite(v) else f"{k}: —"
+        for k, v in pca.reference_label_rate.items()
+    )
+    return (
+        f"first principal component of {', '.join(pca.features)}: explains "
+        f"{pca.explained_variance_ratio:.1%} of the variance; {pca.n_strata} "
+        f"strata (pca_stratum), reference label rates {rates}"
+    )
+
+
+# -------------------------------------------------------------------------- estimate-shift
+
+
+def shift_table(batches: Sequence[BatchEstimate], *, batch_col: str | None, source: str) -> Table:
+    """Per batch: rows, estimated prevalence and interval, method, diagnostics (and the true
+    rate and error when the target has labels)."""
+    table = Table(title=f"Positive rate of {source}", title_justify="left", header_style="bold")
+    has_truth = any(b.true_prevalence is not None for b in batches)
+    headings = [batch_col] if batch_col is not None else []
+    headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "conv.", "ref. AUC", "fit p"]
+    if has_truth:
+        headings += ["true", "error"]
+    for heading in headings:
+        table.add_column(heading, justify="right", no_wrap=True)
+    for batch in batches:
+        estimate = batch.estimate
+        cells = [str(batch.batch)] if batch_col is not None else []
+        cells += [
+            fmt_count(estimate.n),
+            fmt(estimate.prevalence),
+            _span(estimate.ci_low, estimate.ci_high),
+            fmt(estimate.reference_prevalence),
+            str(estimate.method),
+            fmt(estimate.converged),
+            fmt(estimate.reference_auc),
+            fmt(estimate.fit_pvalue),
+        ]
+        if has_truth:
+            cells += [fmt(batch.true_prevalence), fmt(batch.error)]
+        table.add_row(*cells)
+    return table
+
+
+def decision_table(
+    batches: Sequence[BatchEstimate], *, batch_col: str | None, threshold: float
+) -> Table:
+    """Expected (and realised) cost per row of the static and the re-estimated decisions."""
+    table = Table(
+        title=f"Decisions at the Bayes threshold {threshold:.4g}: share of rows flagged, cost "
+        "per row (static = reference prior)",
+        title_justify="left",
+        header_style="bold",
+    )
+    has_truth = any(
+        b.decision is not None and b.decision.realised_cost_static is not None for b in batches
+    )
+    headings = [batch_col] if batch_col is not None else []
+    headings += ["flagged: static", "re-est.", "expected cost: static", "re-est."]
+    if has_truth:
+        headings += ["actual cost: static", "re-est."]
+    for heading in headings:
+        table.add_column(heading, justify="right", no_wrap=True)
+    for batch in batches:
+        decision = batch.decision
+        cells = [str(batch.batch)] if batch_col is not None else []
+        if decision is None:
+            cells += [MISSING] * (6 if has_truth else 4)
+        else:
+            cells += [
+                fmt(decision.flagged_static),
+                fmt(decision.flagged_shifted),
+                fmt(decision.expected_cost_static),
+                fmt(decision.expected_cost_shifted),
+            ]
+            if has_truth:
+                cells += [
+                    fmt(decision.realised_cost_static),
+                    fmt(decision.realised_cost_shifted),
+                ]
+        table.add_row(*cells)
     return table

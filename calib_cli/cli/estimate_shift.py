@@ -1,0 +1,191 @@
+"""``calib estimate-shift``: options -> :mod:`calib_cli.workflows.estimate_shift` -> report."""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+import typer
+
+from calib_cli.cli.options import (
+    DEFAULT_SEED,
+    CiMethodChoice,
+    DebugOpt,
+    InputFormatOpt,
+    JsonOpt,
+    LabelColOpt,
+    NoColorOpt,
+    OutputFormatOpt,
+    PositiveLabelOpt,
+    QuietOpt,
+    ReportOpt,
+    ScoreColOpt,
+    ScoreKindOpt,
+    SeedOpt,
+    ShiftMethodChoice,
+    chosen,
+    chosen_or_none,
+)
+from calib_cli.cli.session import command_session, emit_report
+from calib_cli.types import CiMethod, InputFormat, ScoreKind, ShiftMethod
+
+EPILOG = (
+    "Examples: calib estimate-shift --reference calibration.csv --target today.parquet  |  "
+    "calib estimate-shift --reference ref.csv --target batch.csv --batch-col day "
+    "--costs 1:20 -o decided.csv --report shift.json"
+)
+
+
+def estimate_shift(
+    reference: Annotated[
+        str,
+        typer.Option(
+            "--reference",
+            help="Scores and labels from the population the model was calibrated on.",
+            show_default=False,
+        ),
+    ],
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target",
+            help="Scores of the new batch (labels optional: then only used to report the error).",
+            show_default=False,
+        ),
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Target rows with the calibrated probability (and "
+            "decision with --costs); '-' for stdout.",
+        ),
+    ] = None,
+    method: Annotated[
+        ShiftMethodChoice,
+        typer.Option(
+            "--method",
+            help="Estimator. auto: mle, or map when the positive class drifted (see README).",
+        ),
+    ] = "auto",
+    batch_col: Annotated[
+        str | None,
+        typer.Option(
+            "--batch-col",
+            help="Estimate each value of this column (day, week, segment) separately, in one pass.",
+        ),
+    ] = None,
+    bootstrap: Annotated[
+        int,
+        typer.Option(
+            "--bootstrap",
+            min=0,
+            help="Bootstrap replicates over target and "
+            "reference rows, for the interval and the fit p-value.",
+        ),
+    ] = 200,
+    ci_method: Annotated[
+        CiMethodChoice,
+        typer.Option(
+            "--ci-method",
+            help="bootstrap (any method) or profile (profile likelihood; mle only).",
+        ),
+    ] = "bootstrap",
+    costs: Annotated[
+        str | None,
+        typer.Option(
+            "--costs",
+            help="FP:FN costs: flag rows whose calibrated probability is at "
+            "least FP/(FP+FN) and compare static and re-estimated decisions.",
+        ),
+    ] = None,
+    threshold: Annotated[
+        float | None,
+        typer.Option(
+            "--threshold",
+            help="acc/pacc: score threshold (default: the "
+            "one maximising TPR - FPR on the reference).",
+        ),
+    ] = None,
+    map_nodes: Annotated[
+        int,
+        typer.Option(
+            "--map-nodes", min=2, help="map: nodes of the piecewise-linear positive density."
+        ),
+    ] = 10,
+    map_beta: Annotated[
+        float,
+        typer.Option(
+            "--map-beta",
+            min=0.0,
+            help="map: strength of the prior tying the positive density to the reference's.",
+        ),
+    ] = 1000.0,
+    map_power: Annotated[
+        float,
+        typer.Option("--map-power", min=1.0, help="map: power p >= 1 of the prior's penalty."),
+    ] = 1.0,
+    score_col: ScoreColOpt = "score",
+    label_col: LabelColOpt = "label",
+    weight_col: Annotated[
+        str | None, typer.Option("--weight-col", help="Column of reference sample weights.")
+    ] = None,
+    positive_label: PositiveLabelOpt = None,
+    score_kind: ScoreKindOpt = "probability",
+    output_col: Annotated[
+        str, typer.Option("--output-col", help="Name of the calibrated-probability column.")
+    ] = "calibrated",
+    input_format: InputFormatOpt = None,
+    output_format: OutputFormatOpt = None,
+    as_json: JsonOpt = False,
+    report: ReportOpt = None,
+    seed: SeedOpt = DEFAULT_SEED,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Estimate the positive rate of an unlabeled batch from its scores (label shift),
+    recalibrate the batch to it, and move the decision threshold."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        from calib_cli.report.payloads import estimate_shift_payload
+        from calib_cli.report.tables import decision_table, shift_table
+        from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
+
+        request = EstimateShiftRequest(
+            reference=reference,
+            target=target,
+            output=output,
+            method=cast(ShiftMethod, chosen(method)),
+            batch_col=batch_col,
+            n_bootstrap=bootstrap,
+            ci_method=cast(CiMethod, chosen(ci_method)),
+            costs=costs,
+            threshold=threshold,
+            map_nodes=map_nodes,
+            map_beta=map_beta,
+            map_power=map_power,
+            score_col=score_col,
+            label_col=label_col,
+            weight_col=weight_col,
+            positive_label=positive_label,
+            score_kind=cast(ScoreKind, chosen(score_kind)),
+            output_col=output_col,
+            input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            output_format=cast("InputFormat | None", chosen_or_none(output_format)),
+            as_json=as_json,
+            report=report,
+            seed=seed,
+        )
+        result = run_estimate_shift(request, warn=session.warn)
+        emit_report(session, estimate_shift_payload(result), as_json=as_json, report_path=report)
+        show = session.result if output is None else session.info
+        if not as_json:
+            show(shift_table(result.batches, batch_col=result.batch_col, source=result.source))
+            if result.decision_threshold is not None:
+                show(
+                    decision_table(
+                        result.batches,
+                        batch_col=result.batch_col,
+                        threshold=result.decision_threshold,
+                    )
+                )

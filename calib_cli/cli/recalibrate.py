@@ -1,0 +1,204 @@
+"""``calib recalibrate``: options -> :mod:`calib_cli.workflows.recalibrate` -> report."""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+import typer
+
+from calib_cli.cli.options import (
+    DEFAULT_SEED,
+    INPUT_HELP,
+    CalibrationMethodChoice,
+    DebugOpt,
+    FitDataChoice,
+    InputFormatOpt,
+    LabelColOpt,
+    NoColorOpt,
+    OnInvalidOpt,
+    OutputFormatOpt,
+    PositiveLabelOpt,
+    QuietOpt,
+    ReportOpt,
+    ScoreColOpt,
+    ScoreKindOpt,
+    SeedOpt,
+    WeightColOpt,
+    chosen,
+    chosen_or_none,
+)
+from calib_cli.cli.session import command_session, emit_report
+from calib_cli.types import CalibrationMethod, FitData, InputFormat, OnInvalid, ScoreKind
+
+EPILOG = (
+    "Examples: calib recalibrate scores.csv --method prior --sampling-record "
+    "train_sample.csv.sampling.json -o out.csv  |  calib recalibrate --fit holdout.csv "
+    "--method isotonic --save-model iso.json  |  calib recalibrate today.parquet --model "
+    "iso.json -o today_calibrated.parquet"
+)
+
+
+def recalibrate(
+    file: Annotated[
+        str | None,
+        typer.Argument(
+            help=INPUT_HELP + " Optional with --fit and --save-model.", show_default=False
+        ),
+    ] = None,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Output file with the added column ('-': stdout).",
+            show_default="stdout when it is not a terminal",
+        ),
+    ] = None,
+    method: Annotated[
+        CalibrationMethodChoice | None,
+        typer.Option(
+            "--method",
+            help="prior, platt, isotonic, beta, histogram, or auto (cross-validated choice).",
+            show_default="from the other options",
+        ),
+    ] = None,
+    sampling_record: Annotated[
+        str | None, typer.Option("--sampling-record", help="Record written by calib resample.")
+    ] = None,
+    negative_rate: Annotated[
+        float | None, typer.Option("--negative-rate", help="Negatives were kept with rate W.")
+    ] = None,
+    positive_rate: Annotated[
+        float | None,
+        typer.Option(
+            "--positive-rate", help="Positives were kept with this rate.", show_default="1"
+        ),
+    ] = None,
+    train_prior: Annotated[
+        float | None, typer.Option("--train-prior", help="Positive rate the model was trained at.")
+    ] = None,
+    target_prior: Annotated[
+        float | None, typer.Option("--target-prior", help="Positive rate of the scored population.")
+    ] = None,
+    fit: Annotated[
+        str | None, typer.Option("--fit", help="Labelled file to fit the calibrator on.")
+    ] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Apply a saved calibrator (JSON artifact).")
+    ] = None,
+    cross_fit_folds: Annotated[
+        int | None,
+        typer.Option(
+            "--cross-fit",
+            min=2,
+            help="Out-of-fold calibrated scores of a labelled INPUT with K folds.",
+        ),
+    ] = None,
+    save_model: Annotated[
+        str | None, typer.Option("--save-model", help="Save the fitted calibrator (JSON).")
+    ] = None,
+    fit_data: Annotated[
+        FitDataChoice,
+        typer.Option(
+            "--fit-data",
+            help="With a prior correction and a fitted map: population "
+            "(labels drawn from the scored population: prior first) or sampled "
+            "(labels sampled like the training set: map first).",
+        ),
+    ] = "population",
+    score_col: ScoreColOpt = "score",
+    label_col: LabelColOpt = "label",
+    weight_col: WeightColOpt = None,
+    positive_label: PositiveLabelOpt = None,
+    strata_col: Annotated[
+        str | None,
+        typer.Option(
+            "--strata-col",
+            help="Strata column of a stratified record.",
+            show_default="the record's",
+        ),
+    ] = None,
+    score_kind: ScoreKindOpt = "probability",
+    output_col: Annotated[
+        str, typer.Option("--output-col", help="Name of the added column.")
+    ] = "calibrated",
+    eps: Annotated[
+        float | None,
+        typer.Option(
+            "--eps", help="Isotonic outputs are kept inside \\[eps, 1 - eps].", show_default="1e-6"
+        ),
+    ] = None,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Isotonic: strictly increasing map (keeps AUC).")
+    ] = False,
+    target_smoothing: Annotated[
+        bool, typer.Option("--target-smoothing", help="Platt's smoothed targets.")
+    ] = False,
+    bins: Annotated[
+        int | None,
+        typer.Option("--bins", min=1, help="Histogram: number of bins.", show_default="10"),
+    ] = None,
+    folds: Annotated[int, typer.Option("--folds", min=2, help="auto: cross-validation folds.")] = 5,
+    input_format: InputFormatOpt = None,
+    output_format: OutputFormatOpt = None,
+    on_invalid: OnInvalidOpt = "error",
+    report: ReportOpt = None,
+    seed: SeedOpt = DEFAULT_SEED,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Turn scores into calibrated probabilities: prior correction after sampling, or a fitted
+    map (Platt, isotonic, beta, histogram, auto), saved and applied anywhere."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        from calib_cli.report.payloads import recalibrate_payload
+        from calib_cli.report.tables import calibration_effect_table, method_choice_table
+        from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+
+        request = RecalibrateRequest(
+            file=file,
+            output=output,
+            method=cast("CalibrationMethod | None", chosen_or_none(method)),
+            sampling_record=sampling_record,
+            negative_rate=negative_rate,
+            positive_rate=positive_rate,
+            train_prior=train_prior,
+            target_prior=target_prior,
+            fit=fit,
+            model=model,
+            cross_fit_folds=cross_fit_folds,
+            save_model=save_model,
+            fit_data=cast(FitData, chosen(fit_data)),
+            score_col=score_col,
+            label_col=label_col,
+            weight_col=weight_col,
+            positive_label=positive_label,
+            strata_col=strata_col,
+            score_kind=cast(ScoreKind, chosen(score_kind)),
+            output_col=output_col,
+            eps=eps,
+            strict=strict,
+            target_smoothing=target_smoothing,
+            bins=bins,
+            folds=folds,
+            input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            output_format=cast("InputFormat | None", chosen_or_none(output_format)),
+            on_invalid=cast(OnInvalid, chosen(on_invalid)),
+            report=report,
+            seed=seed,
+        )
+        result = run_recalibrate(request, warn=session.warn)
+        if result.choice is not None:
+            session.info(method_choice_table(result.choice))
+        if result.fit is not None:
+            title = f"On the fit data ({result.fit.file})"
+            session.info(calibration_effect_table(result.fit, title=title))
+        if result.input is not None:
+            heading = "out-of-fold, " if result.cross_fit is not None else ""
+            rows = result.input.effect.rows
+            title = f"On {result.input.file} ({heading}{rows:,} rows)"
+            session.info(calibration_effect_table(result.input, title=title))
+        if result.saved_model is not None:
+            steps = " -> ".join(result.step_kinds)
+            session.info(f"saved calibrator ({steps}): {result.saved_model}")
+        emit_report(session, recalibrate_payload(result), as_json=False, report_path=report)

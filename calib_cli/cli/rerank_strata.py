@@ -1,0 +1,153 @@
+"""``calib rerank-strata``: options -> :mod:`calib_cli.workflows.rerank_strata` -> report."""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+import typer
+
+from calib_cli.cli.options import (
+    DEFAULT_SEED,
+    DebugOpt,
+    InputFormatOpt,
+    LabelColOpt,
+    NoColorOpt,
+    OutputFormatOpt,
+    PositiveLabelOpt,
+    QuietOpt,
+    ReportOpt,
+    ScoreColOpt,
+    ScoreKindOpt,
+    SeedOpt,
+    SlopeSmoothingChoice,
+    WeightColOpt,
+    chosen,
+    chosen_or_none,
+)
+from calib_cli.cli.session import command_session, emit_report
+from calib_cli.types import InputFormat, ScoreKind, SlopeSmoothing
+
+EPILOG = (
+    "Examples: calib rerank-strata --reference tune.csv --target test.csv --strata-col "
+    "segment -o reranked.csv  |  calib rerank-strata --reference tune.parquet --target "
+    "test.parquet --pca-features age,income,tenure --n-strata 3 -o reranked.parquet"
+)
+
+
+def rerank_strata(
+    reference: Annotated[
+        str,
+        typer.Option(
+            "--reference", help="Labelled tuning rows (scores, labels, strata).", show_default=False
+        ),
+    ],
+    target: Annotated[
+        str,
+        typer.Option(
+            "--target", help="Rows to re-rank (labels optional: then reported).", show_default=False
+        ),
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Target rows with rerank_score, calibrated and rerank_rank ('-': stdout).",
+            show_default="stdout when not a terminal",
+        ),
+    ] = None,
+    strata_col: Annotated[
+        str | None, typer.Option("--strata-col", help="Column naming each row's stratum.")
+    ] = None,
+    pca_features: Annotated[
+        str | None,
+        typer.Option(
+            "--pca-features",
+            help="Comma-separated feature columns: strata from "
+            "their first principal component (Algorithm 2) instead of --strata-col.",
+        ),
+    ] = None,
+    n_strata: Annotated[
+        int, typer.Option("--n-strata", min=1, help="With --pca-features: number of strata.")
+    ] = 3,
+    smoothing: Annotated[
+        SlopeSmoothingChoice,
+        typer.Option(
+            "--smoothing",
+            help="ROC slope: hull (concave hull, PAV) or loess (local quadratic, as in the paper).",
+        ),
+    ] = "hull",
+    prevalence_file: Annotated[
+        str | None,
+        typer.Option(
+            "--prevalence-file",
+            help="Table of stratum, prevalence: the population's "
+            "positive rate per stratum (default: from the weighted reference).",
+        ),
+    ] = None,
+    estimate_target_prevalence: Annotated[
+        bool,
+        typer.Option(
+            "--estimate-target-prevalence",
+            help="Estimate each stratum's positive "
+            "rate on the target from its scores (label shift, as estimate-shift).",
+        ),
+    ] = False,
+    score_col: ScoreColOpt = "score",
+    label_col: LabelColOpt = "label",
+    weight_col: WeightColOpt = None,
+    positive_label: PositiveLabelOpt = None,
+    score_kind: ScoreKindOpt = "probability",
+    output_col: Annotated[
+        str, typer.Option("--output-col", help="Name of the calibrated-probability column.")
+    ] = "calibrated",
+    input_format: InputFormatOpt = None,
+    output_format: OutputFormatOpt = None,
+    report: ReportOpt = None,
+    seed: SeedOpt = DEFAULT_SEED,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Re-rank scores of per-stratum models by stratum odds times the stratum's ROC slope
+    (Zuo 2021), so one ranking is best across strata; adds the population posterior."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        from calib_cli.report.payloads import rerank_strata_payload
+        from calib_cli.report.tables import (
+            pca_note,
+            ranking_comparison_table,
+            strata_table,
+            stratum_prevalence_table,
+        )
+        from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+
+        request = RerankStrataRequest(
+            reference=reference,
+            target=target,
+            output=output,
+            strata_col=strata_col,
+            pca_features=pca_features,
+            n_strata=n_strata,
+            smoothing=cast(SlopeSmoothing, chosen(smoothing)),
+            prevalence_file=prevalence_file,
+            estimate_target_prevalence=estimate_target_prevalence,
+            score_col=score_col,
+            label_col=label_col,
+            weight_col=weight_col,
+            positive_label=positive_label,
+            score_kind=cast(ScoreKind, chosen(score_kind)),
+            output_col=output_col,
+            input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            output_format=cast("InputFormat | None", chosen_or_none(output_format)),
+            report=report,
+            seed=seed,
+        )
+        result = run_rerank_strata(request, warn=session.warn)
+        if result.pca is not None:
+            session.info(pca_note(result.pca))
+        if result.target_prevalence is not None:
+            session.info(stratum_prevalence_table(result.target_prevalence))
+        session.info(strata_table(result.strata, source=result.odds_source))
+        if result.comparison is not None:
+            session.info(ranking_comparison_table(result.comparison))
+        emit_report(session, rerank_strata_payload(result), as_json=False, report_path=report)

@@ -1,0 +1,148 @@
+"""Column rules: numbers, labels (eager and as Polars expressions), file-named errors."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from calib_cli.core.checks import bad_values_message
+from calib_cli.errors import InputError
+from calib_cli.types import FloatArray
+
+_TRUE_TEXT = frozenset({"1", "1.0", "true", "t", "yes", "y"})
+_FALSE_TEXT = frozenset({"0", "0.0", "false", "f", "no", "n"})
+
+
+_FIRST_ROW = re.compile(r"(first at row )(\d+)")
+
+
+@contextlib.contextmanager
+def naming(name: str, *, rows: Any = None) -> Iterator[None]:
+    """Prefix InputErrors raised inside with the file's name (core errors do not know it).
+
+    ``rows`` maps the rows of a filtered table back to the file's 0-based rows, so that
+    "first at row N" names the row of the file, not of what was left after dropping rows.
+    """
+    try:
+        yield
+    except InputError as error:
+        message = str(error)
+        if rows is not None:
+            message = _FIRST_ROW.sub(
+                lambda m: f"{m.group(1)}{int(rows[int(m.group(2)) - 1]) + 1}", message
+            )
+        if not message.startswith(f"{name}: "):
+            message = f"{name}: {message}"
+        if message == str(error):
+            raise
+        raise type(error)(message) from None
+
+
+def as_float(series: pl.Series, name: str) -> FloatArray:
+    """A column as float64 with nulls as NaN, refusing text that is not a number."""
+    if series.dtype == pl.Boolean:
+        return series.cast(pl.Float64).fill_null(np.nan).to_numpy().astype(np.float64)
+    if series.dtype.is_numeric():
+        return series.cast(pl.Float64).fill_null(np.nan).to_numpy().astype(np.float64)
+    if series.dtype == pl.String:
+        stripped = series.str.strip_chars()
+        converted = stripped.cast(pl.Float64, strict=False)
+        not_numbers = (converted.is_null() & stripped.is_not_null() & (stripped != "")).to_numpy()
+        if not_numbers.any():
+            raise InputError(
+                f"{name}: "
+                + bad_values_message(
+                    series.name, "that are not numbers", not_numbers, series.to_numpy()
+                )
+            )
+        return converted.fill_null(np.nan).to_numpy().astype(np.float64)
+    raise InputError(f"{name}: column '{series.name}' has type {series.dtype}, not numbers")
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def parse_labels(series: pl.Series, column: str, positive_label: str | None) -> FloatArray:
+    """Labels as 0.0/1.0 by the rules of :func:`positive_label_expr` (shared with streaming
+    ``resample`` and ``--on-invalid drop``), refusing missing or unreadable values."""
+    missing = series.is_null().to_numpy()
+    if series.dtype == pl.String:
+        missing |= (series.str.strip_chars() == "").fill_null(True).to_numpy()
+    if missing.any():
+        raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
+    is_positive, is_valid = positive_label_expr(column, series.dtype, positive_label)
+    flags = series.to_frame(column).select(
+        is_positive.fill_null(False).alias("positive"), is_valid.fill_null(False).alias("valid")
+    )
+    invalid = ~flags["valid"].to_numpy()
+    if invalid.any():
+        problem = (
+            "that are not 0 or 1"
+            if series.dtype.is_numeric()
+            else ("that are not 0/1 or true/false")
+        )
+        raise InputError(
+            bad_values_message(column, problem, invalid, series.to_numpy())
+            + "; name the positive value with --positive-label"
+        )
+    positive = flags["positive"].to_numpy()
+    if positive_label is not None:
+        _require_two_values(series, column, positive_label, bool(positive.any()))
+    return positive.astype(np.float64)
+
+
+def _require_two_values(
+    series: pl.Series, column: str, positive_label: str, any_positive: bool
+) -> None:
+    """With --positive-label, a label column takes two values, one of them the positive."""
+    distinct = series.cast(pl.String).str.strip_chars().unique()
+    if distinct.len() > 2:
+        shown = ", ".join(repr(v) for v in distinct.sort().head(5).to_list())
+        raise InputError(
+            f"column '{column}' has {distinct.len()} distinct values ({shown}...); "
+            "labels must take two values"
+        )
+    if distinct.len() == 2 and not any_positive:
+        raise InputError(f"column '{column}' never equals --positive-label {positive_label!r}")
+
+
+def positive_label_expr(
+    column: str, dtype: pl.DataType, positive_label: str | None
+) -> tuple[pl.Expr, pl.Expr]:
+    """Polars expressions (is positive, is a valid label) with the rules of
+    :meth:`Table.labels`, for streaming where the whole column is never in memory."""
+    col = pl.col(column)
+    present = col.is_not_null()
+    if positive_label is not None:
+        if dtype.is_numeric():
+            try:
+                target = float(positive_label)
+            except ValueError:
+                raise InputError(
+                    f"column '{column}' is numeric but --positive-label is {positive_label!r}"
+                ) from None
+            return col.cast(pl.Float64) == target, present
+        text = col.cast(pl.String).str.strip_chars()
+        numeric = _as_number(positive_label)
+        if numeric is not None:
+            # numeric text compares as numbers ("1.0" matches "1"); other text as text
+            as_number = text.cast(pl.Float64, strict=False)
+            matches = pl.when(as_number.is_not_null()).then(as_number == numeric)
+            return matches.otherwise(text == positive_label.strip()), present & (text != "")
+        return text == positive_label.strip(), present & (text != "")
+    if dtype == pl.Boolean:
+        return col, present
+    if dtype.is_numeric():
+        value = col.cast(pl.Float64)
+        return value == 1.0, present & ((value == 0.0) | (value == 1.0))
+    text = col.cast(pl.String).str.strip_chars().str.to_lowercase()
+    return text.is_in(list(_TRUE_TEXT)), text.is_in(list(_TRUE_TEXT | _FALSE_TEXT))

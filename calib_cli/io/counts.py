@@ -1,0 +1,121 @@
+"""Streaming group-bys: rows and positives per stratum (``resample``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from calib_cli.errors import InputError
+from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.scan import ROW_INDEX, collect
+
+
+@dataclass(frozen=True)
+class ClassCounts:
+    """Rows and positives of one stratum (``None`` when there are no strata)."""
+
+    stratum: str | None
+    rows: int
+    positives: int
+
+    @property
+    def negatives(self) -> int:
+        return self.rows - self.positives
+
+
+def class_counts(
+    lazy: pl.LazyFrame,
+    *,
+    name: str,
+    label_col: str,
+    positive_label: str | None,
+    strata_col: str | None,
+) -> list[ClassCounts]:
+    """One streaming pass: rows and positives per stratum, refusing invalid labels or strata
+    with the usual one-line message (count and first row)."""
+    schema = lazy.collect_schema()
+    for column, option in ((label_col, "--label-col"), (strata_col, "--strata-col")):
+        if column is not None and column not in schema:
+            shown = ", ".join(list(schema)[:20])
+            raise InputError(f"{name}: no column '{column}' (set {option}); columns are: {shown}")
+    _, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
+    invalid = (
+        lazy.with_row_index(ROW_INDEX)
+        .filter(~is_valid.fill_null(False))
+        .select(
+            pl.len().alias("count"),
+            pl.col(ROW_INDEX).first().alias("row"),
+            pl.col(label_col).cast(pl.String).first().alias("value"),
+        )
+    )
+    counts = _counts_query(lazy, label_col, schema[label_col], positive_label, strata_col)
+    # with --positive-label, a label column takes two values (as Table.labels requires)
+    text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
+    distinct = lazy.select(
+        text.n_unique().alias("count"), text.unique().sort().head(5).implode().alias("shown")
+    )
+    queries = [invalid, counts] + ([distinct] if positive_label is not None else [])
+    bad, grouped, *labels_seen = collect(lambda: pl.collect_all(queries, engine="streaming"), name)
+    if bad["count"][0]:
+        count, row, value = bad["count"][0], bad["row"][0] + 1, bad["value"][0]
+        what = (
+            "value that is not a valid label" if count == 1 else "values that are not valid labels"
+        )
+        hint = "; name the positive value with --positive-label" if positive_label is None else ""
+        shown = "empty" if value is None else repr(value)
+        raise InputError(
+            f"{name}: column '{label_col}' has {count} {what} (first at row {row}: {shown}){hint}"
+        )
+    if labels_seen and labels_seen[0]["count"][0] > 2:
+        count = labels_seen[0]["count"][0]
+        shown = ", ".join(repr(v) for v in labels_seen[0]["shown"][0].to_list())
+        raise InputError(
+            f"{name}: column '{label_col}' has {count} distinct values ({shown}, ...); "
+            "labels must take two values"
+        )
+    if grouped.height == 0:
+        raise InputError(f"{name}: no data rows")
+    if strata_col and grouped["stratum"].is_null().any():
+        raise InputError(f"{name}: column '{strata_col}' has missing values")
+    return _as_class_counts(grouped, strata_col)
+
+
+def _counts_query(
+    lazy: pl.LazyFrame,
+    label_col: str,
+    label_dtype: pl.DataType,
+    positive_label: str | None,
+    strata_col: str | None,
+) -> pl.LazyFrame:
+    is_positive, _ = positive_label_expr(label_col, label_dtype, positive_label)
+    group = pl.col(strata_col).cast(pl.String) if strata_col else pl.lit("", dtype=pl.String)
+    return (
+        lazy.group_by(group.alias("stratum"))
+        .agg(pl.len().alias("rows"), is_positive.sum().alias("positives"))
+        .sort("stratum", nulls_last=True)
+    )
+
+
+def _as_class_counts(grouped: pl.DataFrame, strata_col: str | None) -> list[ClassCounts]:
+    return [
+        ClassCounts(
+            stratum=row["stratum"] if strata_col else None,
+            rows=int(row["rows"]),
+            positives=int(row["positives"] or 0),
+        )
+        for row in grouped.iter_rows(named=True)
+    ]
+
+
+def counts_by_stratum(
+    lazy: pl.LazyFrame,
+    *,
+    label_col: str,
+    label_dtype: pl.DataType,
+    positive_label: str | None,
+    strata_col: str | None,
+) -> list[ClassCounts]:
+    """Rows and positives per stratum of a (validated) lazy table, in one streaming pass."""
+    query = _counts_query(lazy, label_col, label_dtype, positive_label, strata_col)
+    return _as_class_counts(collect(lambda: query.collect(engine="streaming"), "input"), strata_col)

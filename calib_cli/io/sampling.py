@@ -1,0 +1,136 @@
+"""The hash sampling rule of :mod:`calib_cli.core.sampling` as a streaming Polars query."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from calib_cli.errors import InputError
+from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.scan import ROW_INDEX, collect
+
+
+def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
+    """How keys are hashed: ``row`` (no key column), ``integer`` or ``string``.
+
+    A key column is hashed as integers when it holds integers, or text in which every value is
+    an integer (so the same ids read from CSV and from Parquet keep the same rows); otherwise
+    as UTF-8 strings. Missing keys and floating-point keys are refused.
+    """
+    if key_col is None:
+        return "row"
+    schema = lazy.collect_schema()
+    if key_col not in schema:
+        raise InputError(f"{name}: no column '{key_col}' (set --key-col)")
+    dtype = schema[key_col]
+    if dtype.is_float() or dtype == pl.Boolean:
+        raise InputError(
+            f"{name}: column '{key_col}' is {dtype}; --key-col needs integer or text ids"
+        )
+    col = pl.col(key_col)
+    checks = [col.is_null().sum().alias("missing")]
+    if dtype == pl.String:
+        checks.append(
+            (_text_as_uint64(col).is_null() & col.is_not_null()).sum().alias("not_integer")
+        )
+    elif not dtype.is_integer():
+        raise InputError(f"{name}: column '{key_col}' has type {dtype}; use integer or text ids")
+    found = collect(lambda: lazy.select(checks).collect(engine="streaming"), name)
+    if found["missing"][0]:
+        raise InputError(f"{name}: column '{key_col}' has {found['missing'][0]} missing keys")
+    if dtype == pl.String and found["not_integer"][0]:
+        return "string"
+    return "integer"
+
+
+def _text_as_uint64(text: pl.Expr) -> pl.Expr:
+    """Integer text as its 64 bits: Int64 values in two's complement (-1 is 2**64 - 1), and
+    values up to 2**64 - 1 that only UInt64 holds; null where the text is not an integer."""
+    stripped = text.str.strip_chars()
+    signed = stripped.cast(pl.Int64, strict=False).reinterpret(signed=False)
+    return pl.coalesce(signed, stripped.cast(pl.UInt64, strict=False))
+
+
+def _key_hash_expr(
+    key_col: str | None, kind: str, seed: int, key_dtype: pl.DataType | None = None
+) -> pl.Expr:
+    """The per-row ``hash64(seed, key)`` of :mod:`calib_cli.core.sampling`, computed batch by
+    batch inside a streaming query (the key rules are those of :func:`key_kind`)."""
+    from calib_cli.core.sampling import hash_string_keys, hash_uint64_keys
+
+    def hash_integers(series: pl.Series) -> pl.Series:
+        if series.dtype.is_unsigned_integer():
+            keys = series.cast(pl.UInt64).to_numpy().astype(np.uint64)
+        else:  # two's complement: -1 is 2**64 - 1, as the specification says
+            keys = series.cast(pl.Int64).to_numpy().astype(np.int64).view(np.uint64)
+        return pl.Series(hash_uint64_keys(keys, seed=seed), dtype=pl.UInt64)
+
+    def hash_text(series: pl.Series) -> pl.Series:
+        text = series.cast(pl.String)
+        lengths = text.str.len_bytes().cast(pl.Int64).to_numpy()
+        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        data = np.frombuffer(text.str.join("").item().encode("utf-8"), dtype=np.uint8)
+        return pl.Series(hash_string_keys(offsets, data, seed=seed), dtype=pl.UInt64)
+
+    if key_col is None or kind == "row":
+        return pl.col(ROW_INDEX).map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+    if kind == "integer":
+        key = pl.col(key_col)
+        if key_dtype is not None and key_dtype.is_integer():
+            return key.map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+        # Text ids are stripped and parsed ("007" is 7), so CSV and Parquet keep the same rows.
+        return _text_as_uint64(key.cast(pl.String)).map_batches(
+            hash_integers, pl.UInt64, is_elementwise=True
+        )
+    return pl.col(key_col).map_batches(hash_text, pl.UInt64, is_elementwise=True)
+
+
+def _stratum_lookup(
+    strata_col: str | None, values: Mapping[str, Any], dtype: pl.DataType | type[pl.DataType]
+) -> pl.Expr:
+    """Per-row value looked up by the row's stratum (one value when there are no strata)."""
+    if strata_col is None:
+        (only,) = values.values()
+        return pl.lit(only, dtype=dtype)
+    return pl.col(strata_col).cast(pl.String).replace_strict(dict(values), return_dtype=dtype)
+
+
+def sample_rows(
+    lazy: pl.LazyFrame,
+    *,
+    label_col: str,
+    label_dtype: pl.DataType,
+    positive_label: str | None,
+    strata_col: str | None,
+    key_col: str | None,
+    key_hash_kind: str,
+    seed: int,
+    thresholds: Mapping[str, tuple[int, int]],
+    weights: Mapping[str, tuple[float, float]] | None,
+    weight_col_out: str | None,
+) -> pl.LazyFrame:
+    """The rows kept by the hash rule: ``hash64(seed, key) < threshold`` of the row's class and
+    stratum (``thresholds``: stratum -> (negative, positive) as integers below 2**64; a
+    threshold of 2**64 - 1 keeps every row). With ``weight_col_out``, appends the importance
+    weight of each kept row (``weights``: stratum -> (negative, positive))."""
+    is_positive, _ = positive_label_expr(label_col, label_dtype, positive_label)
+    key_dtype = lazy.collect_schema()[key_col] if key_col is not None else None
+    negative = _stratum_lookup(strata_col, {k: v[0] for k, v in thresholds.items()}, pl.UInt64)
+    positive = _stratum_lookup(strata_col, {k: v[1] for k, v in thresholds.items()}, pl.UInt64)
+    threshold = pl.when(is_positive).then(positive).otherwise(negative)
+    keep_all = threshold == pl.lit(2**64 - 1, dtype=pl.UInt64)
+    kept = (
+        lazy.with_row_index(ROW_INDEX)
+        .filter(keep_all | (_key_hash_expr(key_col, key_hash_kind, seed, key_dtype) < threshold))
+        .drop(ROW_INDEX)
+    )
+    if weight_col_out is not None and weights is not None:
+        neg_w = _stratum_lookup(strata_col, {k: v[0] for k, v in weights.items()}, pl.Float64)
+        pos_w = _stratum_lookup(strata_col, {k: v[1] for k, v in weights.items()}, pl.Float64)
+        kept = kept.with_columns(
+            pl.when(is_positive).then(pos_w).otherwise(neg_w).alias(weight_col_out)
+        )
+    return kept

@@ -1,0 +1,71 @@
+"""Lazy scans and streaming queries: the entry point for streaming commands."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import polars as pl
+
+from calib_cli.errors import InputError
+from calib_cli.io.formats import STDIO, display_name, resolve_format
+from calib_cli.io.read import check_exists, read_table
+from calib_cli.types import InputFormat
+
+ROW_INDEX = "__calib_row__"
+
+
+def scan_table(
+    path: str,
+    *,
+    input_format: InputFormat | None = None,
+    typed: bool = False,
+    text_columns: Sequence[str] = (),
+) -> tuple[pl.LazyFrame, str]:
+    """A lazy scan for streaming commands; returns the frame and the name for messages.
+
+    Uncompressed files are scanned in place (memory does not grow with rows); standard input
+    and gzip files are read first, since they cannot be scanned.
+    """
+    name = display_name(path)
+    check_exists(path)
+    if path == STDIO or path.lower().endswith(".gz"):
+        table = read_table(path, input_format=input_format, typed=typed)
+        return table.frame.lazy(), table.format
+    fmt = resolve_format(path, input_format, _peek(path))
+    try:
+        if fmt in ("csv", "tsv"):
+            lazy = pl.scan_csv(
+                path,
+                separator="\t" if fmt == "tsv" else ",",
+                infer_schema=typed,
+                infer_schema_length=None,
+                # ids stay text: inference would take 64-bit unsigned ids for Int64 and fail
+                schema_overrides=dict.fromkeys(text_columns, pl.String) if typed else None,
+            )
+        elif fmt == "parquet":
+            lazy = pl.scan_parquet(path)
+        elif fmt == "arrow":
+            lazy = pl.scan_ipc(path)
+        else:
+            lazy = pl.scan_ndjson(path)
+        lazy.collect_schema()
+    except (pl.exceptions.PolarsError, OSError, ValueError) as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
+    return lazy, fmt
+
+
+def _peek(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read(4096)
+
+
+def collect(run: Any, name: str) -> Any:
+    """Run a Polars query; a failure of the data (a value that cannot be cast, say) becomes
+    an InputError naming the file, not an internal error."""
+    try:
+        return run()
+    except pl.exceptions.PolarsError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
+        raise InputError(f"{name}: cannot read the input: {first_line}") from None

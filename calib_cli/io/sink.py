@@ -1,0 +1,85 @@
+"""Streaming sinks: a lazy query written atomically, memory not growing with rows."""
+
+from __future__ import annotations
+
+import gzip
+import sys
+import tempfile
+from pathlib import Path
+
+import polars as pl
+
+from calib_cli.errors import InputError, OutputError
+from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
+from calib_cli.io.write import atomic_destination
+from calib_cli.types import InputFormat
+
+
+def sink_table(
+    lazy: pl.LazyFrame, path: str, *, output_format_override: InputFormat | None
+) -> None:
+    """Stream a lazy query to ``path`` atomically (or to stdout via a temporary file), so
+    memory does not grow with rows and a failure leaves no partial file."""
+    path = canonical_output(path)
+    fmt = output_format(path, output_format_override)
+    compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
+    if path == STDIO or is_stream(path):
+        with tempfile.TemporaryDirectory() as scratch:
+            temporary = Path(scratch) / "out"
+            _sink(lazy, temporary, fmt, compress=compress)
+            _copy_out(temporary, path)
+        return
+    with atomic_destination(path) as temporary:
+        _sink(lazy, temporary, fmt, compress=compress)
+
+
+def _copy_out(source: Path, path: str) -> None:
+    """Copy a finished temporary file to stdout or a stream, in chunks."""
+    try:
+        if path == STDIO:
+            sys.stdout.flush()
+            destination = sys.stdout.buffer
+            with open(source, "rb") as handle:
+                while chunk := handle.read(1 << 20):
+                    destination.write(chunk)
+            destination.flush()
+        else:
+            with open(source, "rb") as handle, open(path, "wb") as out:
+                while chunk := handle.read(1 << 20):
+                    out.write(chunk)
+    except BrokenPipeError:
+        raise
+    except OSError as error:
+        name = "stdout" if path == STDIO else path
+        raise OutputError(f"{name}: cannot write ({error.strerror or error})") from None
+
+
+def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -> None:
+    try:
+        if fmt in ("csv", "tsv"):
+            lazy.sink_csv(
+                path,
+                separator="\t" if fmt == "tsv" else ",",
+                check_extension=False,
+                compression="gzip" if compress else "uncompressed",
+            )
+        elif fmt == "parquet":
+            lazy.sink_parquet(path, statistics=False)
+        elif fmt == "arrow":
+            lazy.sink_ipc(path)
+        elif compress:  # Polars cannot gzip NDJSON while sinking: sink, then compress
+            with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
+                plain = Path(scratch) / "plain.ndjson"
+                lazy.sink_ndjson(plain)
+                with (
+                    open(plain, "rb") as source,
+                    open(path, "wb") as raw,
+                    gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as target,
+                ):
+                    while chunk := source.read(1 << 20):
+                        target.write(chunk)
+        else:
+            lazy.sink_ndjson(path)
+    except pl.exceptions.PolarsError as error:
+        first_line = str(error).strip().splitlines()[0]
+        raise InputError(f"cannot stream the input: {first_line}") from None

@@ -1,0 +1,221 @@
+"""A table read in full, its typed columns, and ``--on-invalid drop``."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from calib_cli.core.checks import bad_values_message, check_scores, check_weights
+from calib_cli.errors import InputError, UsageError
+from calib_cli.io.columns import as_float, naming, parse_labels, positive_label_expr
+from calib_cli.io.formats import TEXT_FORMATS
+from calib_cli.types import FloatArray, InputFormat, ScoreKind
+
+
+@dataclass(frozen=True)
+class Table:
+    """A data table read from one file, with the name used for it in messages."""
+
+    frame: pl.DataFrame
+    name: str
+    format: InputFormat
+    #: 0-based rows of the file that this table holds, when rows were dropped
+    #: (``--on-invalid drop``), so that messages still name the file's row numbers
+    row_numbers: Any = None
+
+    def context(self) -> contextlib.AbstractContextManager[None]:
+        """Errors raised inside name this file and its own row numbers."""
+        return naming(self.name, rows=self.row_numbers)
+
+    @property
+    def n_rows(self) -> int:
+        return self.frame.height
+
+    @property
+    def columns(self) -> list[str]:
+        return self.frame.columns
+
+    def has_column(self, column: str) -> bool:
+        return column in self.frame.columns
+
+    def require_column(self, column: str, *, option: str | None = None) -> pl.Series:
+        """The column, or an InputError naming the file, the column and the columns it has."""
+        if column not in self.frame.columns:
+            shown = ", ".join(self.frame.columns[:20])
+            more = ", ..." if len(self.frame.columns) > 20 else ""
+            hint = f" (set {option})" if option else ""
+            raise InputError(f"{self.name}: no column '{column}'{hint}; columns are: {shown}{more}")
+        return self.frame.get_column(column)
+
+    def scores(
+        self, column: str, *, kind: ScoreKind = "probability", option: str = "--score-col"
+    ) -> FloatArray:
+        """A score column as clean float64 (probabilities inside [0, 1] unless ``kind`` says)."""
+        with self.context():
+            values = as_float(self.require_column(column, option=option), self.name)
+            return check_scores(values, name=column, kind=kind)
+
+    def labels(
+        self, column: str, *, positive_label: str | None = None, option: str = "--label-col"
+    ) -> FloatArray:
+        """A label column as float64 0/1: 0/1 numbers, booleans, or two values with
+        ``positive_label`` naming the positive one."""
+        series = self.require_column(column, option=option)
+        with self.context():
+            return parse_labels(series, column, positive_label)
+
+    def weights(self, column: str | None) -> FloatArray:
+        """Sample weights (ones when ``column`` is None): finite and non-negative."""
+        if column is None:
+            return np.ones(self.n_rows, dtype=np.float64)
+        with self.context():
+            values = as_float(self.require_column(column, option="--weight-col"), self.name)
+            return check_weights(values, self.n_rows, name=column)
+
+    def numbers(self, column: str, *, option: str | None = None) -> FloatArray:
+        """Any numeric column (features) as float64; missing values are refused."""
+        with self.context():
+            values = as_float(self.require_column(column, option=option), self.name)
+            missing = np.isnan(values)
+            if missing.any():
+                raise InputError(bad_values_message(column, "missing or NaN", missing, values))
+            return values
+
+    def groups(self, column: str, *, option: str | None = None) -> tuple[list[Any], Any]:
+        """A grouping column (``--by``, ``--batch-col``) as (distinct values, code per row).
+
+        Values keep their type (numbers sort as numbers, text as text) so JSON reports show
+        them as they are; rows with a missing value form a last group whose value is ``None``.
+        """
+        series = self.require_column(column, option=option)
+        if self.format in TEXT_FORMATS and series.dtype == pl.String:
+            as_number = series.str.strip_chars().cast(pl.Int64, strict=False)
+            if as_number.null_count() == series.null_count():
+                series = as_number
+            else:
+                as_float = series.str.strip_chars().cast(pl.Float64, strict=False)
+                if as_float.null_count() == series.null_count():
+                    series = as_float
+        if series.dtype.is_float():
+            series = series.fill_nan(None)  # NaN is a missing value, not a group of its own
+        distinct = series.drop_nulls().unique().sort()
+        values: list[Any] = distinct.to_list()
+        frame = pl.DataFrame({"value": distinct, "code": np.arange(distinct.len())})
+        codes = (
+            pl.DataFrame({"value": series})
+            .join(frame, on="value", how="left", maintain_order="left")["code"]
+            .fill_null(len(values))
+            .to_numpy()
+            .astype(np.int64)
+        )
+        if series.null_count():
+            values.append(None)
+        return values, codes
+
+    def text(self, column: str, *, option: str | None = None) -> Any:
+        """A column's values as text (NumPy array of str); missing values are refused."""
+        names, codes = self.categories(column, option=option)
+        return np.asarray(names, dtype=str)[codes]
+
+    def categories(self, column: str, *, option: str | None = None) -> tuple[list[str], Any]:
+        """A grouping column as (sorted distinct values as text, integer code per row).
+
+        Missing values are refused: a row without a group or stratum cannot be placed.
+        """
+        series = self.require_column(column, option=option)
+        missing = series.is_null().to_numpy()
+        if missing.any():
+            with self.context():
+                raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
+        text = series.cast(pl.String)
+        names = text.unique().sort()
+        lookup = pl.DataFrame({"value": names, "code": np.arange(names.len(), dtype=np.int64)})
+        codes = (
+            text.to_frame("value")
+            .join(lookup, on="value", how="left", maintain_order="left")["code"]
+            .to_numpy()
+        )
+        return [str(n) for n in names.to_list()], codes.astype(np.int64)
+
+    def with_columns(self, added: Mapping[str, Any]) -> pl.DataFrame:
+        """The input's columns in their order, then ``added`` (refusing to overwrite one)."""
+        clash = [name for name in added if name in self.frame.columns]
+        if clash:
+            raise UsageError(
+                f"{self.name} already has a column '{clash[0]}'; choose another output name"
+            )
+        return self.frame.with_columns(
+            [pl.Series(name, np.asarray(values)) for name, values in added.items()]
+        )
+
+
+# --------------------------------------------------------------------- --on-invalid drop
+
+
+def _score_validity(table: Table, column: str, kind: ScoreKind) -> Any:
+    series = table.require_column(column, option="--score-col")
+    if series.dtype == pl.String:
+        values = series.str.strip_chars().cast(pl.Float64, strict=False)
+    elif series.dtype == pl.Boolean or series.dtype.is_numeric():
+        values = series.cast(pl.Float64)
+    else:
+        raise InputError(f"{table.name}: column '{column}' has type {series.dtype}, not numbers")
+    array = values.fill_null(np.nan).to_numpy().astype(np.float64)
+    if kind == "probability":
+        return (array >= 0.0) & (array <= 1.0)
+    return np.isfinite(array)
+
+
+def _label_validity(table: Table, column: str, positive_label: str | None) -> Any:
+    series = table.require_column(column, option="--label-col")
+    _, is_valid = positive_label_expr(column, series.dtype, positive_label)
+    if series.dtype == pl.String:
+        is_valid = is_valid & (pl.col(column).str.strip_chars() != "")
+    return series.to_frame(column).select(is_valid.fill_null(False))[:, 0].to_numpy()
+
+
+def _weight_validity(table: Table, column: str) -> Any:
+    series = table.require_column(column, option="--weight-col")
+    if series.dtype == pl.String:
+        values = series.str.strip_chars().cast(pl.Float64, strict=False)
+    else:
+        values = series.cast(pl.Float64)
+    array = values.fill_null(np.nan).to_numpy().astype(np.float64)
+    return np.isfinite(array) & (array >= 0.0)
+
+
+def drop_invalid_rows(
+    table: Table,
+    *,
+    score_cols: Sequence[str],
+    score_kind: ScoreKind,
+    label_col: str | None,
+    positive_label: str | None,
+    weight_col: str | None,
+) -> tuple[Table, int]:
+    """Drop rows whose score, label or weight would be refused; return the table and the count.
+
+    Raises InputError when no valid row is left.
+    """
+    keep = np.ones(table.n_rows, dtype=bool)
+    for column in score_cols:
+        keep &= _score_validity(table, column, score_kind)
+    if label_col is not None and table.has_column(label_col):
+        keep &= _label_validity(table, label_col, positive_label)
+    if weight_col is not None:
+        keep &= _weight_validity(table, weight_col)
+    dropped = int(table.n_rows - keep.sum())
+    if dropped == table.n_rows:
+        raise InputError(f"{table.name}: no valid rows left after dropping {dropped} invalid rows")
+    if dropped == 0:
+        return table, 0
+    kept = table.frame.filter(pl.Series(keep))
+    original = np.flatnonzero(keep)
+    if table.row_numbers is not None:
+        original = np.asarray(table.row_numbers)[original]
+    return Table(frame=kept, name=table.name, format=table.format, row_numbers=original), dropped

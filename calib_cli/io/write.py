@@ -1,0 +1,168 @@
+"""Writing tables and bytes atomically (temporary file + rename), or to standard output."""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import io
+import os
+import sys
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import polars as pl
+
+from calib_cli.errors import OutputError, UsageError
+from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
+from calib_cli.types import InputFormat
+
+
+def serialise(frame: pl.DataFrame, fmt: InputFormat, *, gzip_text: bool = False) -> bytes:
+    """The bytes of ``frame`` in ``fmt`` (deterministic: same frame, same bytes)."""
+    buffer = io.BytesIO()
+    if fmt == "csv":
+        frame.write_csv(buffer)
+    elif fmt == "tsv":
+        frame.write_csv(buffer, separator="\t")
+    elif fmt == "parquet":
+        frame.write_parquet(buffer, statistics=False)
+    elif fmt == "arrow":
+        frame.write_ipc(buffer)
+    else:
+        frame.write_ndjson(buffer)
+    data = buffer.getvalue()
+    if gzip_text:
+        data = gzip.compress(data, mtime=0)
+    return data
+
+
+def write_table(
+    frame: pl.DataFrame, path: str, *, output_format_override: InputFormat | None = None
+) -> None:
+    """Write a table atomically to ``path``, or to standard output for ``-``."""
+    path = canonical_output(path)
+    fmt = output_format(path, output_format_override)
+    compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
+    write_bytes(path, serialise(frame, fmt, gzip_text=compress))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write bytes atomically to ``path`` (temporary file + rename), or to stdout for ``-``."""
+    path = canonical_output(path)
+    if path == STDIO:
+        try:
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+            sys.stdout.buffer.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(f"stdout: cannot write ({error.strerror or error})") from None
+        return
+    if is_stream(path):
+        _write_stream(path, data)
+        return
+    with atomic_destination(path) as temporary:
+        temporary.write_bytes(data)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write text (UTF-8) atomically, or to standard output for ``-``."""
+    write_bytes(path, text.encode("utf-8"))
+
+
+@contextlib.contextmanager
+def atomic_destination(path: str) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it over ``path``.
+
+    On any failure the temporary file is removed and an existing ``path`` is left untouched.
+    The new file gets the mode a plain ``open`` would give it (``0o666`` less the umask), or
+    the mode of the file it replaces. A symbolic link is followed: its target is replaced.
+    """
+    target = Path(os.path.realpath(path))
+    directory = target.parent
+    if not directory.is_dir():
+        raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
+    try:
+        handle, temporary_name = tempfile.mkstemp(
+            prefix=f".{target.name}.", suffix=".tmp", dir=directory
+        )
+    except OSError as error:
+        raise OutputError(f"{path}: cannot write ({error.strerror})") from None
+    os.close(handle)
+    temporary = Path(temporary_name)
+    try:
+        yield temporary
+        _fsync(temporary)
+        if target.is_dir():
+            raise OutputError(f"{path}: cannot write (is a directory)")
+        os.chmod(temporary, _file_mode(target))
+        os.replace(temporary, target)
+    except OSError as error:
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OutputError):
+            raise
+        raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
+
+
+def _file_mode(target: Path) -> int:
+    """The mode of the file being replaced, else 0o666 less the process umask."""
+    try:
+        return target.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
+def _write_stream(path: str, data: bytes) -> None:
+    try:
+        with open(path, "wb") as handle:
+            handle.write(data)
+    except OSError as error:
+        raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
+
+
+def check_destination(
+    path: str | None, *, data_format: InputFormat | None = None, table: bool = False
+) -> None:
+    """Refuse an output before any work is done: an unknown extension (for tables), a missing
+    directory, or a directory in place of a file."""
+    if path is None or canonical_output(path) == STDIO or is_stream(path):
+        return
+    if table:
+        output_format(path, data_format)
+    target = Path(os.path.realpath(path))
+    if target.is_dir():
+        raise OutputError(f"{path}: cannot write (is a directory)")
+    if not target.parent.is_dir():
+        raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
+    if not os.access(target.parent, os.W_OK):
+        raise OutputError(f"{path}: cannot write (permission denied)")
+
+
+def _fsync(path: Path) -> None:
+    with open(path, "rb+") as handle:
+        os.fsync(handle.fileno())
+
+
+def require_distinct_outputs(paths: Sequence[str | None], inputs: Sequence[str | None]) -> None:
+    """Refuse an output that would overwrite one of the inputs before it was read in full."""
+    given = [p for p in inputs if p is not None]
+    if sum(p == STDIO for p in given) > 1:
+        raise UsageError("standard input ('-') can be read only once; give files for the others")
+    resolved_inputs = {Path(p).resolve() for p in given if p != STDIO}
+    seen: dict[Path, str] = {}
+    for output in paths:
+        if output is None or canonical_output(output) == STDIO or is_stream(output):
+            continue
+        resolved = Path(output).resolve()
+        if resolved in resolved_inputs:
+            raise UsageError(f"{output}: the output would overwrite an input; choose another path")
+        if resolved in seen:
+            raise UsageError(f"{output}: two outputs would be written to the same file")
+        seen[resolved] = output

@@ -1,0 +1,185 @@
+"""JSON payloads: every key of every command's report, built from the typed results.
+
+Nothing here prints. JSON is plain: NaN and infinities become ``null``, arrays become lists,
+and the keys of the core's result dataclasses are their field names (documented in the
+README). The keys each command adds around them are written here and only here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from calib_cli.types import JsonObject, JsonValue
+
+if TYPE_CHECKING:
+    from calib_cli.workflows.estimate_shift import BatchEstimate, EstimateShiftResult
+    from calib_cli.workflows.recalibrate import FileEffect, RecalibrateResult
+    from calib_cli.workflows.reliability import ReliabilityEntry, ReliabilityResult
+    from calib_cli.workflows.rerank_strata import RerankStrataResult
+    from calib_cli.workflows.resample import ResampleResult
+
+
+def to_jsonable(value: object) -> JsonValue:
+    """Turn result objects into plain JSON values (NaN/inf -> None, arrays -> lists).
+
+    >>> to_jsonable({"a": float("nan"), "b": np.array([1.0, np.inf]), "c": (1, 2)})
+    {'a': None, 'b': [1.0, None], 'c': [1, 2]}
+    """
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {
+            field.name: to_jsonable(getattr(value, field.name))
+            for field in dataclasses.fields(value)
+            if not field.name.startswith("_")
+        }
+    if isinstance(value, Mapping):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return [to_jsonable(v) for v in value.tolist()]
+    if isinstance(value, (list, tuple)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if value is None or isinstance(value, str):
+        return value
+    return str(value)
+
+
+def to_json_object(value: object) -> JsonObject:
+    """:func:`to_jsonable` of a dataclass or mapping: a JSON object."""
+    converted = to_jsonable(value)
+    if not isinstance(converted, dict):
+        raise TypeError(f"expected an object, got {type(value).__name__}")
+    return converted
+
+
+def dumps(value: JsonValue) -> str:
+    """Stable, plain JSON text (keys in a fixed order, no NaN), ending with a newline."""
+    return json.dumps(to_jsonable(value), indent=2, allow_nan=False) + "\n"
+
+
+# ------------------------------------------------------------------------------ reliability
+
+
+def reliability_entry_payload(entry: ReliabilityEntry, *, by: str | None, seed: int) -> JsonObject:
+    """One column (and group): ``score_column``, ``seed``, ``by`` and ``group`` with --by, then
+    the figures of :class:`~calib_cli.core.metrics.ReliabilitySummary`."""
+    payload: JsonObject = {"score_column": entry.score_column, "seed": seed}
+    if by is not None:
+        payload.update({"by": by, "group": entry.group})
+    payload.update(to_json_object(entry.summary))
+    return payload
+
+
+def reliability_payload(result: ReliabilityResult) -> JsonValue:
+    """One object for one column without --by, else a list of them."""
+    payloads: list[JsonValue] = [
+        reliability_entry_payload(entry, by=result.by, seed=result.seed) for entry in result.entries
+    ]
+    return payloads[0] if len(payloads) == 1 else payloads
+
+
+# -------------------------------------------------------------------------------- resample
+
+
+def resample_payload(result: ResampleResult) -> JsonObject:
+    """``record`` (its path), the record's params, then the counts before and after."""
+    from calib_cli.artifacts import sampling_summary_json
+
+    return to_json_object(
+        {
+            "record": result.record_path,
+            **result.record.params,
+            **sampling_summary_json(result.summary),
+        }
+    )
+
+
+# ----------------------------------------------------------------------------- recalibrate
+
+
+def effect_payload(effect: FileEffect) -> JsonObject:
+    """``file`` and the before/after figures (the label figures only with labels)."""
+    block: JsonObject = {"file": effect.file, **to_json_object(effect.effect)}
+    if not effect.has_labels:
+        for key in ("positives", "base_rate", "before", "after"):
+            block.pop(key)
+    return block
+
+
+def recalibrate_payload(result: RecalibrateResult) -> JsonObject:
+    """``method``, ``seed``, ``auto`` (the comparison), ``fit``, ``cross_fit``, ``input``,
+    ``steps``; each only when it applies."""
+    payload: JsonObject = {"method": result.method, "seed": result.seed}
+    if result.choice is not None:
+        payload["auto"] = to_json_object(result.choice)
+    if result.fit is not None:
+        payload["fit"] = effect_payload(result.fit)
+    if result.cross_fit is not None:
+        payload["cross_fit"] = result.cross_fit
+    if result.input is not None:
+        payload["input"] = effect_payload(result.input)
+    payload["steps"] = list(result.step_kinds)
+    return payload
+
+
+# --------------------------------------------------------------------------- rerank-strata
+
+#: The figures of each stratum's estimate reported with --estimate-target-prevalence.
+TARGET_PREVALENCE_KEYS = ("prevalence", "ci_low", "ci_high", "method", "reference_prevalence")
+
+
+def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
+    """``seed``, ``smoothing``, ``pca``, ``target_prevalence``, ``odds_source``, ``strata``,
+    ``comparison``; each only when it applies."""
+    payload: JsonObject = {"seed": result.seed, "smoothing": result.smoothing}
+    if result.pca is not None:
+        pca = to_json_object(result.pca)
+        for key in ("reference_strata", "target_strata"):
+            pca.pop(key)
+        payload["pca"] = pca
+    if result.target_prevalence is not None:
+        payload["target_prevalence"] = {
+            stratum: {key: to_jsonable(getattr(e, key)) for key in TARGET_PREVALENCE_KEYS}
+            for stratum, e in result.target_prevalence.items()
+        }
+    payload["odds_source"] = result.odds_source
+    payload["strata"] = to_jsonable(result.strata)
+    if result.comparison is not None:
+        payload["comparison"] = to_json_object(result.comparison)
+    return payload
+
+
+# -------------------------------------------------------------------------- estimate-shift
+
+
+def batch_payload(batch: BatchEstimate, *, batch_col: str | None) -> JsonObject:
+    """``batch`` (with --batch-col), the estimate's figures, ``true_prevalence`` and ``error``
+    (with labels), ``decision`` (with --costs)."""
+    entry: JsonObject = {} if batch_col is None else {"batch": batch.batch}
+    entry.update(to_json_object(batch.estimate))
+    if batch.true_prevalence is not None:
+        entry.update(true_prevalence=batch.true_prevalence, error=to_jsonable(batch.error))
+    if batch.decision is not None:
+        entry["decision"] = to_json_object(batch.decision)
+    return entry
+
+
+def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
+    """One batch's object without --batch-col, else ``batch_col`` and ``batches``."""
+    if result.batch_col is None:
+        return batch_payload(result.batches[0], batch_col=None)
+    entries: list[JsonValue] = [
+        batch_payload(batch, batch_col=result.batch_col) for batch in result.batches
+    ]
+    return {"batch_col": result.batch_col, "batches": entries}

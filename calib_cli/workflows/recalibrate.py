@@ -1,0 +1,530 @@
+"""``calib recalibrate``: a prior correction, a fitted map, or both, applied and saved."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, cast
+
+import numpy as np
+
+from calib_cli import io
+from calib_cli.artifacts import (
+    load_artifact,
+    prior_from_sampling,
+    provenance,
+    save_artifact,
+    steps_artifact,
+    steps_of,
+)
+from calib_cli.core.chain import (
+    ChainFit,
+    PriorParams,
+    Step,
+    Strata,
+    apply_chain,
+    cross_fit_chain,
+    fit_chain,
+)
+from calib_cli.core.effects import auc_change, recalibration_effect
+from calib_cli.core.metrics import CalibrationEffect
+from calib_cli.core.prior import prior_shift_log_odds
+from calib_cli.core.selection import MethodChoice
+from calib_cli.errors import InputError, UsageError
+from calib_cli.io import Table
+from calib_cli.types import (
+    CalibrationMethod,
+    FitData,
+    FittedMethod,
+    FloatArray,
+    InputFormat,
+    OnInvalid,
+    ScoreKind,
+    Warn,
+)
+from calib_cli.workflows.common import check_paths, data_destination, ignore, read_scored_table
+
+ISOTONIC_EPS = 1e-6
+HISTOGRAM_BINS = 10
+METHOD_OF_OPTION = {
+    "--eps": "isotonic",
+    "--strict": "isotonic",
+    "--target-smoothing": "platt",
+    "--bins": "histogram",
+}
+
+
+@dataclass(frozen=True)
+class RecalibrateRequest:
+    """The options of a ``recalibrate`` run."""
+
+    file: str | None = None
+    output: str | None = None
+    method: CalibrationMethod | None = None
+    sampling_record: str | None = None
+    negative_rate: float | None = None
+    positive_rate: float | None = None
+    train_prior: float | None = None
+    target_prior: float | None = None
+    fit: str | None = None
+    model: str | None = None
+    cross_fit_folds: int | None = None
+    save_model: str | None = None
+    fit_data: FitData = "population"
+    score_col: str = "score"
+    label_col: str = "label"
+    weight_col: str | None = None
+    positive_label: str | None = None
+    strata_col: str | None = None
+    score_kind: ScoreKind = "probability"
+    output_col: str = "calibrated"
+    eps: float | None = None
+    strict: bool = False
+    target_smoothing: bool = False
+    bins: int | None = None
+    folds: int = 5
+    input_format: InputFormat | None = None
+    output_format: InputFormat | None = None
+    on_invalid: OnInvalid = "error"
+    report: str | None = None
+    seed: int = 0
+
+    @property
+    def prior_given(self) -> bool:
+        """Whether a prior correction was asked for (a record, rates or priors)."""
+        given = (self.sampling_record, self.negative_rate, self.train_prior, self.target_prior)
+        return any(value is not None for value in given)
+
+
+@dataclass(frozen=True)
+class RecalibrationPlan:
+    """What a recalibrate call does, checked before any file is read."""
+
+    method: str  # "prior", "model", a fitted method, or "auto"
+    cross_fit: bool
+
+
+@dataclass(frozen=True)
+class FileEffect:
+    """The effect of the calibration on one file (label figures only when it had labels)."""
+
+    file: str
+    effect: CalibrationEffect
+    has_labels: bool
+
+
+@dataclass(frozen=True)
+class RecalibrateResult:
+    """The steps applied (and saved), the ``auto`` comparison, the effect on each file."""
+
+    method: str
+    seed: int
+    steps: tuple[Step, ...]
+    choice: MethodChoice | None
+    fit: FileEffect | None
+    cross_fit: int | None
+    input: FileEffect | None
+    saved_model: str | None
+    output: str | None
+
+    @property
+    def step_kinds(self) -> tuple[str, ...]:
+        return tuple(step.kind for step in self.steps)
+
+
+def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
+    """Refuse option combinations that do not fit together (exit 2), and name the method."""
+    file, fit, model, method = request.file, request.fit, request.model, request.method
+    if file is None:
+        if fit is None or request.save_model is None:
+            raise UsageError("give an INPUT file to calibrate (or --fit with --save-model)")
+        if request.output is not None:
+            raise UsageError("-o needs an INPUT file to calibrate")
+    sources = [
+        name
+        for name, given in (
+            ("--fit", fit),
+            ("--model", model),
+            ("--cross-fit", request.cross_fit_folds),
+        )
+        if given is not None
+    ]
+    if len(sources) > 1:
+        raise UsageError(f"give one of --fit, --model, --cross-fit (got {' and '.join(sources)})")
+    if model is not None:
+        if method is not None:
+            raise UsageError("--model already holds its method; drop --method")
+        if request.prior_given:
+            raise UsageError(
+                "--model cannot take a prior correction too: save both in one "
+                "chain with --fit ... --sampling-record ... --save-model"
+            )
+        return RecalibrationPlan(method="model", cross_fit=False)
+    if fit is not None or request.cross_fit_folds is not None:
+        if method == "prior":
+            raise UsageError(
+                "--method prior fits nothing; drop --fit/--cross-fit, or choose "
+                "platt, isotonic, beta, histogram or auto"
+            )
+        return RecalibrationPlan(
+            method=method or "auto", cross_fit=request.cross_fit_folds is not None
+        )
+    if method not in (None, "prior"):
+        raise UsageError(f"--method {method} needs --fit FILE or --cross-fit K")
+    if not request.prior_given:
+        raise UsageError(
+            "nothing to do: give --sampling-record, --negative-rate, "
+            "--train-prior/--target-prior, --fit, --model or --cross-fit"
+        )
+    return RecalibrationPlan(method="prior", cross_fit=False)
+
+
+def _require_method_for_options(method: str, given: Mapping[str, bool]) -> None:
+    """A method's own options are refused with another method (they would have no effect)."""
+    for option, is_given in given.items():
+        owner = METHOD_OF_OPTION[option]
+        if is_given and method not in (owner, "auto"):
+            raise UsageError(
+                f"{option} applies to --method {owner} (or auto); this call "
+                f"{'applies a saved model' if method == 'model' else 'uses ' + method}"
+            )
+
+
+def _prior(request: RecalibrateRequest) -> PriorParams | None:
+    """The prior correction: from a sampling record, or from explicit rates or priors."""
+    if request.sampling_record is not None:
+        explicit = (
+            request.negative_rate,
+            request.positive_rate,
+            request.train_prior,
+            request.target_prior,
+        )
+        if any(value is not None for value in explicit):
+            raise UsageError("give --sampling-record or explicit rates/priors, not both")
+        prior: PriorParams = prior_from_sampling(
+            load_artifact(request.sampling_record, kinds=("sampling",))
+        )
+        return prior
+    if not request.prior_given:
+        return None
+    return PriorParams(
+        log_odds_shift=prior_shift_log_odds(
+            negative_rate=request.negative_rate,
+            positive_rate=1.0 if request.positive_rate is None else request.positive_rate,
+            train_prior=request.train_prior,
+            target_prior=request.target_prior,
+        )
+    )
+
+
+class _Run:
+    """One recalibrate run: the plan, the options of the fits, and what was found so far."""
+
+    def __init__(self, request: RecalibrateRequest, plan: RecalibrationPlan, warn: Warn) -> None:
+        self.request = request
+        self.plan = plan
+        self.warn = warn
+        self.rng = np.random.default_rng(request.seed)
+        eps = ISOTONIC_EPS if request.eps is None else request.eps
+        self.options: dict[str, dict[str, Any]] = {
+            "platt": {"target_smoothing": request.target_smoothing},
+            "isotonic": {"strict": request.strict, "eps": eps},
+            "histogram": {"n_bins": HISTOGRAM_BINS if request.bins is None else request.bins},
+        }
+        self.prior: PriorParams | None = None
+        self.choice: MethodChoice | None = None
+
+    def fit(
+        self,
+        source: Table,
+        scores: FloatArray,
+        labels: FloatArray,
+        weights: FloatArray,
+        strata: Strata | None,
+    ) -> ChainFit:
+        """Fit the chain on one labelled table (keeping auto's comparison when it chose)."""
+        with source.context():
+            fitted = fit_chain(
+                scores,
+                labels,
+                method=cast("FittedMethod", self.plan.method),
+                sample_weight=weights,
+                prior=self.prior,
+                fit_data=self.request.fit_data,
+                score_kind=self.request.score_kind,
+                strata=strata,
+                rng=self.rng,
+                n_folds=self.request.folds,
+                options=self.options,
+            )
+        if fitted.choice is not None:
+            self.choice = fitted.choice
+        return fitted
+
+    def cross_fit(
+        self,
+        source: Table,
+        method: FittedMethod,
+        scores: FloatArray,
+        labels: FloatArray,
+        weights: FloatArray,
+        strata: Strata | None,
+        n_folds: int,
+    ) -> FloatArray:
+        with source.context():
+            return cross_fit_chain(
+                scores,
+                labels,
+                method=method,
+                sample_weight=weights,
+                prior=self.prior,
+                fit_data=self.request.fit_data,
+                score_kind=self.request.score_kind,
+                strata=strata,
+                rng=self.rng,
+                n_folds=n_folds,
+                options=self.options,
+            )
+
+    def effect(
+        self,
+        table: Table,
+        scores: FloatArray,
+        calibrated: FloatArray,
+        labels: FloatArray | None,
+        weights: FloatArray,
+        *,
+        cross_fitted: bool = False,
+    ) -> FileEffect:
+        """The before/after figures of one file, warning when the ranking changed."""
+        with io.naming(table.name):
+            effect = recalibration_effect(
+                labels,
+                scores,
+                calibrated,
+                sample_weight=weights,
+                score_kind=self.request.score_kind,
+            )
+        change = auc_change(effect)
+        if change is not None and effect.before is not None and effect.after is not None:
+            reason = (
+                "each fold has its own map, so rows of different folds can change order"
+                if cross_fitted
+                else "the map is not strictly increasing (it pools scores into steps); "
+                "isotonic --strict, platt and beta keep the ranking"
+            )
+            self.warn(
+                f"{table.name}: calibration changed the AUC by {change:.2g} "
+                f"({effect.before.auc:.6f} -> {effect.after.auc:.6f}): {reason}"
+            )
+        return FileEffect(file=table.name, effect=effect, has_labels=labels is not None)
+
+    def read(self, path: str, *, typed: bool = False) -> Table:
+        request = self.request
+        return read_scored_table(
+            path,
+            input_format=request.input_format,
+            score_cols=[request.score_col],
+            label_col=request.label_col,
+            weight_col=request.weight_col,
+            positive_label=request.positive_label,
+            on_invalid=request.on_invalid,
+            score_kind=request.score_kind,
+            typed=typed,
+            warn=self.warn,
+        )
+
+
+def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> RecalibrateResult:
+    """Plan, fit or load the steps, apply them, save the model, write the calibrated rows."""
+    plan = plan_recalibration(request)
+    file, kind = request.file, request.score_kind
+    check_paths(
+        inputs=[file, request.fit, request.model, request.sampling_record],
+        table_output=request.output if file is not None else None,
+        output_format=request.output_format,
+        files=[request.save_model, request.report],
+    )
+    if request.positive_rate is not None and request.negative_rate is None:
+        raise UsageError("--positive-rate goes with --negative-rate (the rates of a sample)")
+    _require_method_for_options(
+        plan.method,
+        {
+            "--eps": request.eps is not None,
+            "--strict": request.strict,
+            "--target-smoothing": request.target_smoothing,
+            "--bins": request.bins is not None,
+        },
+    )
+    eps = ISOTONIC_EPS if request.eps is None else request.eps
+    if not 0.0 <= eps < 0.5:
+        raise UsageError(f"--eps must be in [0, 0.5), got {request.eps}")
+    run = _Run(request, plan, warn)
+    run.prior = prior = _prior(request)
+    steps: tuple[Step, ...] = ()
+    if request.model is not None:
+        steps = steps_of(
+            load_artifact(
+                request.model, kinds=("chain", "prior", "platt", "isotonic", "beta", "histogram")
+            )
+        )
+    elif plan.method == "prior":
+        if prior is None:
+            raise UsageError(
+                "--method prior needs --sampling-record, --negative-rate, or "
+                "--train-prior with --target-prior"
+            )
+        steps = (prior,)
+
+    # the strata column is read only when a step is per stratum (a stratified record)
+    stratified = [
+        s.strata_col for s in (*steps, prior) if isinstance(s, PriorParams) and s.strata_col
+    ]
+    strata_column = (request.strata_col or stratified[0]) if stratified else None
+    if request.strata_col is not None and not stratified:
+        warn("--strata-col has no effect: no step of this calibration is per stratum")
+
+    fit_effect: FileEffect | None = None
+    fit_table: Table | None = None
+    if request.fit is not None:
+        fit_table = run.read(request.fit)
+        fit_scores = fit_table.scores(request.score_col, kind=kind)
+        fit_labels = fit_table.labels(request.label_col, positive_label=request.positive_label)
+        fit_weights = fit_table.weights(request.weight_col)
+        fit_strata = _strata_of(fit_table, strata_column)
+        steps = run.fit(fit_table, fit_scores, fit_labels, fit_weights, fit_strata).steps
+        after = apply_chain(steps, fit_scores, score_kind=kind, strata=fit_strata)
+        fit_effect = run.effect(fit_table, fit_scores, after, fit_labels, fit_weights)
+
+    input_effect: FileEffect | None = None
+    table: Table | None = None
+    calibrated: FloatArray | None = None
+    if file is not None:
+        table = run.read(file, typed=io.typed_output(request.output or "-", request.output_format))
+        scores = table.scores(request.score_col, kind=kind)
+        labels = _optional_labels(table, request, required=plan.cross_fit, warn=warn)
+        weights = table.weights(request.weight_col)
+        strata = _strata_of(table, strata_column)
+        if plan.cross_fit:
+            n_folds = request.cross_fit_folds or request.folds
+            _check_folds(n_folds, labels, table.name, warn)
+            if labels is None:
+                raise InputError(
+                    f"{table.name}: --cross-fit needs labels (no column "
+                    f"'{request.label_col}'; set --label-col)"
+                )
+            # the chain fitted on every row (chosen by cross-validation for auto) is what
+            # --save-model keeps; the out-of-fold scores use the same method
+            final = run.fit(table, scores, labels, weights, strata)
+            steps = final.steps
+            method = final.choice.chosen if final.choice else plan.method
+            calibrated = run.cross_fit(
+                table, cast("FittedMethod", method), scores, labels, weights, strata, n_folds
+            )
+        else:
+            calibrated = apply_chain(steps, scores, score_kind=kind, strata=strata)
+        input_effect = run.effect(
+            table, scores, calibrated, labels, weights, cross_fitted=plan.cross_fit
+        )
+
+    _warn_about_fits(steps, warn)
+    if request.save_model is not None:
+        source = fit_table if fit_table is not None else table
+        labelled = fit_effect or input_effect
+        fitted_on = provenance(
+            file=source.name if source is not None else "",
+            rows=source.n_rows if source is not None else 0,
+            columns={
+                "score": request.score_col,
+                "label": request.label_col,
+                "weight": request.weight_col,
+                "strata": strata_column,
+            },
+            seed=request.seed,
+            score_kind=kind,
+            fit_data=request.fit_data if prior is not None else None,
+            sampling_record=request.sampling_record,
+            **(_label_facts(labelled) if labelled is not None else {}),
+        )
+        save_artifact(request.save_model, steps_artifact(steps, fitted_on))
+    destination: str | None = None
+    if table is not None and calibrated is not None:
+        destination = data_destination(request.output)
+        frame = table.with_columns({request.output_col: calibrated})
+        io.write_table(frame, destination, output_format_override=request.output_format)
+    return RecalibrateResult(
+        method=plan.method,
+        seed=request.seed,
+        steps=steps,
+        choice=run.choice,
+        fit=fit_effect,
+        cross_fit=request.cross_fit_folds if plan.cross_fit else None,
+        input=input_effect,
+        saved_model=request.save_model,
+        output=destination,
+    )
+
+
+def _check_folds(n_folds: int, labels: FloatArray | None, name: str, warn: Warn) -> None:
+    """--cross-fit K needs K rows at least; fewer than K rows of a class leaves folds
+    without that class (their maps are then fitted on the other folds only)."""
+    if labels is None:
+        return
+    if n_folds > labels.shape[0]:
+        raise UsageError(
+            f"--cross-fit {n_folds} asks for more folds than {name} has rows ({labels.shape[0]})"
+        )
+    smaller = int(min((labels == 1).sum(), (labels == 0).sum()))
+    if n_folds > smaller:
+        warn(
+            f"{name}: --cross-fit {n_folds} is more than the {smaller} rows of the "
+            "smaller class: some folds hold none of it"
+        )
+
+
+def _warn_about_fits(steps: tuple[Step, ...], warn: Warn) -> None:
+    """Say when a fit is not the plain optimum: separable data, or no convergence."""
+    for step in steps:
+        if getattr(step, "separable", False):
+            warn(
+                "the scores separate the classes perfectly: Platt's fit used target "
+                "smoothing to stay finite (its slope is a lower bound)"
+            )
+        if getattr(step, "converged", True) is False:
+            warn(
+                f"the {step.kind} fit did not converge; its map may be off the "
+                "optimum (check the before/after figures)"
+            )
+
+
+def _optional_labels(
+    table: Table, request: RecalibrateRequest, *, required: bool, warn: Warn
+) -> FloatArray | None:
+    """Labels when the column is there. When they are only used for the report, invalid
+    labels are a warning (the calibration itself does not need them), not an error."""
+    if not table.has_column(request.label_col):
+        return None
+    try:
+        return table.labels(request.label_col, positive_label=request.positive_label)
+    except InputError as error:
+        if required:
+            raise
+        warn(f"labels not used for the report: {error}")
+        return None
+
+
+def _strata_of(table: Table, column: str | None) -> Strata | None:
+    return None if column is None else table.categories(column, option="--strata-col")
+
+
+def _label_facts(labelled: FileEffect) -> dict[str, float | None]:
+    """The positives and base rate of a labelled file (for the model's provenance)."""
+    if not labelled.has_labels:
+        return {}
+    effect = labelled.effect
+    return {"positives": _finite(effect.positives), "base_rate": _finite(effect.base_rate)}
+
+
+def _finite(value: float | None) -> float | None:
+    return value if value is not None and math.isfinite(value) else None
