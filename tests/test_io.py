@@ -12,6 +12,16 @@ import polars as pl
 import pytest
 
 from calib_cli import io as calib_io
+from calib_cli.core.sampling import (
+    ClassRates,
+    hash_row_numbers,
+    hash_string_keys,
+    hash_uint64_keys,
+    keep_mask,
+    rate_threshold,
+    row_thresholds,
+    string_buffers,
+)
 from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
 
 FRAME = pl.DataFrame(
@@ -225,3 +235,79 @@ def test_categories_are_sorted_codes(tmp_path: Path) -> None:
     names, codes = calib_io.read_table(str(path)).categories("g")
     assert names == ["a", "b"]
     assert codes.tolist() == [1, 0, 1]
+
+
+# ------------------------------------------------- the streaming rule is the core's rule
+
+
+def _core_kept(
+    keys: list[int] | list[str] | None,
+    labels: np.ndarray,
+    strata: np.ndarray,
+    rates: dict[str, tuple[float, float]],
+    seed: int,
+) -> np.ndarray:
+    """The rows :mod:`calib_cli.core.sampling` keeps (its specification, row by row)."""
+    if keys is None:
+        hashes = hash_row_numbers(labels.size, seed=seed)
+    elif isinstance(keys[0], str):
+        offsets, data = string_buffers(np.asarray(keys, dtype=object))
+        hashes = hash_string_keys(offsets, data, seed=seed)
+    else:
+        bits = np.array([k % 2**64 for k in keys], dtype=np.uint64)  # two's complement
+        hashes = hash_uint64_keys(bits, seed=seed)
+    names = sorted(rates)
+    table = [ClassRates(negative_rate=rates[s][0], positive_rate=rates[s][1]) for s in names]
+    codes = np.searchsorted(np.array(names), strata)
+    return keep_mask(hashes, row_thresholds(labels, table, stratum_index=codes))
+
+
+@pytest.mark.parametrize("key_kind", ["row", "integer", "integer-text", "string"])
+def test_the_streaming_sampling_rule_keeps_the_rows_of_the_core_rule(key_kind: str) -> None:
+    """io.sample_rows (a Polars rewrite run batch by batch) against core.sampling, on random
+    keys, labels, strata, rates and seeds."""
+    rng = np.random.default_rng(len(key_kind))
+    for _ in range(12):
+        n = int(rng.integers(1, 400))
+        seed = int(rng.integers(0, 2**63)) * 2 + int(rng.integers(0, 2))
+        labels = (rng.random(n) < 0.3).astype(np.int64)
+        strata = rng.choice(["a", "b", "c"], n)
+        rates = {
+            s: (float(rng.choice([rng.random(), 1.0, 0.5])), float(rng.choice([1.0, rng.random()])))
+            for s in ("a", "b", "c")
+        }
+        rates = {s: (max(neg, 1e-3), max(pos, 1e-3)) for s, (neg, pos) in rates.items()}
+        raw = rng.integers(-(2**63), 2**63, n, dtype=np.int64).tolist()
+        keys: list[int] | list[str] | None
+        columns: dict[str, object] = {"label": labels, "stratum": strata}
+        if key_kind == "row":
+            keys, key_col, hash_kind = None, None, "row"
+        elif key_kind == "integer":
+            keys, key_col, hash_kind = raw, "key", "integer"
+            columns["key"] = pl.Series(raw, dtype=pl.Int64)
+        elif key_kind == "integer-text":  # ids read from CSV as text, some above 2**63
+            big = [k % 2**64 for k in raw]
+            keys, key_col, hash_kind = big, "key", "integer"
+            columns["key"] = [f" {k:d}" if i % 3 == 0 else f"{k:d}" for i, k in enumerate(big)]
+        else:
+            keys = [f"user-{k}-é" if k % 2 else str(k) for k in raw]
+            key_col, hash_kind = "key", "string"
+            columns["key"] = keys
+        lazy = pl.DataFrame(columns).with_row_index("rid").lazy()
+        kept = calib_io.sample_rows(
+            lazy,
+            label_col="label",
+            label_dtype=pl.Int64(),
+            positive_label=None,
+            strata_col="stratum",
+            key_col=key_col,
+            key_hash_kind=hash_kind,
+            seed=seed,
+            thresholds={
+                s: (rate_threshold(neg), rate_threshold(pos)) for s, (neg, pos) in rates.items()
+            },
+            weights=None,
+            weight_col_out=None,
+        ).collect()
+        expected = _core_kept(keys, labels, strata, rates, seed)
+        assert kept["rid"].to_list() == np.flatnonzero(expected).tolist()
