@@ -1,7 +1,7 @@
 """One error hierarchy for calib, and the exit codes it maps to (DESIGN.md, "Exit codes").
 
 Core functions raise these with messages that name the parameter, the bad value and the row;
-``cli.py`` turns them into one ``error: ...`` line and an exit code in a single place.
+``calib_cli.cli.session`` turns them into one ``error: ...`` line and an exit code in one place.
 """
 
 from __future__ import annotations
