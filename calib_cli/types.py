@@ -27,6 +27,9 @@ ShiftMethod = Literal["auto", "mle", "em", "acc", "pacc", "map"]
 SlopeSmoothing = Literal["hull", "loess"]
 FitData = Literal["population", "sampled"]
 CiMethod = Literal["bootstrap", "profile"]
+#: How a command reads its rows: ``memory`` (exact, every row in memory), ``streaming`` (a
+#: summary in bounded memory, then a streaming pass for row-wise outputs) or ``auto``.
+Engine = Literal["auto", "memory", "streaming"]
 
 #: A plain JSON value: what report payloads and artifacts are made of.
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None

@@ -12,6 +12,7 @@ from calib_cli.types import (
     BinStrategy,
     CalibrationMethod,
     CiMethod,
+    Engine,
     FitData,
     InputFormat,
     OnInvalid,
@@ -37,6 +38,7 @@ FitDataChoice: Any = _choice_enum("FitDataChoice", FitData)
 SlopeSmoothingChoice: Any = _choice_enum("SlopeSmoothingChoice", SlopeSmoothing)
 ShiftMethodChoice: Any = _choice_enum("ShiftMethodChoice", ShiftMethod)
 CiMethodChoice: Any = _choice_enum("CiMethodChoice", CiMethod)
+EngineChoice: Any = _choice_enum("EngineChoice", Engine)
 
 
 def chosen(choice: Enum | str) -> str:
@@ -92,5 +94,15 @@ ReportOpt = Annotated[
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing but errors.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour (also NO_COLOR=1).")]
 SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of all randomness (recorded).")]
+EngineOpt = Annotated[
+    EngineChoice,
+    typer.Option(
+        "--engine",
+        help=(
+            "memory: every row in memory, exact; streaming: bounded memory through a summary "
+            "(see README); auto: streaming above 2,000,000 rows."
+        ),
+    ),
+]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of an internal error.")]
 DEFAULT_SEED = 0

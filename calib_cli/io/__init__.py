@@ -44,7 +44,7 @@ from calib_cli.io.formats import (
 )
 from calib_cli.io.read import read_table
 from calib_cli.io.sampling import key_kind, sample_rows
-from calib_cli.io.scan import ROW_INDEX, scan_table
+from calib_cli.io.scan import ROW_INDEX, row_count_hint, scan_table
 from calib_cli.io.sink import sink_table
 from calib_cli.io.table import Table, drop_invalid_rows
 from calib_cli.io.write import (
@@ -79,6 +79,7 @@ __all__ = [
     "read_table",
     "require_distinct_outputs",
     "resolve_format",
+    "row_count_hint",
     "sample_rows",
     "scan_table",
     "serialise",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -69,3 +70,27 @@ def collect(run: Any, name: str) -> Any:
     except pl.exceptions.PolarsError as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
         raise InputError(f"{name}: cannot read the input: {first_line}") from None
+
+
+def row_count_hint(path: str, *, input_format: InputFormat | None = None) -> int | None:
+    """About how many rows ``path`` holds, cheaply, to choose between the in-memory and the
+    streaming engine: exact for Parquet and Arrow IPC (from their metadata), estimated from
+    the file size and the first lines for CSV, TSV and NDJSON; None for standard input and
+    gzip files (which are read into memory anyway)."""
+    if path == STDIO or path.lower().endswith(".gz"):
+        return None
+    check_exists(path)
+    head = _peek(path)
+    fmt = resolve_format(path, input_format, head)
+    try:
+        if fmt == "parquet":
+            return int(pl.scan_parquet(path).select(pl.len()).collect().item())
+        if fmt == "arrow":
+            return int(pl.scan_ipc(path).select(pl.len()).collect().item())
+    except (pl.exceptions.PolarsError, OSError, ValueError):
+        return None  # the reader will say what is wrong with the file
+    lines = head.count(b"\n")
+    if lines < 2:
+        return lines
+    size = os.path.getsize(path)
+    return int(size / (len(head) / lines))

@@ -11,10 +11,39 @@ import numpy as np
 from calib_cli import io
 from calib_cli.errors import UsageError
 from calib_cli.io import Table
-from calib_cli.types import BoolArray, GroupValue, InputFormat, OnInvalid, ScoreKind, Warn
+from calib_cli.types import (
+    BoolArray,
+    Engine,
+    GroupValue,
+    InputFormat,
+    OnInvalid,
+    ScoreKind,
+    Warn,
+)
 
 #: The group of rows without a value in a --by or --batch-col column.
 MISSING_GROUP = "(missing)"
+
+
+#: ``--engine auto`` streams inputs of more rows than this; below it every figure is exact.
+STREAMING_ROWS = 2_000_000
+
+
+def choose_engine(
+    engine: Engine, paths: Sequence[str], *, input_format: InputFormat | None = None
+) -> Engine:
+    """The engine a command runs with: ``memory`` or ``streaming`` as asked; for ``auto``,
+    streaming when the inputs together hold more than :data:`STREAMING_ROWS` rows (standard
+    input and gzip files, whose size is unknown before reading, stay in memory)."""
+    if engine != "auto":
+        return engine
+    total = 0
+    for path in paths:
+        hint = io.row_count_hint(path, input_format=input_format)
+        if hint is None:
+            return "memory"
+        total += hint
+    return "streaming" if total > STREAMING_ROWS else "memory"
 
 
 def ignore(message: str) -> None:
