@@ -32,7 +32,11 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
         "bench.bench_commands",
         ["--quick"],
     ),
-    ("estimate-shift --method map against --method mle", "bench.bench_map", ["--reps", "1"]),
+    (
+        "estimate-shift --method map against --method mle",
+        "bench.bench_map",
+        ["--reps", "1", "--batches", "8", "--bootstrap", "50"],
+    ),
     ("Core figures and fits against scikit-learn", "bench.bench_core", ["--rows", "1000000"]),
     ("Streaming resample: time and peak memory", "bench.bench_resample", ["--rows", "2000000"]),
     ("Every command's core at scale", "bench.bench_scale", ["--rows", "1000000"]),
