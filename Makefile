@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml $(LOCK)
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "calib needs Python >= 3.11 (set PYTHON=python3.11)")'
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip -c $(LOCK)
-	$(BIN)/python -m pip install --quiet -e '.[dev]' -c $(LOCK)
+	$(BIN)/python -m pip install --quiet -e '.[dev,plot]' -c $(LOCK)
 	@touch $(STAMP)
 
 install: $(STAMP) ## Create .venv and install calib with its test tools
@@ -51,8 +51,8 @@ test-lowest: ## Run the tests at the lowest runtime versions pyproject.toml allo
 	@test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
 	$(LOWEST)/bin/python requirements/lowest.py > $(LOWEST)/constraints.txt
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip -c $(LOCK)
-	$(LOWEST)/bin/python -m pip install --quiet -e '.[dev]' -c $(LOWEST)/constraints.txt
-	$(LOWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(numpy|scipy|polars|typer|rich) '
+	$(LOWEST)/bin/python -m pip install --quiet -e '.[dev,plot]' -c $(LOWEST)/constraints.txt
+	$(LOWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(numpy|scipy|polars|typer|rich|threadpoolctl|matplotlib) '
 	$(LOWEST)/bin/pytest -q -n 2 -p no:cacheprovider
 
 lint: $(STAMP) ## ruff lint and format check
@@ -71,7 +71,7 @@ check: lint typecheck test ## lint, type-check and test
 lock: ## Refresh $(LOCK) to the newest versions pyproject.toml allows (on purpose, then test)
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
-	.venv-lock/bin/python -m pip install --quiet '.[dev]'
+	.venv-lock/bin/python -m pip install --quiet '.[dev,plot]'
 	{ echo "# The test and lint toolchain (and the runtime versions CI tests against), pinned."; \
 	  echo "# Refresh on purpose with 'make lock'; pyproject.toml keeps the runtime ranges."; \
 	  .venv-lock/bin/python -m pip freeze --all | grep -viE '^(calib-cli|setuptools)[=@ ]'; } > $(LOCK)

@@ -1,6 +1,6 @@
 """Print pip constraints that install the lowest runtime versions pyproject.toml allows.
 
-Runtime dependencies are ranges (``name>=low``); this pins each at ``low`` and keeps every other
+Runtime dependencies (and the ``plot`` extra) are ranges (``name>=low``); this pins each at ``low`` and keeps every other
 package (test and lint tools, their dependencies) at its version in ``requirements/lock.txt``, so
 that `make test-lowest` checks that the ranges are true without letting tool releases in.
 
@@ -25,7 +25,10 @@ def canonical(name: str) -> str:
 def runtime_floors() -> dict[str, str]:
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     floors: dict[str, str] = {}
-    for requirement in project["dependencies"]:
+    # the runtime dependencies and the optional runtime extras users install (not dev)
+    extras = project.get("optional-dependencies", {})
+    requirements = [*project["dependencies"], *extras.get("plot", [])]
+    for requirement in requirements:
         match = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*>=\s*([0-9][0-9A-Za-z.]*)", requirement)
         if match is None:
             sys.exit(f"requirements/lowest.py: runtime dependency {requirement!r} has no '>=' floor")
