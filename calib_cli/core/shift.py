@@ -110,6 +110,7 @@ References/001: label shift, Bayes thresholds from costs, MLE of the base rate, 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -136,16 +137,27 @@ from calib_cli.types import CiMethod, FloatArray, IntArray, ScoreKind, ShiftMeth
 __all__ = [
     "AUTO_MIN_ROWS",
     "AUTO_PVALUE",
+    "COUNT_CHUNK",
     "CiMethod",
     "DecisionCosts",
     "EstimatedMethod",
+    "ReferenceCounts",
     "ReferenceModel",
     "ShiftEstimate",
+    "TargetCounts",
     "bayes_threshold",
+    "count_reference",
+    "count_target",
     "decision_costs",
     "estimate_prevalence",
     "expected_cost",
+    "fine_index",
     "fit_reference",
+    "fit_reference_counts",
+    "grid_range",
+    "logit_range",
+    "merge_reference_counts",
+    "merge_target_counts",
     "posterior",
     "realised_cost",
 ]
@@ -416,8 +428,12 @@ def _fine_width(ref: ReferenceModel) -> float:
     return (ref.logit_high - ref.logit_low) / ref.n_fine
 
 
-def _fine_index(u: FloatArray, low: float, high: float, n_fine: int) -> IntArray:
-    """Fine cell of each value: ``floor((u - low) / width)`` clipped to the grid."""
+def fine_index(u: FloatArray, low: float, high: float, n_fine: int) -> IntArray:
+    """Fine cell of each value: ``floor((u - low) / width)`` clipped to the grid.
+
+    >>> fine_index(np.array([-9.0, -1.0, -0.5, 0.0, 0.999, 1.0, 9.0]), -1.0, 1.0, 4).tolist()
+    [0, 0, 1, 2, 3, 3, 3]
+    """
     width = (high - low) / n_fine
     idx = np.floor((u - low) / width)
     np.clip(idx, 0, n_fine - 1, out=idx)
@@ -427,6 +443,9 @@ def _fine_index(u: FloatArray, low: float, high: float, n_fine: int) -> IntArray
 def _bincount(idx: IntArray, weights: FloatArray, n_fine: int) -> FloatArray:
     """Weighted counts of fine-cell indices, as float64."""
     return np.asarray(np.bincount(idx, weights=weights, minlength=n_fine), dtype=np.float64)
+
+
+_fine_index = fine_index
 
 
 def _fine_midpoints(low: float, high: float, n_fine: int) -> FloatArray:
@@ -456,11 +475,9 @@ def _kish(weight_sum: float, square_sum: float) -> float:
     return weight_sum * weight_sum / square_sum if square_sum > 0.0 else 0.0
 
 
-def _weighted_auc(u: FloatArray, y: FloatArray, w: FloatArray) -> float:
-    """ROC AUC with weights, ties counted one half (Mann-Whitney), in O(n log n)."""
-    values, inverse = np.unique(u, return_inverse=True)
-    pos = _bincount(inverse, w * y, values.size)
-    neg = _bincount(inverse, w * (1.0 - y), values.size)
+def _distinct_auc(neg: FloatArray, pos: FloatArray) -> float:
+    """ROC AUC from the classes' weights at increasing distinct scores, ties counted one half
+    (Mann-Whitney)."""
     below = np.cumsum(neg) - neg
     total = float(pos.sum()) * float(neg.sum())
     return float(pos @ (below + 0.5 * neg)) / total
@@ -630,41 +647,253 @@ def fit_reference(
     """
     kind = check_score_kind(score_kind)
     n_fine = _check_positive_int(n_fine, "n_fine", minimum=2)
-    if not (math.isfinite(smoothing) and smoothing > 0.0):
-        raise InputError(f"smoothing must be a positive number, got {smoothing!r}")
-    if not (math.isfinite(eps) and 0.0 < eps < 0.5):
-        raise InputError(f"eps must be in (0, 0.5), got {eps!r}")
+    _check_smoothing_eps(smoothing, eps)
     x = check_scores(scores, kind=kind)
     y = check_labels(y_true)
     require_same_length([x, y], ["scores", "y_true"])
     w = check_weights(sample_weight, x.shape[0])
-    used = w > 0.0
-    if not np.any(used & (y == 1.0)):
-        raise InputError("the reference has no positive rows (with positive weight)")
-    if not np.any(used & (y == 0.0)):
-        raise InputError("the reference has no negative rows (with positive weight)")
-    u = _to_logit(x, kind, eps)
-    low = float(u[used].min())
-    high = float(u[used].max())
+    low, high = grid_range([logit_range(x, sample_weight=w, score_kind=kind, eps=eps)])
+    parts = [
+        count_reference(
+            x[i : i + COUNT_CHUNK],
+            y[i : i + COUNT_CHUNK],
+            sample_weight=w[i : i + COUNT_CHUNK],
+            score_kind=kind,
+            logit_low=low,
+            logit_high=high,
+            n_fine=n_fine,
+            eps=eps,
+        )
+        for i in range(0, max(x.shape[0], 1), COUNT_CHUNK)
+    ]
+    return fit_reference_counts(
+        merge_reference_counts(parts),
+        score_kind=kind,
+        n_cells=n_cells,
+        smoothing=smoothing,
+        eps=eps,
+    )
+
+
+def _check_smoothing_eps(smoothing: float, eps: float) -> None:
+    if not (math.isfinite(smoothing) and smoothing > 0.0):
+        raise InputError(f"smoothing must be a positive number, got {smoothing!r}")
+    if not (math.isfinite(eps) and 0.0 < eps < 0.5):
+        raise InputError(f"eps must be in (0, 0.5), got {eps!r}")
+
+
+#: Rows per chunk when rows are reduced to fine-cell counts. Both engines count in chunks of
+#: exactly this many rows, in file order, and add the chunks in order, so the in-memory and the
+#: streaming engine produce the same floating-point sums, bit for bit.
+COUNT_CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class ReferenceCounts:
+    """A labelled reference reduced to what :func:`fit_reference_counts` needs.
+
+    Sums over rows of positive weight, per fine cell of the grid ``[logit_low, logit_high]``
+    (``n_fine`` cells, see :func:`fine_index`); built per chunk of rows by
+    :func:`count_reference` and added by :func:`merge_reference_counts`.
+
+    Attributes
+    ----------
+    logit_low, logit_high : float
+        The grid's range on the logit scale (from :func:`grid_range`).
+    n_fine : int
+    rows_neg, rows_pos : ndarray of shape (n_fine,)
+        Rows per fine cell and class.
+    weight_neg, weight_pos : ndarray of shape (n_fine,)
+        Weighted counts per fine cell and class.
+    logit_sum : ndarray of shape (n_fine,)
+        Weighted sum of the logit ``u`` per fine cell (both classes): the cells' centres.
+    square_neg, square_pos : float
+        Sums of squared weights per class (Kish effective sizes).
+    distinct_logit : ndarray of shape (n_distinct,)
+        Distinct logits, increasing (for the exact ROC AUC).
+    distinct_neg, distinct_pos : ndarray of shape (n_distinct,)
+        Weight of each class at each distinct logit.
+    """
+
+    logit_low: float
+    logit_high: float
+    n_fine: int
+    rows_neg: FloatArray
+    rows_pos: FloatArray
+    weight_neg: FloatArray
+    weight_pos: FloatArray
+    logit_sum: FloatArray
+    square_neg: float
+    square_pos: float
+    distinct_logit: FloatArray
+    distinct_neg: FloatArray
+    distinct_pos: FloatArray
+
+
+def logit_range(
+    scores: FloatArray,
+    *,
+    sample_weight: FloatArray,
+    score_kind: ScoreKind = "probability",
+    eps: float = 1e-12,
+) -> tuple[float, float]:
+    """Smallest and largest logit of the rows of positive weight (``(inf, -inf)`` if none).
+
+    Checked scores and weights (one chunk of rows); :func:`grid_range` combines chunks.
+
+    >>> logit_range(np.array([0.5, 0.9, 0.1]), sample_weight=np.array([1.0, 0.0, 1.0]))
+    (-2.197224577336219, 0.0)
+    """
+    used = sample_weight > 0.0
+    if not np.any(used):
+        return math.inf, -math.inf
+    u = _to_logit(scores[used], score_kind, eps)
+    return float(u.min()), float(u.max())
+
+
+def grid_range(ranges: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    """The fine grid's range from chunks' :func:`logit_range`: their hull, widened by 0.5 on
+    each side when (nearly) a single value. Minimum and maximum do not depend on the chunks.
+
+    >>> grid_range([(-1.0, 0.5), (-2.0, 0.0)])
+    (-2.0, 0.5)
+    >>> grid_range([(0.0, 0.0)])
+    (-0.5, 0.5)
+    """
+    low = min((r[0] for r in ranges), default=math.inf)
+    high = max((r[1] for r in ranges), default=-math.inf)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return 0.0, 1.0  # no rows of positive weight: fit_reference_counts refuses them
     if high - low < 1e-9 * max(1.0, abs(low)):
         low, high = low - 0.5, high + 0.5
-    idx = _fine_index(u, low, high, n_fine)
-    pos = used & (y == 1.0)
-    neg = used & (y == 0.0)
-    rows_neg = np.bincount(idx[neg], minlength=n_fine).astype(np.float64)
-    rows_pos = np.bincount(idx[pos], minlength=n_fine).astype(np.float64)
-    weight_neg = _bincount(idx[neg], w[neg], n_fine)
-    weight_pos = _bincount(idx[pos], w[pos], n_fine)
-    sums = _bincount(idx[used], w[used] * u[used], n_fine)
-    center = _weighted_center(sums, weight_neg + weight_pos, _fine_midpoints(low, high, n_fine))
-    n_eff_neg = _kish(float(weight_neg.sum()), float(np.sum(w[neg] ** 2)))
-    n_eff_pos = _kish(float(weight_pos.sum()), float(np.sum(w[pos] ** 2)))
+    return low, high
+
+
+def count_reference(
+    scores: FloatArray,
+    y_true: FloatArray,
+    *,
+    sample_weight: FloatArray,
+    score_kind: ScoreKind,
+    logit_low: float,
+    logit_high: float,
+    n_fine: int,
+    eps: float = 1e-12,
+) -> ReferenceCounts:
+    """One chunk of checked reference rows reduced to :class:`ReferenceCounts`.
+
+    >>> c = count_reference(np.array([0.2, 0.8, 0.8]), np.array([0.0, 1.0, 0.0]),
+    ...     sample_weight=np.ones(3), score_kind="probability", logit_low=-2.0, logit_high=2.0,
+    ...     n_fine=4)
+    >>> c.rows_neg.tolist(), c.rows_pos.tolist(), c.distinct_neg.tolist(), c.distinct_pos.tolist()
+    ([1.0, 0.0, 0.0, 1.0], [0.0, 0.0, 0.0, 1.0], [1.0, 1.0], [0.0, 1.0])
+    """
+    used = sample_weight > 0.0
+    u = _to_logit(scores[used], score_kind, eps)
+    y = y_true[used]
+    w = sample_weight[used]
+    idx = fine_index(u, logit_low, logit_high, n_fine)
+    pos = y == 1.0
+    neg = ~pos
+    values, inverse = np.unique(u, return_inverse=True)
+    return ReferenceCounts(
+        logit_low=logit_low,
+        logit_high=logit_high,
+        n_fine=n_fine,
+        rows_neg=np.bincount(idx[neg], minlength=n_fine).astype(np.float64),
+        rows_pos=np.bincount(idx[pos], minlength=n_fine).astype(np.float64),
+        weight_neg=_bincount(idx[neg], w[neg], n_fine),
+        weight_pos=_bincount(idx[pos], w[pos], n_fine),
+        logit_sum=_bincount(idx, w * u, n_fine),
+        square_neg=float(np.sum(w[neg] ** 2)),
+        square_pos=float(np.sum(w[pos] ** 2)),
+        distinct_logit=values,
+        distinct_neg=_bincount(inverse, w * (1.0 - y), values.size),
+        distinct_pos=_bincount(inverse, w * y, values.size),
+    )
+
+
+def merge_reference_counts(parts: Sequence[ReferenceCounts]) -> ReferenceCounts:
+    """Chunks' counts added in the order given (on one grid); distinct logits merged."""
+    if not parts:
+        raise InputError("the reference has no rows")
+    first = parts[0]
+    for part in parts[1:]:
+        if (part.logit_low, part.logit_high, part.n_fine) != (
+            first.logit_low,
+            first.logit_high,
+            first.n_fine,
+        ):
+            raise InputError("reference counts on different grids cannot be merged")
+
+    def total(name: str) -> FloatArray:
+        out: FloatArray = np.array(getattr(first, name), dtype=np.float64, copy=True)
+        for part in parts[1:]:
+            out += getattr(part, name)
+        return out
+
+    square_neg, square_pos = first.square_neg, first.square_pos
+    for part in parts[1:]:
+        square_neg += part.square_neg
+        square_pos += part.square_pos
+    if len(parts) == 1:
+        values, neg, pos = first.distinct_logit, first.distinct_neg, first.distinct_pos
+    else:
+        values, inverse = np.unique(
+            np.concatenate([p.distinct_logit for p in parts]), return_inverse=True
+        )
+        neg = _bincount(inverse, np.concatenate([p.distinct_neg for p in parts]), values.size)
+        pos = _bincount(inverse, np.concatenate([p.distinct_pos for p in parts]), values.size)
+    return replace(
+        first,
+        rows_neg=total("rows_neg"),
+        rows_pos=total("rows_pos"),
+        weight_neg=total("weight_neg"),
+        weight_pos=total("weight_pos"),
+        logit_sum=total("logit_sum"),
+        square_neg=square_neg,
+        square_pos=square_pos,
+        distinct_logit=values,
+        distinct_neg=neg,
+        distinct_pos=pos,
+    )
+
+
+def fit_reference_counts(
+    counts: ReferenceCounts,
+    *,
+    score_kind: ScoreKind = "probability",
+    n_cells: int | None = None,
+    smoothing: float = 0.5,
+    eps: float = 1e-12,
+) -> ReferenceModel:
+    """:func:`fit_reference` from a reference already reduced to counts (the streaming
+    engine's route; :func:`fit_reference` itself counts and calls this).
+
+    Parameters are those of :func:`fit_reference`; ``counts`` from
+    :func:`merge_reference_counts` (its grid's range from :func:`grid_range`).
+    """
+    kind = check_score_kind(score_kind)
+    _check_smoothing_eps(smoothing, eps)
+    n_fine = counts.n_fine
+    low, high = counts.logit_low, counts.logit_high
+    rows_neg, rows_pos = counts.rows_neg, counts.rows_pos
+    weight_neg, weight_pos = counts.weight_neg, counts.weight_pos
+    if not float(rows_pos.sum()) > 0.0:
+        raise InputError("the reference has no positive rows (with positive weight)")
+    if not float(rows_neg.sum()) > 0.0:
+        raise InputError("the reference has no negative rows (with positive weight)")
+    center = _weighted_center(
+        counts.logit_sum, weight_neg + weight_pos, _fine_midpoints(low, high, n_fine)
+    )
+    n_eff_neg = _kish(float(weight_neg.sum()), counts.square_neg)
+    n_eff_pos = _kish(float(weight_pos.sum()), counts.square_pos)
     if n_cells is None:  # weighted counts, so that weights count as repetition
         n_cells = _default_n_cells(float(weight_neg.sum()), float(weight_pos.sum()))
     n_cells = _check_positive_int(n_cells, "n_cells")
     bounds = _cell_bounds(_balanced_mass(weight_neg, weight_pos), n_cells)
     cell_edges = np.concatenate(([0.0], expit(low + (high - low) / n_fine * bounds[1:-1]), [1.0]))
-    auc = _weighted_auc(u[used], y[used], w[used])
+    auc = _distinct_auc(counts.distinct_neg, counts.distinct_pos)
     base = ReferenceModel(
         score_kind=kind,
         eps=float(eps),
@@ -685,7 +914,7 @@ def fit_reference(
         density_pos=np.zeros(bounds.size - 1),
         smoothing=float(smoothing),
         reference_prevalence=0.0,
-        n=int(used.sum()),
+        n=round(float(rows_neg.sum() + rows_pos.sum())),
         n_eff_neg=n_eff_neg,
         n_eff_pos=n_eff_pos,
         reference_auc=auc,
@@ -790,34 +1019,149 @@ def _replicate_reference(
 # --------------------------------------------------------------------------------------------
 
 
-def _summarise_target(
+@dataclass(frozen=True)
+class TargetCounts:
+    """One batch reduced to fine-cell sums on a reference's grid (mergeable by addition).
+
+    Built per chunk of rows by :func:`count_target` and added by :func:`merge_target_counts`;
+    :func:`estimate_prevalence` takes it in place of the scores.
+
+    Attributes
+    ----------
+    rows : ndarray of shape (n_fine,)
+        Rows of positive weight per fine cell.
+    weight : ndarray of shape (n_fine,)
+        Weighted counts per fine cell.
+    logit_sum : ndarray of shape (n_fine,)
+        Weighted sum of the logit per fine cell.
+    size : int
+        Rows, whatever their weight.
+    weight_square : float
+        Sum of squared weights (Kish effective size).
+    outside_weight : float
+        Weight of the rows outside the reference's range.
+    """
+
+    rows: FloatArray
+    weight: FloatArray
+    logit_sum: FloatArray
+    size: int
+    weight_square: float
+    outside_weight: float
+
+
+def count_target(
+    reference: ReferenceModel,
+    target_scores: FloatArray,
+    *,
+    target_weight: FloatArray | None = None,
+    group_codes: IntArray | None = None,
+    n_groups: int = 1,
+) -> tuple[TargetCounts, ...]:
+    """One chunk of checked target rows reduced to :class:`TargetCounts`, one per group
+    (``group_codes`` in ``[0, n_groups)``; all rows in group 0 without them).
+
+    >>> rng = np.random.default_rng(0)
+    >>> y = rng.random(1000) < 0.5
+    >>> ref = fit_reference(np.where(y, rng.beta(5, 2, 1000), rng.beta(2, 5, 1000)), y)
+    >>> a, b = count_target(ref, np.array([0.1, 0.9, 0.5]), group_codes=np.array([0, 1, 1]),
+    ...                     n_groups=2)
+    >>> a.size, b.size, float(b.rows.sum())
+    (1, 2, 2.0)
+    """
+    n_fine = reference.n_fine
+    w = np.ones(target_scores.shape[0]) if target_weight is None else target_weight
+    codes = np.zeros(target_scores.shape[0], np.int64) if group_codes is None else group_codes
+    u = _to_logit(target_scores, reference.score_kind, reference.eps)
+    idx = fine_index(u, reference.logit_low, reference.logit_high, n_fine) + codes * n_fine
+    size = n_groups * n_fine
+
+    def per_group(values: FloatArray) -> FloatArray:
+        result: FloatArray = _bincount(idx, values, size).reshape(n_groups, n_fine)
+        return result
+
+    rows = per_group((w > 0.0).astype(np.float64))
+    weight = per_group(w)
+    logit_sum = per_group(w * u)
+    sizes = np.bincount(codes, minlength=n_groups)
+    squares = _bincount(codes, w * w, n_groups)
+    outside = (u < reference.logit_low) | (u > reference.logit_high)
+    outside_weight = _bincount(codes[outside], w[outside], n_groups)
+    return tuple(
+        TargetCounts(
+            rows=rows[g],
+            weight=weight[g],
+            logit_sum=logit_sum[g],
+            size=int(sizes[g]),
+            weight_square=float(squares[g]),
+            outside_weight=float(outside_weight[g]),
+        )
+        for g in range(n_groups)
+    )
+
+
+def merge_target_counts(parts: Sequence[TargetCounts]) -> TargetCounts:
+    """Chunks' counts of one batch added in the order given."""
+    if not parts:
+        raise InputError("the target has no rows")
+    rows = parts[0].rows.copy()
+    weight = parts[0].weight.copy()
+    logit_sum = parts[0].logit_sum.copy()
+    size, square, outside = parts[0].size, parts[0].weight_square, parts[0].outside_weight
+    for part in parts[1:]:
+        rows += part.rows
+        weight += part.weight
+        logit_sum += part.logit_sum
+        size += part.size
+        square += part.weight_square
+        outside += part.outside_weight
+    return TargetCounts(rows, weight, logit_sum, size, square, outside)
+
+
+def _target_counts_of(
     ref: ReferenceModel, target_scores: npt.ArrayLike, target_weight: npt.ArrayLike | None
-) -> _TargetStats:
-    """One O(n) pass: fine-cell row counts, weighted counts and mean logits of the batch."""
+) -> TargetCounts:
+    """A batch's rows checked and counted in chunks of :data:`COUNT_CHUNK` rows."""
     x = check_scores(target_scores, kind=ref.score_kind)
     if x.size == 0:
         raise InputError("the target has no rows")
     w = check_weights(target_weight, x.shape[0])
-    used = w > 0.0
-    n_rows = int(used.sum())
+    return merge_target_counts(
+        [
+            count_target(ref, x[i : i + COUNT_CHUNK], target_weight=w[i : i + COUNT_CHUNK])[0]
+            for i in range(0, x.shape[0], COUNT_CHUNK)
+        ]
+    )
+
+
+def _summarise_target(
+    ref: ReferenceModel, target_scores: npt.ArrayLike, target_weight: npt.ArrayLike | None
+) -> _TargetStats:
+    """One O(n) pass: fine-cell row counts, weighted counts and mean logits of the batch."""
+    return _target_stats(ref, _target_counts_of(ref, target_scores, target_weight))
+
+
+def _target_stats(ref: ReferenceModel, counts: TargetCounts) -> _TargetStats:
+    """A batch's counts as the statistics the estimators use."""
+    if counts.size == 0:
+        raise InputError("the target has no rows")
+    if counts.rows.shape != (ref.n_fine,):
+        raise InputError(
+            f"target counts have {counts.rows.size} fine cells, the reference {ref.n_fine}"
+        )
+    n_rows = round(float(counts.rows.sum()))
     if n_rows == 0:
         raise InputError("the target has no rows with positive weight")
-    u = _to_logit(x, ref.score_kind, ref.eps)
-    idx = _fine_index(u, ref.logit_low, ref.logit_high, ref.n_fine)
-    rows = _bincount(idx, used.astype(np.float64), ref.n_fine)
-    weight = _bincount(idx, w, ref.n_fine)
-    sums = _bincount(idx, w * u, ref.n_fine)
-    center = _weighted_center(sums, weight, ref.fine_center)
-    total = float(weight.sum())
-    outside = float(w[(u < ref.logit_low) | (u > ref.logit_high)].sum()) / total
+    center = _weighted_center(counts.logit_sum, counts.weight, ref.fine_center)
+    total = float(counts.weight.sum())
     return _TargetStats(
-        rows=rows,
-        weight=weight,
+        rows=counts.rows,
+        weight=counts.weight,
         center=center,
         n_rows=n_rows,
         weight_total=total,
-        n_eff=_kish(total, float(np.sum(w * w))),
-        outside=outside,
+        n_eff=_kish(total, counts.weight_square),
+        outside=counts.outside_weight / total,
     )
 
 
@@ -1165,8 +1509,9 @@ def _threshold_index(ref: ReferenceModel, threshold: float | None) -> int:
 
 def estimate_prevalence(
     reference: ReferenceModel,
-    target_scores: npt.ArrayLike,
+    target_scores: npt.ArrayLike | None = None,
     *,
+    target_counts: TargetCounts | None = None,
     method: ShiftMethod = "auto",
     target_weight: npt.ArrayLike | None = None,
     n_bootstrap: int = 200,
@@ -1189,6 +1534,10 @@ def estimate_prevalence(
         From :func:`fit_reference`.
     target_scores : array-like of shape (n_rows,)
         Scores of the batch, of the reference's ``score_kind``.
+    target_counts : TargetCounts, optional
+        The batch already counted (:func:`count_target`, :func:`merge_target_counts`), in
+        place of ``target_scores`` (and ``target_weight``): the streaming engine's route. The
+        scores are counted the same way, so both routes give identical estimates.
     method : {"auto", "mle", "em", "acc", "pacc", "map"}, default "auto"
         Estimator (see the module notes). ``auto`` uses ``mle`` unless ``fit_pvalue`` is below
         ``AUTO_PVALUE`` (0.01) on a batch of at least ``AUTO_MIN_ROWS`` (1000) rows, then
@@ -1258,7 +1607,12 @@ def estimate_prevalence(
     if rng is None:
         rng = np.random.default_rng(0)
     ref = reference
-    stats = _summarise_target(ref, target_scores, target_weight)
+    if target_counts is not None and target_scores is None:
+        stats = _target_stats(ref, target_counts)
+    elif target_scores is not None and target_counts is None:
+        stats = _summarise_target(ref, target_scores, target_weight)
+    else:
+        raise InputError("estimate_prevalence needs target_scores or target_counts (one)")
     threshold_index = _threshold_index(ref, threshold)
     warnings: list[str] = []
 
