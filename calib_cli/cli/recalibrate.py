@@ -11,6 +11,7 @@ from calib_cli.cli.options import (
     INPUT_HELP,
     CalibrationMethodChoice,
     DebugOpt,
+    EngineOpt,
     FitDataChoice,
     InputFormatOpt,
     LabelColOpt,
@@ -28,7 +29,7 @@ from calib_cli.cli.options import (
     chosen_or_none,
 )
 from calib_cli.cli.session import command_session, emit_report
-from calib_cli.types import CalibrationMethod, FitData, InputFormat, OnInvalid, ScoreKind
+from calib_cli.types import CalibrationMethod, Engine, FitData, InputFormat, OnInvalid, ScoreKind
 
 EPILOG = (
     "Examples: calib recalibrate scores.csv --method prior --sampling-record "
@@ -144,6 +145,7 @@ def recalibrate(
     on_invalid: OnInvalidOpt = "error",
     report: ReportOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
+    engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     debug: DebugOpt = False,
@@ -186,6 +188,7 @@ def recalibrate(
             on_invalid=cast(OnInvalid, chosen(on_invalid)),
             report=report,
             seed=seed,
+            engine=cast(Engine, chosen(engine)),
         )
         result = run_recalibrate(request, warn=session.warn)
         if result.choice is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -83,3 +84,75 @@ def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -
     except pl.exceptions.PolarsError as error:
         first_line = str(error).strip().splitlines()[0]
         raise InputError(f"cannot stream the input: {first_line}") from None
+
+
+def sink_collecting(
+    lazy: pl.LazyFrame,
+    path: str,
+    *,
+    output_format_override: InputFormat | None,
+    queries: Sequence[pl.LazyFrame],
+    name: str,
+) -> list[pl.DataFrame]:
+    """Like :func:`sink_table`, and collect ``queries`` in the same streaming pass (Polars
+    runs their common part, the scan and any map, once): figures of the rows written come
+    with no second read. Returns the collected ``queries``; nothing is written on failure."""
+    path = canonical_output(path)
+    fmt = output_format(path, output_format_override)
+    compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
+    if path == STDIO or is_stream(path):
+        with tempfile.TemporaryDirectory() as scratch:
+            temporary = Path(scratch) / "out"
+            frames = _sink_with(lazy, temporary, fmt, compress=compress, queries=queries, name=name)
+            _copy_out(temporary, path)
+        return frames
+    with atomic_destination(path) as temporary:
+        return _sink_with(lazy, temporary, fmt, compress=compress, queries=queries, name=name)
+
+
+def _sink_with(
+    lazy: pl.LazyFrame,
+    path: Path,
+    fmt: InputFormat,
+    *,
+    compress: bool,
+    queries: Sequence[pl.LazyFrame],
+    name: str,
+) -> list[pl.DataFrame]:
+    plain = path
+    scratch = None
+    if fmt == "ndjson" and compress:
+        scratch = tempfile.TemporaryDirectory(dir=path.parent)
+        plain = Path(scratch.name) / "plain.ndjson"
+    try:
+        if fmt in ("csv", "tsv"):
+            sink = lazy.sink_csv(
+                plain,
+                separator="\t" if fmt == "tsv" else ",",
+                check_extension=False,
+                compression="gzip" if compress else "uncompressed",
+                lazy=True,
+            )
+        elif fmt == "parquet":
+            sink = lazy.sink_parquet(plain, statistics=False, lazy=True)
+        elif fmt == "arrow":
+            sink = lazy.sink_ipc(plain, lazy=True)
+        else:
+            sink = lazy.sink_ndjson(plain, lazy=True)
+        try:
+            frames = pl.collect_all([sink, *queries], engine="streaming")
+        except pl.exceptions.PolarsError as error:
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
+            raise InputError(f"{name}: cannot stream the input: {first_line}") from None
+        if scratch is not None:
+            with (
+                open(plain, "rb") as source,
+                open(path, "wb") as raw,
+                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as target,
+            ):
+                while chunk := source.read(1 << 20):
+                    target.write(chunk)
+        return list(frames[1:])
+    finally:
+        if scratch is not None:
+            scratch.cleanup()

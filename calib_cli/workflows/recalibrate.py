@@ -18,23 +18,33 @@ from calib_cli.artifacts import (
     steps_artifact,
     steps_of,
 )
+from calib_cli.core.cells import CellSums, fit_on_cells
 from calib_cli.core.chain import (
     ChainFit,
     PriorParams,
     Step,
     Strata,
     apply_chain,
+    apply_step,
     cross_fit_chain,
     fit_chain,
 )
-from calib_cli.core.effects import auc_change, recalibration_effect
-from calib_cli.core.metrics import CalibrationEffect
+from calib_cli.core.effects import AUC_CHANGE_TOLERANCE, auc_change, recalibration_effect
+from calib_cli.core.metrics import CalibrationEffect, EffectFigures
 from calib_cli.core.prior import prior_shift_log_odds
 from calib_cli.core.selection import MethodChoice
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
+from calib_cli.io.stream_map import (
+    StreamInput,
+    scan_input,
+    stream_calibrated,
+    summarize_for_fit,
+)
+from calib_cli.summaries import ScoreSummary, reliability_from_summary
 from calib_cli.types import (
     CalibrationMethod,
+    Engine,
     FitData,
     FittedMethod,
     FloatArray,
@@ -43,9 +53,30 @@ from calib_cli.types import (
     ScoreKind,
     Warn,
 )
-from calib_cli.workflows.common import check_paths, data_destination, ignore, read_scored_table
+from calib_cli.workflows.common import (
+    check_paths,
+    choose_engine,
+    data_destination,
+    ignore,
+    read_scored_table,
+)
 
 ISOTONIC_EPS = 1e-6
+#: The grid of the summary a streaming fit is made on (finer than the reliability default of
+#: 12 bits, so that the fits stay within 1e-6 of the in-memory fits; README "Out of core").
+FIT_MANTISSA_BITS = 20
+#: The clipping of the summary's logits: Platt's and beta's own ``eps``.
+FIT_EPS = 1e-12
+
+
+def _summary_provenance(on_summary: bool) -> dict[str, Any]:
+    """``fitted_on.engine`` of a fit made on a summary: the engine and its grid."""
+    if not on_summary:
+        return {}
+    grid = {"kind": "relative-tails", "mantissa_bits": FIT_MANTISSA_BITS}
+    return {"engine": {"kind": "streaming", "fitted_on": "summary", "grid": grid}}
+
+
 HISTOGRAM_BINS = 10
 METHOD_OF_OPTION = {
     "--eps": "isotonic",
@@ -89,6 +120,7 @@ class RecalibrateRequest:
     on_invalid: OnInvalid = "error"
     report: str | None = None
     seed: int = 0
+    engine: Engine = "auto"
 
     @property
     def prior_given(self) -> bool:
@@ -306,18 +338,7 @@ class _Run:
                 sample_weight=weights,
                 score_kind=self.request.score_kind,
             )
-        change = auc_change(effect)
-        if change is not None and effect.before is not None and effect.after is not None:
-            reason = (
-                "each fold has its own map, so rows of different folds can change order"
-                if cross_fitted
-                else "the map is not strictly increasing (it pools scores into steps); "
-                "isotonic --strict, platt and beta keep the ranking"
-            )
-            self.warn(
-                f"{table.name}: calibration changed the AUC by {change:.2g} "
-                f"({effect.before.auc:.6f} -> {effect.after.auc:.6f}): {reason}"
-            )
+        _warn_auc_change(table.name, effect, self.warn, cross_fitted=cross_fitted)
         return FileEffect(file=table.name, effect=effect, has_labels=labels is not None)
 
     def read(self, path: str, *, typed: bool = False) -> Table:
@@ -387,7 +408,11 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
 
     fit_effect: FileEffect | None = None
     fit_table: Table | None = None
-    if request.fit is not None:
+    fit_scan: StreamInput | None = None
+    engines = _engines(request, plan)
+    if request.fit is not None and engines.fit == "streaming":
+        fit_scan, steps, fit_effect = _stream_fit(run, request.fit, strata_column)
+    elif request.fit is not None:
         fit_table = run.read(request.fit)
         fit_scores = fit_table.scores(request.score_col, kind=kind)
         fit_labels = fit_table.labels(request.label_col, positive_label=request.positive_label)
@@ -400,7 +425,10 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     input_effect: FileEffect | None = None
     table: Table | None = None
     calibrated: FloatArray | None = None
-    if file is not None:
+    streamed: StreamInput | None = None
+    if file is not None and engines.apply == "streaming":
+        streamed = _stream_scan(run, file, strata_column, steps)
+    elif file is not None:
         table = run.read(file, typed=io.typed_output(request.output or "-", request.output_format))
         scores = table.scores(request.score_col, kind=kind)
         labels = _optional_labels(table, request, required=plan.cross_fit, warn=warn)
@@ -432,9 +460,12 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     if request.save_model is not None:
         source = fit_table if fit_table is not None else table
         labelled = fit_effect or input_effect
+        name, rows = (source.name, source.n_rows) if source is not None else ("", 0)
+        if fit_scan is not None:
+            name, rows = fit_scan.name, fit_scan.rows
         fitted_on = provenance(
-            file=source.name if source is not None else "",
-            rows=source.n_rows if source is not None else 0,
+            file=name,
+            rows=rows,
             columns={
                 "score": request.score_col,
                 "label": request.label_col,
@@ -446,10 +477,14 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
             fit_data=request.fit_data if prior is not None else None,
             sampling_record=request.sampling_record,
             **(_label_facts(labelled) if labelled is not None else {}),
+            **_summary_provenance(fit_scan is not None),
         )
         save_artifact(request.save_model, steps_artifact(steps, fitted_on))
     destination: str | None = None
-    if table is not None and calibrated is not None:
+    if streamed is not None:
+        destination = data_destination(request.output)
+        input_effect = _stream_apply(run, streamed, steps, destination)
+    elif table is not None and calibrated is not None:
         destination = data_destination(request.output)
         frame = table.with_columns({request.output_col: calibrated})
         io.write_table(frame, destination, output_format_override=request.output_format)
@@ -528,3 +563,221 @@ def _label_facts(labelled: FileEffect) -> dict[str, float | None]:
 
 def _finite(value: float | None) -> float | None:
     return value if value is not None and math.isfinite(value) else None
+
+
+def _warn_auc_change(
+    name: str, effect: CalibrationEffect, warn: Warn, *, cross_fitted: bool, tol: float = 0.0
+) -> None:
+    """Warn when the calibration changed the AUC (by more than rounding and ``tol``)."""
+    change = auc_change(effect, tol=AUC_CHANGE_TOLERANCE + tol)
+    if change is None or effect.before is None or effect.after is None:
+        return
+    reason = (
+        "each fold has its own map, so rows of different folds can change order"
+        if cross_fitted
+        else "the map is not strictly increasing (it pools scores into steps); "
+        "isotonic --strict, platt and beta keep the ranking"
+    )
+    warn(
+        f"{name}: calibration changed the AUC by {change:.2g} "
+        f"({effect.before.auc:.6f} -> {effect.after.auc:.6f}): {reason}"
+    )
+
+
+# ------------------------------------------------------------------------ streaming engine
+
+
+@dataclass(frozen=True)
+class _Engines:
+    fit: Engine
+    apply: Engine
+
+
+def _engines(request: RecalibrateRequest, plan: RecalibrationPlan) -> _Engines:
+    """The engine of the fit and of the apply pass (``auto``: by each file's rows)."""
+    if plan.cross_fit:
+        if request.engine == "streaming":
+            raise UsageError(
+                "--cross-fit runs in memory only: drop --engine streaming "
+                "(or fit with --fit and apply with --model)"
+            )
+        return _Engines(fit="memory", apply="memory")
+    fmt = request.input_format
+    fit: Engine = "memory"
+    if request.fit is not None:
+        fit = choose_engine(request.engine, [request.fit], input_format=fmt)
+        if fit == "streaming" and request.score_kind != "probability":
+            if request.engine == "streaming":
+                raise UsageError(
+                    "--engine streaming fits on a summary of probabilities: with "
+                    f"--score-kind {request.score_kind} use --engine memory"
+                )
+            fit = "memory"
+    apply: Engine = "memory"
+    if request.file is not None:
+        apply = choose_engine(request.engine, [request.file], input_format=fmt)
+    return _Engines(fit=fit, apply=apply)
+
+
+def _scan(run: _Run, path: str, strata_column: str | None, *, for_fit: bool) -> StreamInput:
+    """A checked streaming scan (bad input refused, or dropped and counted, before output)."""
+    request = run.request
+    scan = scan_input(
+        path,
+        input_format=request.input_format,
+        typed=False if for_fit else io.typed_output(request.output or "-", request.output_format),
+        score_col=request.score_col,
+        score_kind=request.score_kind,
+        label_col=request.label_col,
+        positive_label=request.positive_label,
+        weight_col=request.weight_col,
+        strata_col=strata_column,
+        on_invalid=request.on_invalid,
+        labels_required=for_fit,
+    )
+    if scan.dropped:
+        noun = "row" if scan.dropped == 1 else "rows"
+        run.warn(
+            f"{scan.name}: dropped {scan.dropped} invalid {noun} of {scan.dropped + scan.rows}"
+        )
+    if scan.label_problem is not None:
+        run.warn(f"labels not used for the report: {scan.label_problem}")
+    return scan
+
+
+def _check_strata(steps: tuple[Step, ...], scan: StreamInput) -> None:
+    """Every stratum of the file is known to each per-stratum prior step (checked before the
+    pass; the in-memory engine says the same through ``core.chain.row_shifts``)."""
+    for step in steps:
+        if not isinstance(step, PriorParams) or step.strata_col is None:
+            continue
+        if scan.strata is None:
+            raise InputError(
+                f"{scan.name}: the prior correction is per stratum: column "
+                f"'{step.strata_col}' is needed (set --strata-col)"
+            )
+        unknown = [name for name in scan.strata if name not in step.stratum_shifts]
+        if unknown:
+            raise InputError(
+                f"{scan.name}: column '{step.strata_col}' has stratum '{unknown[0]}' that the "
+                f"sampling record does not know; it knows: {', '.join(sorted(step.stratum_shifts))}"
+            )
+
+
+def _stream_scan(
+    run: _Run, path: str, strata_column: str | None, steps: tuple[Step, ...]
+) -> StreamInput:
+    scan = _scan(run, path, strata_column, for_fit=False)
+    _check_strata(steps, scan)
+    return scan
+
+
+def _stream_effect(
+    run: _Run, scan: StreamInput, steps: tuple[Step, ...], output: str | None
+) -> FileEffect:
+    """One pass: apply ``steps`` batch by batch (written to ``output`` when given) and the
+    before/after figures from summaries of the scores."""
+    request = run.request
+    kind = request.score_kind
+
+    def calibrate(scores: FloatArray, strata: Strata | None) -> FloatArray:
+        return apply_chain(steps, scores, score_kind=kind, strata=strata)
+
+    measured = stream_calibrated(
+        scan,
+        calibrate,
+        output_col=request.output_col,
+        output=output,
+        output_format=request.output_format,
+    )
+    total = measured.weight
+    mean_after = measured.score_sum_after / total if total else None
+    mean_before = (
+        measured.score_sum_before / total
+        if measured.score_sum_before is not None and total
+        else None
+    )
+    if measured.after is None:
+        effect = CalibrationEffect(
+            rows=measured.rows, mean_score_before=mean_before, mean_score_after=mean_after
+        )
+        return FileEffect(file=scan.name, effect=effect, has_labels=False)
+    with io.naming(scan.name):
+        after = reliability_from_summary(measured.after)
+        before = None if measured.before is None else reliability_from_summary(measured.before)
+    figures = [
+        None
+        if r is None
+        else EffectFigures(
+            log_loss=r.reliability.log_loss,
+            brier=r.reliability.brier,
+            ece=r.reliability.ece,
+            auc=r.reliability.auc,
+        )
+        for r in (before, after)
+    ]
+    effect = CalibrationEffect(
+        rows=measured.rows,
+        mean_score_before=mean_before,
+        mean_score_after=mean_after,
+        positives=after.reliability.positives,
+        base_rate=after.reliability.base_rate,
+        before=figures[0],
+        after=figures[1],
+    )
+    bound = after.exactness.auc_bound + (0.0 if before is None else before.exactness.auc_bound)
+    _warn_auc_change(scan.name, effect, run.warn, cross_fitted=False, tol=bound)
+    return FileEffect(file=scan.name, effect=effect, has_labels=True)
+
+
+def _stream_apply(
+    run: _Run, scan: StreamInput, steps: tuple[Step, ...], destination: str
+) -> FileEffect:
+    return _stream_effect(run, scan, steps, destination)
+
+
+def _cells(summary: ScoreSummary) -> CellSums:
+    return CellSums(
+        cell=summary.cell,
+        label=summary.label,
+        weight=summary.weight,
+        score_sum=summary.score_sum,
+        logit_sum=summary.logit_sum,
+        score_min=summary.score_min,
+        score_max=summary.score_max,
+    )
+
+
+def _stream_fit(
+    run: _Run, path: str, strata_column: str | None
+) -> tuple[StreamInput, tuple[Step, ...], FileEffect]:
+    """Fit on a summary of the fit file (one pass), then measure the fit (a second pass)."""
+    request, prior = run.request, run.prior
+    scan = _scan(run, path, strata_column, for_fit=True)
+    map_input = None
+    if prior is not None and request.fit_data == "population":
+        _check_strata((prior,), scan)
+        step = prior
+
+        def map_input(scores: FloatArray, strata: Strata | None) -> FloatArray:
+            return apply_step(step, scores, score_kind=request.score_kind, strata=strata)
+
+    method = cast("FittedMethod", run.plan.method)
+    if run.plan.method == "auto":
+        raise UsageError("--method auto fits in memory only for now: use --engine memory")
+    summary = summarize_for_fit(
+        scan,
+        map_input,
+        mantissa_bits=FIT_MANTISSA_BITS,
+        eps=FIT_EPS,
+        n_folds=None,
+        seed=request.seed,
+    )
+    with io.naming(scan.name):
+        fitted = fit_on_cells(method, _cells(summary), options=run.options.get(method, {}))
+    steps: tuple[Step, ...] = (fitted,)
+    if prior is not None:
+        steps = (prior, fitted) if request.fit_data == "population" else (fitted, prior)
+    if prior is not None and request.fit_data == "sampled":
+        _check_strata((prior,), scan)
+    return scan, steps, _stream_effect(run, scan, steps, None)

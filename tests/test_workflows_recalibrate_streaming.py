@@ -1,0 +1,213 @@
+"""recalibrate --engine streaming in-process: the same bytes as in memory, bad input refused
+before any output, fits on a summary within 1e-6 of the exact fits (held-out log loss)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from calib_cli.core.chain import apply_chain
+from calib_cli.errors import InputError, UsageError
+from calib_cli.report.payloads import recalibrate_payload
+from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+
+
+def _scores(kind: str, n: int, seed: int) -> tuple[Any, Any]:
+    rng = np.random.default_rng(seed)
+    if kind == "skewed":
+        scores = rng.beta(0.5, 5.0, n)
+    elif kind == "rare":
+        scores = rng.beta(0.3, 300.0, n)
+    elif kind == "ties":
+        scores = np.round(rng.random(n), 2)
+    else:
+        scores = rng.random(n)
+    labels = (rng.random(n) < np.clip(1.3 * scores, 0.0, 1.0)).astype(np.int64)
+    return scores, labels
+
+
+def _frame(n: int = 4000, seed: int = 0, kind: str = "skewed") -> pl.DataFrame:
+    scores, labels = _scores(kind, n, seed)
+    rng = np.random.default_rng(seed + 100)
+    return pl.DataFrame(
+        {
+            "id": [f"{i:05d}" for i in range(n)],
+            "score": scores,
+            "label": labels,
+            "day": rng.integers(0, 5, n),
+        }
+    )
+
+
+def _write(frame: pl.DataFrame, path: Path) -> Path:
+    if path.suffix == ".csv":
+        frame.write_csv(path)
+    elif path.suffix == ".arrow":
+        frame.write_ipc(path)
+    else:
+        frame.write_parquet(path)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet", "arrow"])
+@pytest.mark.parametrize("how", ["prior", "model", "chain"])
+def test_streaming_and_memory_write_the_same_bytes(tmp_path: Path, fmt: str, how: str) -> None:
+    source = _write(_frame(), tmp_path / f"in.{fmt}")
+    options: dict[str, Any] = {"method": "prior", "negative_rate": 0.1}
+    if how != "prior":
+        model = tmp_path / "model.json"
+        fit_options = {"negative_rate": 0.1} if how == "chain" else {}
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source), method="isotonic", save_model=str(model), **fit_options
+            )
+        )
+        options = {"model": str(model)}
+    outputs, payloads = [], []
+    for engine in ("memory", "streaming"):
+        out = tmp_path / f"out_{engine}.{fmt}"
+        result = run_recalibrate(
+            RecalibrateRequest(file=str(source), output=str(out), engine=engine, **options)
+        )
+        outputs.append(out.read_bytes())
+        payloads.append(recalibrate_payload(result))
+    assert outputs[0] == outputs[1]
+    memory, streaming = (p["input"] for p in payloads)
+    assert memory.keys() == streaming.keys()
+    for key in ("rows", "positives", "base_rate"):
+        assert memory[key] == streaming[key]
+    for key in ("mean_score_before", "mean_score_after"):
+        assert memory[key] == pytest.approx(streaming[key], rel=1e-12)
+    for side in ("before", "after"):
+        for figure in ("log_loss", "brier", "ece"):
+            assert memory[side][figure] == pytest.approx(streaming[side][figure], rel=1e-10)
+        assert memory[side]["auc"] == pytest.approx(streaming[side]["auc"], abs=1e-4)
+
+
+def test_pass_through_columns_are_kept_exactly(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text("id,score,label,note\n007,0.50,1,a b\n008,0.25,0,\n009,1.0,1,x\n")
+    out = tmp_path / "out.csv"
+    run_recalibrate(
+        RecalibrateRequest(
+            file=str(source),
+            output=str(out),
+            method="prior",
+            negative_rate=0.5,
+            engine="streaming",
+        )
+    )
+    lines = out.read_text().splitlines()
+    assert lines[0] == "id,score,label,note,calibrated"
+    assert [line.split(",")[:4] for line in lines[1:]] == [
+        ["007", "0.50", "1", "a b"],
+        ["008", "0.25", "0", ""],
+        ["009", "1.0", "1", "x"],
+    ]
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_bad_scores_are_refused_before_any_output(tmp_path: Path, engine: str) -> None:
+    frame = _frame(40).with_columns(
+        pl.when(pl.int_range(pl.len()).is_in([16, 20, 30]))
+        .then(1.2)
+        .otherwise(pl.col("score"))
+        .alias("score")
+    )
+    source = _write(frame, tmp_path / "in.parquet")
+    out = tmp_path / "out.parquet"
+    with pytest.raises(InputError) as error:
+        run_recalibrate(
+            RecalibrateRequest(
+                file=str(source),
+                output=str(out),
+                method="prior",
+                negative_rate=0.1,
+                engine=engine,
+            )
+        )
+    assert str(error.value) == (
+        f"{source}: column 'score' has 3 values outside [0, 1] (first at row 17: 1.2)"
+    )
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [source]
+
+
+def test_on_invalid_drop_streams_the_valid_rows(tmp_path: Path) -> None:
+    source = tmp_path / "in.csv"
+    source.write_text("score,label\n0.5,1\n1.5,0\nx,1\n0.2,0\n")
+    outputs, warnings = [], []
+    for engine in ("memory", "streaming"):
+        out = tmp_path / f"out_{engine}.csv"
+        run_recalibrate(
+            RecalibrateRequest(
+                file=str(source),
+                output=str(out),
+                method="prior",
+                negative_rate=0.5,
+                on_invalid="drop",
+                engine=engine,
+            ),
+            warn=warnings.append,
+        )
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    assert warnings == [f"{source}: dropped 2 invalid rows of 4"] * 2
+
+
+def test_cross_fit_is_refused_with_the_streaming_engine(tmp_path: Path) -> None:
+    source = _write(_frame(), tmp_path / "in.parquet")
+    with pytest.raises(UsageError, match="--cross-fit runs in memory only"):
+        run_recalibrate(
+            RecalibrateRequest(
+                file=str(source),
+                output=str(tmp_path / "o.csv"),
+                cross_fit_folds=3,
+                method="platt",
+                engine="streaming",
+            )
+        )
+
+
+def _held_out_log_loss(steps: Any, scores: Any, labels: Any) -> float:
+    p = np.clip(apply_chain(steps, scores), 1e-15, 1.0 - 1e-15)
+    return float(-np.mean(labels * np.log(p) + (1 - labels) * np.log1p(-p)))
+
+
+def _compare_fits(tmp_path: Path, kind: str, n: int) -> dict[str, float]:
+    source = _write(_frame(n, seed=1, kind=kind), tmp_path / f"fit_{kind}.parquet")
+    scores, labels = _scores(kind, n, 2)
+    gaps = {}
+    for method in ("platt", "isotonic", "beta", "histogram"):
+        losses = []
+        for engine in ("memory", "streaming"):
+            model = tmp_path / f"{kind}_{method}_{engine}.json"
+            result = run_recalibrate(
+                RecalibrateRequest(
+                    fit=str(source), method=method, save_model=str(model), engine=engine
+                )
+            )
+            losses.append(_held_out_log_loss(result.steps, scores, labels))
+        gaps[method] = abs(losses[1] - losses[0]) / losses[0]
+    fitted_on = json.loads(model.read_text())["fitted_on"]
+    assert fitted_on["engine"]["fitted_on"] == "summary"
+    assert fitted_on["engine"]["grid"]["mantissa_bits"] == 20
+    return gaps
+
+
+@pytest.mark.parametrize("kind", ["skewed", "ties"])
+def test_fits_on_a_summary_are_within_1e_6_of_the_exact_fits(tmp_path: Path, kind: str) -> None:
+    gaps = _compare_fits(tmp_path, kind, 20_000)
+    assert max(gaps.values()) <= 1e-6, gaps
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kind", ["skewed", "rare", "ties", "uniform"])
+def test_fits_on_a_summary_are_within_1e_6_at_2e5_rows(tmp_path: Path, kind: str) -> None:
+    gaps = _compare_fits(tmp_path, kind, 200_000)
+    assert max(gaps.values()) <= 1e-6, gaps
