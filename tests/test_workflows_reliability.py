@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import polars as pl
 import pytest
 
+from calib_cli.core.metrics import ReliabilitySummary
 from calib_cli.errors import UsageError
 from calib_cli.io import Table
 from calib_cli.report.payloads import reliability_payload
+from calib_cli.summaries import Exactness
 from calib_cli.workflows.reliability import ReliabilityRequest, assess_table, run_reliability
+from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
 
 
 def _frame(n: int = 400, seed: int = 0) -> pl.DataFrame:
@@ -97,3 +101,118 @@ def test_a_non_finite_gate_is_a_usage_error(tmp_path: Path) -> None:
     _frame(20).write_csv(path)
     with pytest.raises(UsageError, match="--fail-above-ece must be a finite number"):
         run_reliability(ReliabilityRequest(file=str(path), fail_above_ece=float("nan")))
+
+
+# ------------------------------------------------------------------ streaming and summaries
+
+#: Figures the streaming path computes exactly (to floating-point summation) with uniform bins.
+STREAMING_EXACT = (
+    "n",
+    "weight_total",
+    "positives",
+    "base_rate",
+    "mean_score",
+    "calibration_in_the_large",
+    "observed_expected_ratio",
+    "log_loss",
+    "brier",
+    "brier_reliability",
+    "brier_resolution",
+    "brier_uncertainty",
+    "ece",
+    "mce",
+    "ece_debiased",
+    "spiegelhalter_z",
+    "spiegelhalter_pvalue",
+)
+
+
+def _write(frame: pl.DataFrame, path: Path) -> Path:
+    if path.suffix == ".csv":
+        frame.write_csv(path)
+    elif path.suffix == ".parquet":
+        frame.write_parquet(path)
+    else:
+        frame.write_ndjson(path)
+    return path
+
+
+def _agree(memory: ReliabilitySummary, streaming: ReliabilitySummary, bound: Exactness) -> None:
+    for key in STREAMING_EXACT:
+        assert getattr(streaming, key) == pytest.approx(
+            getattr(memory, key), rel=1e-9, abs=1e-12
+        ), key
+    assert abs(streaming.auc - memory.auc) <= bound.auc_bound + 1e-12
+    assert abs(streaming.average_precision - memory.average_precision) <= (
+        bound.average_precision_bound + 1e-12
+    )
+    assert streaming.calibration_slope == pytest.approx(memory.calibration_slope, rel=1e-6)
+    assert [b.count for b in streaming.bins] == pytest.approx([b.count for b in memory.bins])
+
+
+@pytest.mark.parametrize("name", ["rows.csv", "rows.parquet", "rows.ndjson"])
+def test_streaming_and_memory_agree_within_the_bounds(tmp_path: Path, name: str) -> None:
+    frame = _frame(3000).with_columns(w=pl.Series(np.resize([0.0, 1.0, 2.5], 3000)))
+    path = _write(frame, tmp_path / name)
+    base = ReliabilityRequest(
+        file=str(path), score_cols=("score", "other"), weight_col="w", by="segment"
+    )
+    memory = run_reliability(replace(base, engine="memory"))
+    streaming = run_reliability(replace(base, engine="streaming"))
+    assert (memory.engine, streaming.engine) == ("memory", "streaming")
+    assert [(e.score_column, e.group) for e in streaming.entries] == [
+        (e.score_column, e.group) for e in memory.entries
+    ]
+    for m, s in zip(memory.entries, streaming.entries, strict=True):
+        assert m.exactness is None and s.exactness is not None
+        assert s.exactness.bins_exact and s.exactness.ece_bound == 0.0
+        _agree(m.summary, s.summary, s.exactness)
+
+
+def test_the_exactness_keys_are_the_same_on_every_path(tmp_path: Path) -> None:
+    path = _write(_frame(500), tmp_path / "rows.parquet")
+    payloads = []
+    for engine in ("memory", "streaming"):
+        result = run_reliability(ReliabilityRequest(file=str(path), engine=engine))
+        payload = reliability_payload(result)
+        assert isinstance(payload, dict) and payload["engine"] == engine
+        payloads.append(payload)
+    memory, streaming = payloads
+    assert isinstance(memory["exactness"], dict) and isinstance(streaming["exactness"], dict)
+    assert set(memory["exactness"]) == set(streaming["exactness"])
+    assert memory["exactness"]["auc_bound"] == 0.0 and memory["exactness"]["bins_exact"] is True
+    assert list(memory) == list(streaming)
+
+
+def test_summary_files_merge_into_the_figures_of_their_rows(tmp_path: Path) -> None:
+    frames = [_frame(800, seed) for seed in (1, 2, 3)]
+    paths = []
+    for index, frame in enumerate(frames):
+        path = _write(frame, tmp_path / f"day{index}.csv")
+        out = tmp_path / f"day{index}.summary.parquet"
+        run_summarize(SummarizeRequest(files=(str(path),), output=str(out), by="segment"))
+        paths.append(str(out))
+    whole = _write(pl.concat(frames), tmp_path / "all.parquet")
+    merged = run_reliability(
+        ReliabilityRequest(file=None, from_summaries=tuple(paths), by="segment")
+    )
+    rows = run_reliability(ReliabilityRequest(file=str(whole), by="segment", engine="memory"))
+    assert merged.engine == "summary"
+    assert [e.group for e in merged.entries] == [e.group for e in rows.entries] == [None, 1, 2, 3]
+    for m, r in zip(merged.entries, rows.entries, strict=True):
+        assert m.exactness is not None
+        _agree(r.summary, m.summary, m.exactness)
+
+
+def test_from_summary_refuses_a_file_and_summaries_together(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match="not both"):
+        run_reliability(ReliabilityRequest(file="x.csv", from_summaries=("s.parquet",)))
+    with pytest.raises(UsageError, match="--from-summary"):
+        run_reliability(ReliabilityRequest(file=None))
+
+
+def test_streaming_reports_progress_steps(tmp_path: Path) -> None:
+    path = _write(_frame(500), tmp_path / "rows.parquet")
+    steps: list[str] = []
+    run_reliability(ReliabilityRequest(file=str(path), engine="streaming"), progress=steps.append)
+    assert steps[0] == f"pass 1/2: summarising {path}"

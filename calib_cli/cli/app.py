@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import difflib
 import sys
 from typing import Annotated
 
 import typer
+from typer.exceptions import TyperException
 
 from calib_cli import __version__
-from calib_cli.cli import estimate_shift, recalibrate, reliability, rerank_strata, resample
-from calib_cli.cli.session import BROKEN_PIPE_EXIT, silence_stdout
+from calib_cli.cli import (
+    estimate_shift,
+    recalibrate,
+    reliability,
+    rerank_strata,
+    resample,
+    summarize,
+)
+from calib_cli.cli.session import BROKEN_PIPE_EXIT, run_interruptibly, silence_stdout
 from calib_cli.errors import ExitCode
 
 app = typer.Typer(
@@ -20,7 +29,7 @@ app = typer.Typer(
         "Arrow or NDJSON files ('-' for stdin/stdout)."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -32,6 +41,7 @@ app.command(epilog=resample.EPILOG)(resample.resample)
 app.command(epilog=recalibrate.EPILOG)(recalibrate.recalibrate)
 app.command("rerank-strata", epilog=rerank_strata.EPILOG)(rerank_strata.rerank_strata)
 app.command("estimate-shift", epilog=estimate_shift.EPILOG)(estimate_shift.estimate_shift)
+app.command(epilog=summarize.EPILOG)(summarize.summarize)
 
 
 def _version_callback(value: bool) -> None:
@@ -45,7 +55,11 @@ def _main(
     version: Annotated[
         bool,
         typer.Option(
-            "--version", callback=_version_callback, is_eager=True, help="Print the version."
+            "-V",
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Print the version.",
         ),
     ] = False,
 ) -> None:
@@ -53,12 +67,77 @@ def _main(
 
 
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point: the command runs so that SIGINT and SIGTERM end it at once
+    (:func:`~calib_cli.cli.session.run_interruptibly`)."""
+    raise SystemExit(run_interruptibly(_run))
+
+
+def _run() -> int:
+    """Run the application and return its exit code; usage errors become one line."""
     try:
-        app()
+        returned = app(standalone_mode=False)
+    except TyperException as error:  # Click's usage errors and file errors
+        if type(error).__name__ == "NoArgsIsHelpError":  # `calib` alone: the help was shown
+            return int(ExitCode.USAGE)
+        code = int(getattr(error, "exit_code", ExitCode.USAGE))
+        sys.stderr.write(f"error: {one_line_error(error)}\n")
+        return code
+    except typer.Abort:
+        sys.stderr.write("error: interrupted\n")
+        return int(ExitCode.INTERRUPTED)
+    except SystemExit as done:
+        return _exit_code(done.code)
     except BrokenPipeError:
         silence_stdout()
-        raise SystemExit(BROKEN_PIPE_EXIT) from None
+        return BROKEN_PIPE_EXIT
     except KeyboardInterrupt:
         sys.stderr.write("error: interrupted\n")
-        raise SystemExit(int(ExitCode.INTERRUPTED)) from None
+        return int(ExitCode.INTERRUPTED)
+    return returned if isinstance(returned, int) else 0
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    sys.stderr.write(f"{code}\n")
+    return 1
+
+
+def one_line_error(error: TyperException) -> str:
+    """A usage error in one line, naming the subcommand and the closest option
+    (instead of Rich's boxed usage, hint and message)."""
+    option = getattr(error, "option_name", None)
+    possibilities = getattr(error, "possibilities", None)
+    message = error.message if possibilities else error.format_message()
+    context = getattr(error, "ctx", None)
+    command = context.command_path if context is not None else "calib"
+    known = list(possibilities or [])
+    if option and context is not None:
+        known = [
+            name for param in context.command.params for name in param.opts if name[:2] == "--"
+        ]
+    return usage_line(message, command=command, option=option, possibilities=known)
+
+
+def usage_line(
+    message: str, *, command: str, option: str | None = None, possibilities: list[str]
+) -> str:
+    """One line for a usage error: the subcommand, the message, the closest option.
+
+    >>> usage_line("No such option: --scor-col", command="calib reliability",
+    ...            option="--scor-col", possibilities=["--no-color", "--score-col"])
+    'calib reliability: no such option: --scor-col (did you mean --score-col?)'
+    >>> usage_line("Missing argument 'FILE'.", command="calib", possibilities=[])
+    "missing argument 'FILE'."
+    """
+    text = " ".join(message.split())
+    text = text[:1].lower() + text[1:] if text[1:2].islower() else text
+    if option and possibilities:
+        closest = sorted(name for name in possibilities if name.startswith(option))[:2]
+        closest = closest or difflib.get_close_matches(option, possibilities, n=1, cutoff=0.6)
+        if closest:
+            text += f" (did you mean {' or '.join(closest)}?)"
+    prefix = f"{command}: " if command != "calib" else ""
+    return prefix + text

@@ -11,6 +11,7 @@ from calib_cli.cli.options import (
     INPUT_HELP,
     BinStrategyChoice,
     DebugOpt,
+    EngineOpt,
     InputFormatOpt,
     JsonOpt,
     LabelColOpt,
@@ -25,17 +26,34 @@ from calib_cli.cli.options import (
     chosen_or_none,
 )
 from calib_cli.cli.session import command_session, emit_report
-from calib_cli.errors import CheckFailedError
-from calib_cli.types import BinStrategy, InputFormat, OnInvalid
+from calib_cli.errors import CheckFailedError, UsageError
+from calib_cli.types import BinStrategy, Engine, InputFormat, OnInvalid
 
 EPILOG = (
     "Example: calib reliability scores.csv --score-col model_a --score-col model_b "
-    "--by segment --bootstrap 200 --fail-above-ece 0.02"
+    "--by segment --bootstrap 200 --fail-above-ece 0.02; "
+    "calib reliability --from-summary summaries/2026-11-*.parquet --by segment"
 )
 
 
 def reliability(
-    file: Annotated[str, typer.Argument(help=INPUT_HELP, show_default=False)],
+    files: Annotated[
+        list[str] | None,
+        typer.Argument(
+            help=INPUT_HELP + " After --from-summary: more summary files (a shell glob).",
+            show_default=False,
+            metavar="FILE",
+        ),
+    ] = None,
+    from_summary: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--from-summary",
+            help="Report on summary files (calib summarize) instead of rows; repeat, or "
+            "follow with more paths; they are merged.",
+            show_default=False,
+        ),
+    ] = None,
     score_col: Annotated[
         list[str] | None,
         typer.Option(
@@ -72,6 +90,7 @@ def reliability(
     as_json: JsonOpt = False,
     report: ReportOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
+    engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     debug: DebugOpt = False,
@@ -86,9 +105,15 @@ def reliability(
         )
         from calib_cli.workflows.reliability import ReliabilityRequest, run_reliability
 
+        summaries = tuple(from_summary or [])
+        rows = list(files or [])
+        if summaries:  # `--from-summary day*.parquet`: the shell's other paths follow
+            summaries, rows = (*summaries, *rows), []
+        if len(rows) > 1:
+            raise UsageError("give one FILE of rows (or several summaries with --from-summary)")
         request = ReliabilityRequest(
-            file=file,
-            score_cols=tuple(score_col or ["score"]),
+            file=rows[0] if rows else None,
+            score_cols=tuple(score_col or ()),
             label_col=label_col,
             weight_col=weight_col,
             positive_label=positive_label,
@@ -102,8 +127,11 @@ def reliability(
             on_invalid=cast(OnInvalid, chosen(on_invalid)),
             report=report,
             seed=seed,
+            engine=cast(Engine, chosen(engine)),
+            from_summaries=summaries,
         )
-        result = run_reliability(request, warn=session.warn)
+        with session.progress(f"reliability of {rows[0] if rows else 'summaries'}") as step:
+            result = run_reliability(request, warn=session.warn, progress=step)
         emit_report(session, reliability_payload(result), as_json=as_json, report_path=report)
         if not as_json:
             title = f"Reliability of {result.source} ({result.n_bins} {result.strategy} bins)"

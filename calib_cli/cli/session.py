@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
+import signal
+import socket
 import sys
+import tempfile
+import threading
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NoReturn
 
 import typer
 from rich.console import Console, RenderableType
 
+from calib_cli import interrupts
 from calib_cli.errors import CalibError, CheckFailedError, ExitCode
 from calib_cli.types import JsonValue
 
@@ -42,8 +49,73 @@ class Session:
         if not self.quiet:
             self.out.print(renderable, highlight=False)
 
+    def progress(
+        self, description: str, *, delay: float | None = None
+    ) -> contextlib.AbstractContextManager[Callable[[str], None]]:
+        """Progress of a long run on standard error: a spinner, the step and the time elapsed.
+
+        Yields a callback for the workflow (``step("pass 2/2: refining 12 cells")``), which
+        stays free of Rich. Shown only on a terminal, without --quiet, and only once the run
+        has lasted ``delay`` seconds (:data:`PROGRESS_DELAY`); it disappears when the block ends::
+
+            with session.progress("summarising scores.parquet") as step:
+                result = run_reliability(request, warn=session.warn, progress=step)
+        """
+        if self.quiet or not self.err.is_terminal:
+            return contextlib.nullcontext(_no_step)
+        return _progress_display(self.err, description, PROGRESS_DELAY if delay is None else delay)
+
 
 OFF_TERMINAL_WIDTH = 120
+
+#: Seconds a run lasts before its progress is shown (short runs stay quiet).
+PROGRESS_DELAY = 2.0
+
+
+def _no_step(message: str) -> None:
+    """The progress callback off a terminal or with --quiet: nothing."""
+
+
+@contextlib.contextmanager
+def _progress_display(
+    console: Console, description: str, delay: float
+) -> Iterator[Callable[[str], None]]:
+    """A transient Rich spinner with the current step and the elapsed time, started by a
+    timer after ``delay`` seconds (Polars releases the GIL while it scans, so it keeps
+    turning) and stopped when the block ends."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    display = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    task = display.add_task(description, total=None)
+    lock = threading.Lock()
+    state = {"started": False, "done": False}
+
+    def start() -> None:
+        with lock:
+            if not state["done"]:
+                display.start()
+                state["started"] = True
+
+    def step(message: str) -> None:
+        display.update(task, description=message)
+
+    timer = threading.Timer(delay, start)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield step
+    finally:
+        timer.cancel()
+        with lock:
+            state["done"] = True
+            if state["started"]:
+                display.stop()
 
 
 class _PipeAwareConsole(Console):
@@ -141,3 +213,75 @@ def emit_report(
         io.write_text(report_path, text)
     if as_json:
         io.write_text(io.STDIO, text)
+
+
+# --------------------------------------------------------------------------------- signals
+
+#: Exit codes of the interrupts (DESIGN.md, "Signals"): 128 + the signal's number.
+INTERRUPT_EXITS: dict[int, int] = {
+    signal.SIGINT: int(ExitCode.INTERRUPTED),
+    signal.SIGTERM: int(ExitCode.TERMINATED),
+}
+
+#: How often the main thread wakes while the command runs (a signal is acted on at once when
+#: it reaches the main thread; this bounds the wait when it reaches another thread).
+_POLL_SECONDS = 0.05
+
+
+def run_interruptibly(body: Callable[[], int]) -> int:
+    """Run ``body`` (a whole command, returning its exit code) so that SIGINT and SIGTERM end
+    the process within a fraction of a second in every phase, with no output left behind.
+
+    The body runs in a worker thread with both signals blocked, so the kernel delivers them
+    to the main thread, which only waits for the worker in short steps and so runs Python's
+    handler at once, even while the worker blocks on a pipe or sits in a long Polars or NumPy
+    call. The handler closes every later commit (:func:`calib_cli.interrupts.stop_commits`),
+    removes the registered temporary files (atomic writes, and the run's scratch directory,
+    which becomes :data:`tempfile.tempdir`), prints ``error: interrupted`` and ends the
+    process with 130 (SIGINT) or 143 (SIGTERM) at once, without unwinding the worker.
+
+    A signal that has arrived but not yet been handled is visible to the worker
+    (:func:`calib_cli.interrupts.set_interrupt_probe`: the wakeup socket and the pending set),
+    so an input cut short by the same Ctrl-C is never written out as if complete.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        return body()
+    scratch = Path(tempfile.mkdtemp(prefix="calib-"))
+    interrupts.register_temporary(scratch)
+    tempfile.tempdir = str(scratch)
+    wakeup_reader, wakeup_writer = socket.socketpair()
+    wakeup_reader.setblocking(False)
+    wakeup_writer.setblocking(False)
+    signal.set_wakeup_fd(wakeup_writer.fileno(), warn_on_full_buffer=False)
+
+    def interrupt_pending() -> bool:
+        try:
+            if wakeup_reader.recv(1, socket.MSG_PEEK):
+                return True
+        except (BlockingIOError, OSError):
+            pass
+        return bool(signal.sigpending() & set(INTERRUPT_EXITS))
+
+    def on_signal(signum: int, frame: object) -> None:
+        interrupts.stop_commits()
+        interrupts.remove_temporaries()
+        with contextlib.suppress(OSError):
+            os.write(2, b"error: interrupted\n")
+        os._exit(INTERRUPT_EXITS[signum])
+
+    interrupts.set_interrupt_probe(interrupt_pending)
+    for signum in INTERRUPT_EXITS:
+        signal.signal(signum, on_signal)
+    codes: list[int] = []
+
+    def work() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, set(INTERRUPT_EXITS))
+        codes.append(body())
+
+    worker = threading.Thread(target=work, name="calib-command", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(_POLL_SECONDS)
+    shutil.rmtree(scratch, ignore_errors=True)
+    interrupts.unregister_temporary(scratch)
+    return codes[0] if codes else int(ExitCode.INTERNAL)

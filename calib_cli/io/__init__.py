@@ -23,7 +23,9 @@ One module per concern:
 * :mod:`~calib_cli.io.counts`: streaming group-bys (rows and positives per stratum);
 * :mod:`~calib_cli.io.sampling`: the hash sampling rule as a streaming Polars query;
 * :mod:`~calib_cli.io.write`: atomic writes, output checks;
-* :mod:`~calib_cli.io.sink`: streaming a lazy query to a file or standard output.
+* :mod:`~calib_cli.io.sink`: streaming a lazy query to a file or standard output;
+* :mod:`~calib_cli.io.scored_scan`: a lazy scan of scored rows, checked in one streaming pass;
+* :mod:`~calib_cli.io.summary_file`: summary files (Parquet or JSON).
 """
 
 from __future__ import annotations
@@ -45,7 +47,9 @@ from calib_cli.io.formats import (
 from calib_cli.io.read import read_table
 from calib_cli.io.sampling import key_kind, sample_rows
 from calib_cli.io.scan import ROW_INDEX, row_count_hint, scan_table
+from calib_cli.io.scored_scan import ScoredScan, scored_scan
 from calib_cli.io.sink import sink_table
+from calib_cli.io.summary_file import read_summary, summary_format, write_summary
 from calib_cli.io.table import Table, drop_invalid_rows
 from calib_cli.io.write import (
     atomic_destination,
@@ -62,6 +66,7 @@ __all__ = [
     "STDIO",
     "TEXT_FORMATS",
     "ClassCounts",
+    "ScoredScan",
     "Table",
     "atomic_destination",
     "canonical_output",
@@ -76,17 +81,21 @@ __all__ = [
     "naming",
     "output_format",
     "positive_label_expr",
+    "read_summary",
     "read_table",
     "require_distinct_outputs",
     "resolve_format",
     "row_count_hint",
     "sample_rows",
     "scan_table",
+    "scored_scan",
     "serialise",
     "sink_table",
     "sniff_format",
+    "summary_format",
     "typed_output",
     "write_bytes",
+    "write_summary",
     "write_table",
     "write_text",
 ]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from calib_cli.workflows.reliability import ReliabilityEntry, ReliabilityResult
     from calib_cli.workflows.rerank_strata import RerankStrataResult
     from calib_cli.workflows.resample import ResampleResult
+    from calib_cli.workflows.summarize import SummarizeResult
 
 
 def to_jsonable(value: object) -> JsonValue:
@@ -71,20 +72,48 @@ def dumps(value: JsonValue) -> str:
 # ------------------------------------------------------------------------------ reliability
 
 
-def reliability_entry_payload(entry: ReliabilityEntry, *, by: str | None, seed: int) -> JsonObject:
+def exact_record() -> JsonObject:
+    """The ``exactness`` record of figures computed with every row in memory: the keys of
+    :class:`~calib_cli.summaries.Exactness`, every figure exact (bounds 0), no grid (``null``
+    bits)."""
+    from calib_cli.summaries import Exactness
+
+    record: JsonObject = {}
+    for field in dataclasses.fields(Exactness):
+        if "mantissa_bits" in field.name:
+            record[field.name] = None
+        elif field.type in ("bool", bool):
+            record[field.name] = True
+        elif field.type in ("float", float):
+            record[field.name] = 0.0
+        else:
+            record[field.name] = 0
+    return record
+
+
+def reliability_entry_payload(
+    entry: ReliabilityEntry, *, by: str | None, seed: int, engine: str = "memory"
+) -> JsonObject:
     """One column (and group): ``score_column``, ``seed``, ``by`` and ``group`` with --by, then
-    the figures of :class:`~calib_cli.core.metrics.ReliabilitySummary`."""
+    the figures of :class:`~calib_cli.core.metrics.ReliabilitySummary`, then ``engine``
+    (memory, streaming or summary) and ``exactness`` (the
+    :class:`~calib_cli.summaries.Exactness` record; all exact in memory)."""
     payload: JsonObject = {"score_column": entry.score_column, "seed": seed}
     if by is not None:
         payload.update({"by": by, "group": entry.group})
     payload.update(to_json_object(entry.summary))
+    payload["engine"] = engine
+    payload["exactness"] = (
+        exact_record() if entry.exactness is None else to_json_object(entry.exactness)
+    )
     return payload
 
 
 def reliability_payload(result: ReliabilityResult) -> JsonValue:
     """One object for one column without --by, else a list of them."""
     payloads: list[JsonValue] = [
-        reliability_entry_payload(entry, by=result.by, seed=result.seed) for entry in result.entries
+        reliability_entry_payload(entry, by=result.by, seed=result.seed, engine=result.engine)
+        for entry in result.entries
     ]
     return payloads[0] if len(payloads) == 1 else payloads
 
@@ -141,7 +170,7 @@ TARGET_PREVALENCE_KEYS = ("prevalence", "ci_low", "ci_high", "method", "referenc
 
 def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
     """``seed``, ``smoothing``, ``pca``, ``target_prevalence``, ``odds_source``, ``strata``,
-    ``comparison``; each only when it applies."""
+    ``comparison``, ``streaming`` (the streaming engine's bounds); each only when it applies."""
     payload: JsonObject = {"seed": result.seed, "smoothing": result.smoothing}
     if result.pca is not None:
         pca = to_json_object(result.pca)
@@ -157,6 +186,8 @@ def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
     payload["strata"] = to_jsonable(result.strata)
     if result.comparison is not None:
         payload["comparison"] = to_json_object(result.comparison)
+    if result.streaming is not None:
+        payload["streaming"] = to_json_object(result.streaming)
     return payload
 
 
@@ -183,3 +214,29 @@ def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
         batch_payload(batch, batch_col=result.batch_col) for batch in result.batches
     ]
     return {"batch_col": result.batch_col, "batches": entries}
+
+
+# ------------------------------------------------------------------------------- summarize
+
+
+def summarize_payload(result: SummarizeResult) -> JsonObject:
+    """``inputs``, ``rows`` (kept), ``dropped``, and per summary written: ``score_column``,
+    ``path``, ``n_keys`` (stored rows), ``groups`` (the ``--by`` values, ``null`` the rows
+    without one) and the summary's ``metadata``."""
+    return to_json_object(
+        {
+            "inputs": list(result.sources),
+            "rows": result.rows,
+            "dropped": result.dropped,
+            "summaries": [
+                {
+                    "score_column": written.score_column,
+                    "path": written.path,
+                    "n_keys": written.summary.n_keys,
+                    "groups": list(written.summary.groups),
+                    "metadata": written.summary.metadata(),
+                }
+                for written in result.outputs
+            ],
+        }
+    )

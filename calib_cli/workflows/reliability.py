@@ -1,30 +1,58 @@
-"""``calib reliability``: calibration and discrimination figures per score column and group."""
+"""``calib reliability``: calibration and discrimination figures per score column and group.
+
+Three ways to the same figures: every row in memory (``engine="memory"``: exact), a streaming
+scan into a summary with a second pass over the cells that bound the AUC (``"streaming"``:
+memory bounded by the summary; see the README for which figures carry a bound), or summary
+files merged (``from_summaries``).
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
 from calib_cli import io
 from calib_cli.core.decisions import gate_failures
 from calib_cli.core.metrics import ReliabilitySummary, reliability_summary
+from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
-from calib_cli.types import BinStrategy, GroupValue, InputFormat, OnInvalid, Warn
+from calib_cli.summaries import (
+    Exactness,
+    ResolvedCells,
+    ScoreSummary,
+    cells_to_resolve,
+    reliability_from_summary,
+)
+from calib_cli.types import BinStrategy, Engine, GroupValue, InputFormat, OnInvalid, Warn
 from calib_cli.workflows.common import (
+    MISSING_GROUP,
     check_paths,
+    choose_engine,
     finite_option,
     groups,
     ignore,
     read_scored_table,
 )
+from calib_cli.workflows.summarize import Step, load_summaries, summarize_scan, uniform_edges
+
+#: How the figures were computed: rows in memory, a streaming summary, or summary files.
+ReliabilityEngine = Literal["memory", "streaming", "summary"]
+
+#: The streaming path refines the AUC (a second pass) until its bound is below this.
+AUC_TOLERANCE = 1e-6
+#: At most this many rows are brought back by the second pass (memory stays bounded); the
+#: cells with the largest AUC terms first. The bound reported says what is left.
+RESOLVE_ROW_BUDGET = 1_000_000
 
 
 @dataclass(frozen=True)
 class ReliabilityRequest:
     """The options of a ``reliability`` run."""
 
-    file: str
+    file: str | None
     score_cols: tuple[str, ...] = ("score",)
     label_col: str = "label"
     weight_col: str | None = None
@@ -39,6 +67,9 @@ class ReliabilityRequest:
     on_invalid: OnInvalid = "error"
     report: str | None = None
     seed: int = 0
+    engine: Engine = "auto"
+    #: summary files to report on instead of ``file`` (``score_cols`` empty: every column)
+    from_summaries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -49,6 +80,8 @@ class ReliabilityEntry:
     group: GroupValue
     heading: str  # the column, or "column\\nby=group" (the table shows the group below)
     summary: ReliabilitySummary
+    #: how far each figure can be from the in-memory one (None: computed in memory, exact)
+    exactness: Exactness | None = None
 
     @property
     def label(self) -> str:
@@ -67,15 +100,29 @@ class ReliabilityResult:
     seed: int
     entries: tuple[ReliabilityEntry, ...]
     gate_failures: tuple[str, ...]
+    engine: ReliabilityEngine = "memory"
 
 
-def run_reliability(request: ReliabilityRequest, *, warn: Warn = ignore) -> ReliabilityResult:
-    """Check the paths and options, read the file, and assess every column and group."""
-    check_paths(inputs=[request.file], files=[request.report])
+def run_reliability(
+    request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
+) -> ReliabilityResult:
+    """Check the paths and options, then assess every column and group: from summary files,
+    by a streaming summary of the file, or with the file in memory (see the module)."""
     finite_option(request.fail_above_ece, "--fail-above-ece")
     finite_option(request.fail_below_auc, "--fail-below-auc")
+    if request.from_summaries:
+        if request.file is not None:
+            raise UsageError("give either FILE or --from-summary, not both")
+        check_paths(inputs=list(request.from_summaries), files=[request.report])
+        return assess_summary_files(request, progress=progress)
+    if request.file is None:
+        raise UsageError("give a FILE of scored rows, or --from-summary SUMMARY")
+    file = request.file
+    check_paths(inputs=[file], files=[request.report])
+    if choose_engine(request.engine, [file], input_format=request.input_format) == "streaming":
+        return assess_streaming(file, request, warn=warn, progress=progress)
     table = read_scored_table(
-        request.file,
+        file,
         input_format=request.input_format,
         score_cols=request.score_cols,
         label_col=request.label_col,
@@ -93,7 +140,7 @@ def assess_table(table: Table, request: ReliabilityRequest) -> ReliabilityResult
     weights = table.weights(request.weight_col)
     by = request.by
     entries: list[ReliabilityEntry] = []
-    for column in request.score_cols:
+    for column in request.score_cols or ("score",):
         scores = table.scores(column)
         for group, rows in groups(table, by, with_all_rows=True):
             where = table.name if group is None else f"{table.name} ({by}={group})"
@@ -109,23 +156,223 @@ def assess_table(table: Table, request: ReliabilityRequest) -> ReliabilityResult
                     n_bootstrap=request.n_bootstrap,
                     rng=np.random.default_rng(request.seed),
                 )
-            heading = column
-            if by is not None:
-                heading = f"{column}\n{by}={group if group is not None else 'all'}"
             entries.append(
-                ReliabilityEntry(score_column=column, group=group, heading=heading, summary=summary)
+                ReliabilityEntry(
+                    score_column=column,
+                    group=group,
+                    heading=_heading(column, by, group),
+                    summary=summary,
+                )
             )
+    return _result(table.name, request, entries, engine="memory")
+
+
+def _heading(column: str, by: str | None, group: GroupValue) -> str:
+    if by is None:
+        return column
+    return f"{column}\n{by}={group if group is not None else 'all'}"
+
+
+def _result(
+    source: str,
+    request: ReliabilityRequest,
+    entries: Sequence[ReliabilityEntry],
+    *,
+    engine: ReliabilityEngine,
+) -> ReliabilityResult:
     failures = gate_failures(
         [(e.label, e.summary.ece, e.summary.auc) for e in entries],
         max_ece=request.fail_above_ece,
         min_auc=request.fail_below_auc,
     )
     return ReliabilityResult(
-        source=table.name,
-        by=by,
+        source=source,
+        by=request.by,
         n_bins=request.n_bins,
         strategy=request.strategy,
         seed=request.seed,
         entries=tuple(entries),
         gate_failures=failures,
+        engine=engine,
     )
+
+
+# ------------------------------------------------------------------------- from summaries
+
+
+def _group_values(names: Sequence[str | None]) -> list[tuple[GroupValue, str | None]]:
+    """A summary's groups (text) as the values the in-memory path reports: numbers when every
+    value reads as one (sorted as numbers), rows without a value last as "(missing)"."""
+    present = [n for n in names if n is not None]
+    values: list[tuple[GroupValue, str | None]]
+    try:
+        numbers = [float(n) for n in present]
+    except ValueError:
+        values = sorted(((n, n) for n in present), key=lambda pair: str(pair[0]))
+    else:
+        as_int = all(x.is_integer() and "." not in n for x, n in zip(numbers, present, strict=True))
+        values = sorted(
+            ((int(x) if as_int else x, n) for x, n in zip(numbers, present, strict=True)),
+            key=lambda pair: float(pair[0]),  # type: ignore[arg-type]
+        )
+    if None in names:
+        values.append((MISSING_GROUP, None))
+    return values
+
+
+def _parts(summary: ScoreSummary, by: str | None) -> list[tuple[GroupValue, ScoreSummary]]:
+    """All rows (group None), then with ``by`` each group of the summary."""
+    parts: list[tuple[GroupValue, ScoreSummary]] = [(None, summary.pooled())]
+    if by is not None:
+        for value, name in _group_values(summary.groups):
+            parts.append((value, summary.select_group(name)))
+    return parts
+
+
+def _check_by(summary: ScoreSummary, by: str | None, source: str) -> None:
+    if by is not None and summary.group_column != by:
+        raise InputError(
+            f"{source}: summary field 'group_column' is {summary.group_column!r}, so it cannot "
+            f"report --by {by!r} (summarise with --by {by})"
+        )
+
+
+def _figures(
+    summary: ScoreSummary,
+    request: ReliabilityRequest,
+    resolved: ResolvedCells | None = None,
+) -> tuple[ReliabilitySummary, Exactness]:
+    figures = reliability_from_summary(
+        summary,
+        n_bins=request.n_bins,
+        strategy=request.strategy,
+        n_bootstrap=request.n_bootstrap,
+        rng=np.random.default_rng(request.seed),
+        resolved=resolved,
+    )
+    return figures.reliability, figures.exactness
+
+
+def assess_summary_files(
+    request: ReliabilityRequest, *, progress: Step = ignore
+) -> ReliabilityResult:
+    """The figures of summary files merged per score column (``--from-summary``)."""
+    progress(f"reading {len(request.from_summaries)} summary file(s)")
+    loaded = load_summaries(request.from_summaries)
+    columns = request.score_cols or tuple(loaded)
+    entries: list[ReliabilityEntry] = []
+    names: list[str] = []
+    for column in columns:
+        if column not in loaded:
+            raise InputError(
+                f"no summary of score column '{column}' among the summaries "
+                f"(they summarise {', '.join(repr(c) for c in loaded)})"
+            )
+        summary, files = loaded[column]
+        names.extend(f for f in files if f not in names)
+        source = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"
+        _check_by(summary, request.by, files[0])
+        for group, part in _parts(summary, request.by):
+            where = source if group is None else f"{source} ({request.by}={group})"
+            with io.naming(where):
+                figures, exactness = _figures(part, request)
+            entries.append(
+                ReliabilityEntry(
+                    score_column=column,
+                    group=group,
+                    heading=_heading(column, request.by, group),
+                    summary=figures,
+                    exactness=exactness,
+                )
+            )
+    source = names[0] if len(names) == 1 else f"{len(names)} summaries"
+    return _result(source, request, entries, engine="summary")
+
+
+# ------------------------------------------------------------------------------ streaming
+
+
+def _within_budget(
+    summary: ScoreSummary, bins: np.ndarray, cells: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The (bin, cell) keys to bring back, at most :data:`RESOLVE_ROW_BUDGET` rows: all of
+    them when they fit, else those with the largest AUC terms (positive x negative weight)."""
+    stride = len(summary.bin_edges) + 1
+    key = summary.cell * stride + summary.bin
+    wanted = cells * stride + bins
+    chosen = np.isin(key, wanted)
+    unique, index = np.unique(key[chosen], return_inverse=True)
+    rows = np.bincount(index, weights=summary.n_rows[chosen], minlength=unique.size)
+    if float(rows.sum()) <= RESOLVE_ROW_BUDGET:
+        return bins, cells
+    pos = np.bincount(
+        index,
+        weights=np.where(summary.label[chosen] == 1, summary.weight[chosen], 0.0),
+        minlength=unique.size,
+    )
+    neg = np.bincount(
+        index,
+        weights=np.where(summary.label[chosen] == 0, summary.weight[chosen], 0.0),
+        minlength=unique.size,
+    )
+    order = np.argsort(-(pos * neg), kind="stable")
+    keep = order[np.cumsum(rows[order]) <= RESOLVE_ROW_BUDGET]
+    picked = np.sort(unique[keep])
+    return (picked % stride).astype(np.int64), (picked // stride).astype(np.int64)
+
+
+def assess_streaming(
+    file: str, request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
+) -> ReliabilityResult:
+    """The figures by a streaming summary of ``file`` (pass 1) and, where the AUC bound is
+    above :data:`AUC_TOLERANCE`, the rows of the cells that carry it (pass 2)."""
+    from calib_cli.summaries.scan import rows_in_cells
+
+    name = io.display_name(file)
+    score_cols = request.score_cols or ("score",)
+    edges = uniform_edges(request.n_bins if request.strategy == "uniform" else 10)
+    progress(f"pass 1/2: summarising {name}")
+    summaries, scan = summarize_scan(
+        file,
+        score_cols=score_cols,
+        label_col=request.label_col,
+        weight_col=request.weight_col,
+        positive_label=request.positive_label,
+        by=request.by,
+        bin_edges=edges,
+        input_format=request.input_format,
+        on_invalid=request.on_invalid,
+        warn=warn,
+    )
+    entries: list[ReliabilityEntry] = []
+    for column in dict.fromkeys(score_cols):
+        for group, part in _parts(summaries[column], request.by):
+            where = name if group is None else f"{name} ({request.by}={group})"
+            with io.naming(where):
+                bins, cells = cells_to_resolve(
+                    part,
+                    auc_tolerance=AUC_TOLERANCE,
+                    n_bins=request.n_bins,
+                    strategy=request.strategy,
+                )
+                resolved = None
+                if cells.size:
+                    bins, cells = _within_budget(part, bins, cells)
+                    progress(f"pass 2/2: refining {cells.size} cells of {where}")
+                    resolved = rows_in_cells(
+                        scan.lazy,
+                        (bins, cells),
+                        summary=part,
+                        group=part.groups[0] if group is not None else None,
+                    )
+                figures, exactness = _figures(part, request, resolved)
+            entries.append(
+                ReliabilityEntry(
+                    score_column=column,
+                    group=group,
+                    heading=_heading(column, request.by, group),
+                    summary=figures,
+                    exactness=exactness,
+                )
+            )
+    return _result(name, request, entries, engine="streaming")

@@ -1,0 +1,97 @@
+"""``calib summarize``: options -> :mod:`calib_cli.workflows.summarize` -> summary file(s)."""
+
+from __future__ import annotations
+
+from typing import Annotated, cast
+
+import typer
+
+from calib_cli.cli.options import (
+    INPUT_HELP,
+    DebugOpt,
+    InputFormatOpt,
+    LabelColOpt,
+    NoColorOpt,
+    OnInvalidOpt,
+    PositiveLabelOpt,
+    QuietOpt,
+    ReportOpt,
+    WeightColOpt,
+    chosen,
+    chosen_or_none,
+)
+from calib_cli.cli.session import command_session, emit_report
+from calib_cli.types import InputFormat, OnInvalid
+
+EPILOG = (
+    "Example: calib summarize scores-2026-11-23.parquet --by segment "
+    "-o summaries/2026-11-23.parquet   (then: calib reliability --from-summary summaries/*.parquet)"
+)
+
+
+def summarize(
+    files: Annotated[
+        list[str],
+        typer.Argument(help=INPUT_HELP + " Several files are merged.", show_default=False),
+    ],
+    output: Annotated[
+        str,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Summary file: Parquet, or JSON when it ends in .json; '-' for stdout (Parquet).",
+            show_default=False,
+        ),
+    ],
+    score_col: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--score-col",
+            help="Column of probabilities; repeat for one summary file per column.",
+            show_default="score",
+        ),
+    ] = None,
+    label_col: LabelColOpt = "label",
+    weight_col: WeightColOpt = None,
+    positive_label: PositiveLabelOpt = None,
+    by: Annotated[
+        str | None,
+        typer.Option("--by", help="Keep each value of this column apart (reliability --by)."),
+    ] = None,
+    bins: Annotated[
+        int, typer.Option("--bins", min=1, max=10_000, help="Reliability bins kept exact.")
+    ] = 10,
+    input_format: InputFormatOpt = None,
+    on_invalid: OnInvalidOpt = "error",
+    report: ReportOpt = None,
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Summarise scored rows into a small mergeable file that reliability reads (--from-summary)."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        from calib_cli.report.payloads import summarize_payload
+        from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+
+        request = SummarizeRequest(
+            files=tuple(files),
+            output=output,
+            score_cols=tuple(score_col or ["score"]),
+            label_col=label_col,
+            weight_col=weight_col,
+            positive_label=positive_label,
+            by=by,
+            n_bins=bins,
+            input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            on_invalid=cast(OnInvalid, chosen(on_invalid)),
+            report=report,
+        )
+        with session.progress(f"summarising {len(files)} file(s)") as step:
+            result = run_summarize(request, warn=session.warn, progress=step)
+        emit_report(session, summarize_payload(result), as_json=False, report_path=report)
+        for written in result.outputs:
+            where = "stdout" if written.path == "-" else written.path
+            session.info(
+                f"{where}: summary of '{written.score_column}' over {result.rows} rows, "
+                f"{written.summary.n_keys} keys, {len(written.summary.groups)} group(s)"
+            )

@@ -1,0 +1,216 @@
+"""Scored rows as a lazy scan, checked like :class:`~calib_cli.io.table.Table` checks a table.
+
+Streaming commands (``reliability --engine streaming``, ``summarize``) never hold the rows, so
+the rules of :meth:`Table.scores`, :meth:`Table.labels` and :meth:`Table.weights` are applied
+as Polars expressions: one streaming pass counts the invalid values of every column, and only
+when one is found a second query finds its first row for the usual one-line message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import polars as pl
+
+from calib_cli.errors import InputError
+from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.scan import ROW_INDEX, collect
+from calib_cli.types import OnInvalid
+
+__all__ = ["ScoredScan", "scored_scan"]
+
+
+@dataclass(frozen=True)
+class ScoredScan:
+    """A checked lazy scan: score columns as Float64 in [0, 1], the label as Int8 0/1, the
+    weight as Float64 (finite, non-negative), the ``by`` column as text (null: missing)."""
+
+    lazy: pl.LazyFrame
+    name: str
+    rows: int
+    dropped: int
+
+
+def _number(column: str, dtype: pl.DataType, name: str) -> pl.Expr:
+    col = pl.col(column)
+    if dtype == pl.String:
+        return col.str.strip_chars().cast(pl.Float64, strict=False)
+    if dtype == pl.Boolean or dtype.is_numeric():
+        return col.cast(pl.Float64)
+    raise InputError(f"{name}: column '{column}' has type {dtype}, not numbers")
+
+
+def _not_a_number(column: str, dtype: pl.DataType) -> pl.Expr:
+    if dtype != pl.String:
+        return pl.lit(False)
+    text = pl.col(column).str.strip_chars()
+    return text.is_not_null() & (text != "") & text.cast(pl.Float64, strict=False).is_null()
+
+
+def _require(schema: pl.Schema, column: str, option: str, name: str) -> None:
+    if column not in schema:
+        names = list(schema)
+        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+        raise InputError(f"{name}: no column '{column}' (set {option}); columns are: {shown}")
+
+
+def scored_scan(
+    lazy: pl.LazyFrame,
+    *,
+    name: str,
+    score_cols: Sequence[str],
+    label_col: str,
+    weight_col: str | None,
+    positive_label: str | None,
+    by: str | None,
+    on_invalid: OnInvalid,
+) -> ScoredScan:
+    """Check the scored columns of ``lazy`` in one streaming pass and return the clean scan.
+
+    With ``on_invalid="error"`` the first bad column is refused with the count and first row
+    of its bad values (``column 'score' has 3 values outside [0, 1] (first at row 17: 1.2)``);
+    with ``"drop"`` the rows with a bad score, label or weight are dropped and counted.
+    """
+    schema = lazy.collect_schema()
+    for column in score_cols:
+        _require(schema, column, "--score-col", name)
+    _require(schema, label_col, "--label-col", name)
+    if weight_col is not None:
+        _require(schema, weight_col, "--weight-col", name)
+    if by is not None:
+        _require(schema, by, "--by", name)
+
+    # (column, problem, is-bad expression) in the order the in-memory checks run
+    checks: list[tuple[str, str, pl.Expr]] = []
+    clean: list[pl.Expr] = []
+    for column in dict.fromkeys(score_cols):
+        value = _number(column, schema[column], name)
+        checks.append((column, "that are not numbers", _not_a_number(column, schema[column])))
+        checks.append((column, "missing or NaN", value.is_null() | value.is_nan()))
+        checks.append((column, "outside [0, 1]", (value < 0.0) | (value > 1.0)))
+        clean.append(value.alias(column))
+    is_positive, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
+    label_missing = pl.col(label_col).is_null()
+    if schema[label_col] == pl.String:
+        label_missing = label_missing | (pl.col(label_col).str.strip_chars() == "")
+    checks.append((label_col, "missing", label_missing))
+    problem = (
+        "that are not 0 or 1"
+        if schema[label_col].is_numeric()
+        else "that are not 0/1 or true/false"
+    )
+    checks.append((label_col, problem, ~is_valid.fill_null(False)))
+    clean.append(is_positive.fill_null(False).cast(pl.Int8).alias(label_col))
+    if weight_col is not None:
+        weight = _number(weight_col, schema[weight_col], name)
+        checks.append(
+            (weight_col, "that are not numbers", _not_a_number(weight_col, schema[weight_col]))
+        )
+        checks.append((weight_col, "missing or NaN", weight.is_null() | weight.is_nan()))
+        checks.append((weight_col, "that are infinite", weight.is_infinite()))
+        checks.append((weight_col, "that are negative", weight < 0.0))
+        clean.append(weight.alias(weight_col))
+    if by is not None and by not in (*score_cols, label_col, weight_col):
+        group = pl.col(by)
+        if schema[by].is_float():
+            group = group.fill_nan(None)
+        clean.append(group.cast(pl.String).alias(by))
+
+    flags = [expr.fill_null(False).alias(f"_bad{i}") for i, (_, _, expr) in enumerate(checks)]
+    counts = [pl.col(f"_bad{i}").sum().alias(f"_bad{i}") for i in range(len(checks))]
+    any_bad = pl.any_horizontal([pl.col(f"_bad{i}") for i in range(len(checks))])
+    queries = [
+        lazy.select(flags).select(*counts, any_bad.sum().alias("_any"), pl.len().alias("_rows"))
+    ]
+    if positive_label is not None:
+        text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
+        queries.append(
+            lazy.select(
+                text.n_unique().alias("count"),
+                text.unique().sort().head(5).implode().alias("shown"),
+                is_positive.fill_null(False).any().alias("any_positive"),
+            )
+        )
+    tallies, *distinct = collect(lambda: pl.collect_all(queries, engine="streaming"), name)
+    rows = int(tallies["_rows"][0])
+    bad_rows = int(tallies["_any"][0])
+    if distinct:
+        _check_two_values(distinct[0], name, label_col, positive_label)
+    if bad_rows and on_invalid == "error":
+        for index, (column, problem, expr) in enumerate(checks):
+            count = int(tallies[f"_bad{index}"][0])
+            if count:
+                raise InputError(
+                    _first_bad(lazy, name, column, problem, expr, count, positive_label)
+                )
+    if rows == 0:
+        raise InputError(f"{name}: no data rows")
+    out = lazy
+    if bad_rows:
+        if bad_rows == rows:
+            raise InputError(f"{name}: no valid rows left after dropping {rows} invalid rows")
+        out = out.filter(~pl.any_horizontal([expr.fill_null(False) for _, _, expr in checks]))
+    return ScoredScan(
+        lazy=out.with_columns(clean), name=name, rows=rows - bad_rows, dropped=bad_rows
+    )
+
+
+def _check_two_values(
+    frame: pl.DataFrame, name: str, column: str, positive_label: str | None
+) -> None:
+    count = int(frame["count"][0])
+    if count > 2:
+        shown = ", ".join(repr(v) for v in frame["shown"][0].to_list())
+        raise InputError(
+            f"{name}: column '{column}' has {count} distinct values ({shown}...); "
+            "labels must take two values"
+        )
+    if count == 2 and not bool(frame["any_positive"][0]):
+        raise InputError(
+            f"{name}: column '{column}' never equals --positive-label {positive_label!r}"
+        )
+
+
+def _first_bad(
+    lazy: pl.LazyFrame,
+    name: str,
+    column: str,
+    problem: str,
+    expr: pl.Expr,
+    count: int,
+    positive_label: str | None,
+) -> str:
+    first = collect(
+        lambda: (
+            lazy.with_row_index(ROW_INDEX)
+            .filter(expr.fill_null(False))
+            .select(pl.col(ROW_INDEX), pl.col(column).cast(pl.String).alias("value"))
+            .head(1)
+            .collect(engine="streaming")
+        ),
+        name,
+    )
+    row, value = int(first[ROW_INDEX][0]) + 1, first["value"][0]
+    noun = "value" if count == 1 else "values"
+    if count == 1 and problem.startswith("that are "):
+        problem = "that is " + problem.removeprefix("that are ")
+    shown = "empty" if value is None or value == "" else _shown(value)
+    hint = (
+        "; name the positive value with --positive-label"
+        if problem.startswith("that are not 0") or problem.startswith("that is not 0")
+        else ""
+    )
+    del positive_label
+    where = f"(first at row {row}: {shown})"
+    return f"{name}: column '{column}' has {count} {noun} {problem} {where}{hint}"
+
+
+def _shown(value: str) -> str:
+    try:
+        number = float(value)
+    except ValueError:
+        return repr(value)
+    if number != number or number in (float("inf"), float("-inf")):
+        return repr(number)
+    return f"{number:.10g}"

@@ -1,0 +1,223 @@
+"""``calib summarize``: the mergeable summary of scored rows, by a streaming scan.
+
+Also home of the two steps every summary-based command shares: :func:`summarize_scan` (rows ->
+one summary per score column, memory bounded by the summary) and :func:`load_summaries` (files
+-> summaries merged per score column, refusing files that do not fit together).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+
+import numpy as np
+
+from calib_cli import io
+from calib_cli.errors import InputError, UsageError
+from calib_cli.summaries import ScoreSummary, merge_summaries
+from calib_cli.types import InputFormat, OnInvalid, Warn
+from calib_cli.workflows.common import check_paths, ignore
+
+#: A step of a long run, for a progress display ("pass 1/2: summarising scores.parquet").
+Step = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class SummarizeRequest:
+    """The options of a ``summarize`` run."""
+
+    files: tuple[str, ...]
+    output: str
+    score_cols: tuple[str, ...] = ("score",)
+    label_col: str = "label"
+    weight_col: str | None = None
+    positive_label: str | None = None
+    by: str | None = None
+    n_bins: int = 10
+    input_format: InputFormat | None = None
+    on_invalid: OnInvalid = "error"
+    report: str | None = None
+
+
+@dataclass(frozen=True)
+class SummaryFile:
+    """One summary written: its score column, path and summary."""
+
+    score_column: str
+    path: str
+    summary: ScoreSummary
+
+
+@dataclass(frozen=True)
+class SummarizeResult:
+    """The inputs read, rows kept and dropped, and the summaries written."""
+
+    sources: tuple[str, ...]
+    rows: int
+    dropped: int
+    outputs: tuple[SummaryFile, ...]
+
+
+def uniform_edges(n_bins: int) -> tuple[float, ...]:
+    """``n_bins`` equal-width reliability bins on [0, 1] (the edges ``reliability`` uses)."""
+    return tuple(float(e) for e in np.linspace(0.0, 1.0, n_bins + 1))
+
+
+def output_paths(output: str, score_cols: Sequence[str]) -> list[str]:
+    """``-o`` for one score column; with several, the column before the extension
+    (``day1.parquet`` -> ``day1.model_a.parquet``, ``day1.model_b.parquet``)."""
+    if len(score_cols) == 1:
+        return [output]
+    if io.canonical_output(output) == io.STDIO or io.is_stream(output):
+        raise UsageError("several --score-col write one file each: give -o a file name, not '-'")
+    path = PurePath(output)
+    return [str(path.with_name(f"{path.stem}.{column}{path.suffix}")) for column in score_cols]
+
+
+def summarize_scan(
+    path: str,
+    *,
+    score_cols: Sequence[str],
+    label_col: str,
+    weight_col: str | None,
+    positive_label: str | None,
+    by: str | None,
+    bin_edges: Sequence[float],
+    input_format: InputFormat | None,
+    on_invalid: OnInvalid,
+    warn: Warn = ignore,
+) -> tuple[dict[str, ScoreSummary], io.ScoredScan]:
+    """One file's rows -> one summary per score column (streaming; stdin and gzip read first).
+
+    Returns the summaries and the checked scan (for a second pass over chosen cells).
+    """
+    from calib_cli.summaries.scan import summarize_lazy
+
+    lazy, _ = io.scan_table(path, input_format=input_format)
+    name = io.display_name(path)
+    scan = io.scored_scan(
+        lazy,
+        name=name,
+        score_cols=score_cols,
+        label_col=label_col,
+        weight_col=weight_col,
+        positive_label=positive_label,
+        by=by,
+        on_invalid=on_invalid,
+    )
+    if scan.dropped:
+        warn(
+            f"{name}: dropped {scan.dropped} invalid {'row' if scan.dropped == 1 else 'rows'} "
+            f"of {scan.dropped + scan.rows}"
+        )
+    summaries: dict[str, ScoreSummary] = {}
+    for column in dict.fromkeys(score_cols):
+        with io.naming(name):
+            summaries[column] = summarize_lazy(
+                scan.lazy,
+                score_column=column,
+                label_column=label_col,
+                weight_column=weight_col,
+                group_column=by,
+                bin_edges=bin_edges,
+            )
+    return summaries, scan
+
+
+def run_summarize(
+    request: SummarizeRequest, *, warn: Warn = ignore, progress: Step = ignore
+) -> SummarizeResult:
+    """Summarise every file, merge them per score column, write one summary per column."""
+    if not request.files:
+        raise UsageError("give at least one FILE to summarise")
+    if request.files.count(io.STDIO) > 1:
+        raise UsageError("standard input ('-') can be read only once")
+    outputs = output_paths(request.output, request.score_cols)
+    check_paths(inputs=list(request.files), files=[*outputs, request.report])
+    edges = uniform_edges(request.n_bins)
+    per_file: list[dict[str, ScoreSummary]] = []
+    rows = dropped = 0
+    for index, path in enumerate(request.files):
+        progress(f"file {index + 1}/{len(request.files)}: summarising {io.display_name(path)}")
+        summaries, scan = summarize_scan(
+            path,
+            score_cols=request.score_cols,
+            label_col=request.label_col,
+            weight_col=request.weight_col,
+            positive_label=request.positive_label,
+            by=request.by,
+            bin_edges=edges,
+            input_format=request.input_format,
+            on_invalid=request.on_invalid,
+            warn=warn,
+        )
+        per_file.append(summaries)
+        rows += scan.rows
+        dropped += scan.dropped
+    written: list[SummaryFile] = []
+    for column, path in zip(dict.fromkeys(request.score_cols), outputs, strict=True):
+        merged = merge_summaries([summaries[column] for summaries in per_file])
+        io.write_summary(merged, path)
+        written.append(SummaryFile(score_column=column, path=path, summary=merged))
+    return SummarizeResult(
+        sources=tuple(io.display_name(f) for f in request.files),
+        rows=rows,
+        dropped=dropped,
+        outputs=tuple(written),
+    )
+
+
+#: Metadata fields that summaries merged together must share (the score column aside).
+MATCHING_FIELDS = (
+    "schema_version",
+    "grid",
+    "bin_edges",
+    "eps",
+    "label_column",
+    "weight_column",
+    "group_column",
+)
+
+
+def _shown(value: object) -> str:
+    """A metadata value for a message (long edge lists abbreviated)."""
+    if isinstance(value, list) and len(value) > 4:
+        return f"[{value[0]!r}, {value[1]!r}, ... {len(value)} values]"
+    return repr(value)
+
+
+def load_summaries(paths: Sequence[str]) -> dict[str, tuple[ScoreSummary, tuple[str, ...]]]:
+    """Read summary files and merge them per score column (in the order first seen).
+
+    Summaries of one score column must agree on every field of :data:`MATCHING_FIELDS`; a
+    file that does not is refused (exit 65) with a line naming it and the field. Summaries of
+    different score columns are reported side by side, like a repeated ``--score-col``.
+    """
+    if not paths:
+        raise UsageError("give at least one summary file")
+    if list(paths).count(io.STDIO) > 1:
+        raise UsageError("standard input ('-') can be read only once")
+    groups: dict[str, list[tuple[str, ScoreSummary]]] = {}
+    first_meta: dict[str, object] | None = None
+    first_name = ""
+    for path in paths:
+        summary = io.read_summary(path)
+        name = io.display_name(path)
+        meta = summary.metadata()
+        if first_meta is None:
+            first_meta, first_name = meta, name
+        else:
+            for field in MATCHING_FIELDS:
+                if meta[field] != first_meta[field]:
+                    raise InputError(
+                        f"{name}: summary field {field!r} is {_shown(meta[field])}, but "
+                        f"{first_name} has {_shown(first_meta[field])}: summaries merge only "
+                        "when they share it"
+                    )
+        groups.setdefault(summary.score_column, []).append((name, summary))
+    merged: dict[str, tuple[ScoreSummary, tuple[str, ...]]] = {}
+    for column, entries in groups.items():
+        names = tuple(name for name, _ in entries)
+        merged[column] = (merge_summaries([s for _, s in entries]), names)
+    return merged
