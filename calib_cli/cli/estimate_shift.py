@@ -10,6 +10,7 @@ from calib_cli.cli.options import (
     DEFAULT_SEED,
     CiMethodChoice,
     DebugOpt,
+    EngineOpt,
     InputFormatOpt,
     JsonOpt,
     LabelColOpt,
@@ -26,7 +27,7 @@ from calib_cli.cli.options import (
     chosen_or_none,
 )
 from calib_cli.cli.session import command_session, emit_report
-from calib_cli.types import CiMethod, InputFormat, ScoreKind, ShiftMethod
+from calib_cli.types import CiMethod, Engine, InputFormat, ScoreKind, ShiftMethod
 
 EPILOG = (
     "Examples: calib estimate-shift --reference calibration.csv --target today.parquet  |  "
@@ -140,6 +141,7 @@ def estimate_shift(
     as_json: JsonOpt = False,
     report: ReportOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
+    engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     debug: DebugOpt = False,
@@ -175,6 +177,7 @@ def estimate_shift(
             as_json=as_json,
             report=report,
             seed=seed,
+            engine=cast(Engine, chosen(engine)),
         )
         result = run_estimate_shift(request, warn=session.warn)
         emit_report(session, estimate_shift_payload(result), as_json=as_json, report_path=report)

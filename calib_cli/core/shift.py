@@ -156,6 +156,7 @@ __all__ = [
     "fit_reference_counts",
     "grid_range",
     "logit_range",
+    "merge_decision_costs",
     "merge_reference_counts",
     "merge_target_counts",
     "posterior",
@@ -2111,4 +2112,45 @@ def decision_costs(
         flagged_shifted=float(w @ d_shifted) / total,
         realised_cost_static=realised_static,
         realised_cost_shifted=realised_shifted,
+    )
+
+
+def merge_decision_costs(parts: Sequence[tuple[float, DecisionCosts]]) -> DecisionCosts:
+    """Chunks' :func:`decision_costs` (each with its total weight) as those of all their rows:
+    every figure is a per-row mean, so the whole is the weight-weighted mean of the parts,
+    added in the order given.
+
+    >>> a = decision_costs([0.6], [0.3], cost_fp=1.0, cost_fn=1.0)
+    >>> b = decision_costs([0.4], [0.1], cost_fp=1.0, cost_fn=1.0)
+    >>> merge_decision_costs([(1.0, a), (1.0, b)]).flagged_static
+    0.5
+    """
+    if not parts:
+        raise InputError("decision costs of no rows")
+    total = 0.0
+    for weight, _ in parts:
+        total += weight
+    first = parts[0][1]
+
+    def mean(field: str) -> float | None:
+        out = 0.0
+        for weight, part in parts:
+            value = getattr(part, field)
+            if value is None:
+                return None
+            out += weight * float(value)
+        return out / total
+
+    def required(field: str) -> float:
+        value = mean(field)
+        return math.nan if value is None else value
+
+    return replace(
+        first,
+        expected_cost_static=required("expected_cost_static"),
+        expected_cost_shifted=required("expected_cost_shifted"),
+        flagged_static=required("flagged_static"),
+        flagged_shifted=required("flagged_shifted"),
+        realised_cost_static=mean("realised_cost_static"),
+        realised_cost_shifted=mean("realised_cost_shifted"),
     )
