@@ -20,6 +20,7 @@ class ExitCode(IntEnum):
     INTERNAL = 70
     CANNOT_WRITE = 73
     INTERRUPTED = 130
+    TERMINATED = 143
 
 
 class CalibError(Exception):

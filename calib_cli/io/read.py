@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 
 from calib_cli.errors import InputError, MissingInputError
+from calib_cli.interrupts import wait_if_interrupted
 from calib_cli.io.formats import ARROW_FILE_MAGIC, GZIP_MAGIC, STDIO, display_name, resolve_format
 from calib_cli.io.table import Table
 from calib_cli.types import InputFormat
@@ -18,10 +19,26 @@ from calib_cli.types import InputFormat
 # ---------------------------------------------------------------------------------- reading
 
 
+STDIN_CHUNK = 1 << 20
+
+
+def read_stdin() -> bytes:
+    """Standard input to its end, in chunks (each read returns to Python, so a signal is acted
+    on while a pipe stays open). An interrupt that arrived with the end of input wins: when
+    the upstream process dies of the same Ctrl-C, the input it left is cut short."""
+    stream = sys.stdin.buffer
+    read = getattr(stream, "read1", stream.read)  # read1: what has arrived, up to a chunk
+    chunks: list[bytes] = []
+    while chunk := read(STDIN_CHUNK):
+        chunks.append(chunk)
+    wait_if_interrupted()
+    return b"".join(chunks)
+
+
 def _read_source_bytes(path: str) -> bytes:
     try:
         if path == STDIO:
-            return sys.stdin.buffer.read()
+            return read_stdin()
         return Path(path).read_bytes()
     except FileNotFoundError:
         raise MissingInputError(f"{path}: no such file") from None

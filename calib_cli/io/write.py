@@ -1,4 +1,10 @@
-"""Writing tables and bytes atomically (temporary file + rename), or to standard output."""
+"""Writing tables and bytes atomically (temporary file + rename), or to standard output.
+
+Every temporary file an atomic write holds open is registered in :mod:`calib_cli.interrupts`,
+so that an interrupted run can remove them all before it ends, and every commit (a rename over
+the destination, a write to standard output) passes through :func:`committing`, which an
+interrupt closes for good.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +13,13 @@ import gzip
 import io
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
 
 from calib_cli.errors import OutputError, UsageError
+from calib_cli.interrupts import committing, new_temporary_file, unregister_temporary
 from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
 from calib_cli.types import InputFormat
 
@@ -52,9 +58,10 @@ def write_bytes(path: str, data: bytes) -> None:
     path = canonical_output(path)
     if path == STDIO:
         try:
-            sys.stdout.flush()
-            sys.stdout.buffer.write(data)
-            sys.stdout.buffer.flush()
+            with committing():
+                sys.stdout.flush()
+                sys.stdout.buffer.write(data)
+                sys.stdout.buffer.flush()
         except BrokenPipeError:
             raise
         except OSError as error:
@@ -85,27 +92,27 @@ def atomic_destination(path: str) -> Iterator[Path]:
     if not directory.is_dir():
         raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
     try:
-        handle, temporary_name = tempfile.mkstemp(
-            prefix=f".{target.name}.", suffix=".tmp", dir=directory
-        )
+        temporary = new_temporary_file(directory, prefix=f".{target.name}.", suffix=".tmp")
     except OSError as error:
         raise OutputError(f"{path}: cannot write ({error.strerror})") from None
-    os.close(handle)
-    temporary = Path(temporary_name)
     try:
         yield temporary
         _fsync(temporary)
         if target.is_dir():
             raise OutputError(f"{path}: cannot write (is a directory)")
         os.chmod(temporary, _file_mode(target))
-        os.replace(temporary, target)
+        with committing():
+            os.replace(temporary, target)
+            unregister_temporary(temporary)
     except OSError as error:
         temporary.unlink(missing_ok=True)
+        unregister_temporary(temporary)
         if isinstance(error, OutputError):
             raise
         raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
     except BaseException:
         temporary.unlink(missing_ok=True)
+        unregister_temporary(temporary)
         raise
 
 
@@ -121,7 +128,7 @@ def _file_mode(target: Path) -> int:
 
 def _write_stream(path: str, data: bytes) -> None:
     try:
-        with open(path, "wb") as handle:
+        with committing(), open(path, "wb") as handle:
             handle.write(data)
     except OSError as error:
         raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
