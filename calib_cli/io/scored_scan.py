@@ -142,7 +142,9 @@ def scored_scan(
             count = int(tallies[f"_bad{index}"][0])
             if count:
                 raise InputError(
-                    _first_bad(lazy, name, column, problem, expr, count, positive_label)
+                    _first_bad(
+                        lazy, name, column, problem, expr, count, schema[column] == pl.String
+                    )
                 )
     if rows == 0:
         raise InputError(f"{name}: no data rows")
@@ -179,7 +181,7 @@ def _first_bad(
     problem: str,
     expr: pl.Expr,
     count: int,
-    positive_label: str | None,
+    text: bool,
 ) -> str:
     first = collect(
         lambda: (
@@ -195,13 +197,12 @@ def _first_bad(
     noun = "value" if count == 1 else "values"
     if count == 1 and problem.startswith("that are "):
         problem = "that is " + problem.removeprefix("that are ")
-    shown = "empty" if value is None or value == "" else _shown(value)
+    shown = "empty" if value is None or value == "" else repr(value) if text else _shown(value)
     hint = (
         "; name the positive value with --positive-label"
         if problem.startswith("that are not 0") or problem.startswith("that is not 0")
         else ""
     )
-    del positive_label
     where = f"(first at row {row}: {shown})"
     return f"{name}: column '{column}' has {count} {noun} {problem} {where}{hint}"
 
