@@ -68,7 +68,7 @@ def _equal(a: ScoreSummary, b: ScoreSummary, rel: float = 1e-12) -> None:
 # --------------------------------------------------------------------------------------- grid
 
 
-@pytest.mark.parametrize("bits", [1, 4, 12, 20, 40])
+@pytest.mark.parametrize("bits", [1, 4, 12, 20, 40, 52])
 def test_cells_are_monotone_tight_and_hold_their_scores(bits: int) -> None:
     rng = np.random.default_rng(bits)
     p = np.concatenate(

@@ -42,7 +42,7 @@ EDGE_SCORES = [
 ]
 
 
-@pytest.mark.parametrize("bits", [1, 7, 12, 30, 40])
+@pytest.mark.parametrize("bits", [1, 7, 12, 30, 40, 52])
 def test_cell_and_bin_expressions_equal_numpy_bit_for_bit(bits: int) -> None:
     rng = np.random.default_rng(bits)
     p = np.concatenate(
@@ -162,3 +162,107 @@ def test_bad_rows_are_refused_naming_the_column() -> None:
         summarize_lazy(pl.LazyFrame({"score": [0.1, 1.5], "label": [0, 1]}))
     with pytest.raises(InputError, match="column 'score' has missing values"):
         summarize_lazy(pl.LazyFrame({"score": [0.1, None], "label": [0, 1]}))
+
+
+def test_streaming_refinement_equals_in_memory_and_is_within_its_bound() -> None:
+    from sklearn.metrics import roc_auc_score
+
+    from calib_cli.summaries import refine_arrays
+    from calib_cli.summaries.scan import refine_lazy
+
+    rng = np.random.default_rng(8)
+    n = 100_000
+    p = 1.0 / (1.0 + np.exp(-rng.normal(-3.0, 1.5, n)))
+    p[:5000] = 0.25  # heavy exact ties
+    y = (rng.random(n) < p).astype(np.int8)
+    frame = pl.DataFrame({"score": p, "label": y})
+    summary = summarize_lazy(frame.lazy())
+    levels = refine_lazy(frame.lazy(), summary)
+    twins = refine_arrays(summary, y, p)
+    assert [lv.plan.mantissa_bits for lv in levels] == [lv.plan.mantissa_bits for lv in twins]
+    for got, want in zip(levels, twins, strict=True):
+        assert got.summary.cell.tolist() == want.summary.cell.tolist()
+        assert got.summary.n_keys <= got.plan.max_keys
+    r = reliability_from_summary(summary, refinement=levels)
+    assert 0.0 < r.exactness.auc_bound <= 1e-6
+    assert abs(r.reliability.auc - roc_auc_score(y, p)) <= r.exactness.auc_bound + 1e-12
+
+
+def test_grouped_refinement_keeps_the_group_rows() -> None:
+    from calib_cli.summaries.scan import refine_lazy
+
+    frame = _frame(9, 20_000)
+    summary = summarize_lazy(frame.lazy(), weight_column="w", group_column="day")
+    with pytest.raises(InputError, match="groups"):
+        refine_lazy(frame.lazy(), summary)
+    one = summary.select_group("mon")
+    levels = refine_lazy(frame.lazy(), one, auc_tolerance=0.0)
+    assert reliability_from_summary(one, refinement=levels).exactness.auc_bound == 0.0
+
+
+def test_several_score_columns_in_one_scan() -> None:
+    from calib_cli.summaries.scan import summarize_lazy_many
+
+    frame = _frame(10, 5000).with_columns((1.0 - pl.col("score")).alias("other"))
+    got = summarize_lazy_many(frame.lazy(), ["score", "other"], weight_column="w")
+    for name in ("score", "other"):
+        want = summarize_lazy(frame.lazy(), score_column=name, weight_column="w")
+        assert got[name].metadata() == want.metadata()
+        assert got[name].cell.tolist() == want.cell.tolist()
+        np.testing.assert_allclose(got[name].log_loss_sum, want.log_loss_sum, rtol=1e-12)
+
+
+def test_parquet_round_trip_merge_and_refusals(tmp_path: Path) -> None:
+    from calib_cli.summaries.scan import read_summary_parquet, write_summary_parquet
+
+    frame = _frame(11, 9000)
+    parts = [frame[:3000], frame[3000:]]
+    summaries = [summarize_lazy(f.lazy(), weight_column="w", group_column="day") for f in parts]
+    paths = [tmp_path / f"part{i}.parquet" for i in range(2)]
+    for s, path in zip(summaries, paths, strict=True):
+        write_summary_parquet(s, path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["part0.parquet", "part1.parquet"]
+    back = read_summary_parquet(paths[0])
+    assert back.metadata() == summaries[0].metadata() and back.groups == summaries[0].groups
+    for name, values in summaries[0].to_columns().items():
+        got = back.to_columns()[name]
+        if values.dtype.kind == "f":
+            np.testing.assert_array_equal(got, values)  # NaN <-> null, bit for bit
+        else:
+            assert got.tolist() == values.tolist(), name
+    meta = pl.read_parquet_metadata(paths[0])["calib.summary"]
+    assert '"kind": "calib.score_summary"' in meta
+    merged = read_summary_parquet(*paths)
+    whole = merge_summaries(summaries)
+    assert merged.cell.tolist() == whole.cell.tolist()
+    np.testing.assert_allclose(merged.weight, whole.weight, rtol=1e-12)
+
+    plain = tmp_path / "plain.parquet"
+    frame.write_parquet(plain)
+    with pytest.raises(InputError, match=r"plain\.parquet: not a calib summary"):
+        read_summary_parquet(plain)
+    text = tmp_path / "text.parquet"
+    text.write_text("hello")
+    with pytest.raises(InputError, match=r"text\.parquet: not a Parquet file"):
+        read_summary_parquet(text)
+    import json
+
+    for field, value, message in [
+        ("schema_version", 2, "schema_version 2 is not supported"),
+        ("grid", {"kind": "uniform", "mantissa_bits": 12}, "grid must be"),
+        ("kind", "other", "kind must be"),
+    ]:
+        bad_meta = summaries[0].metadata() | {field: value}
+        bad = tmp_path / f"bad_{field}.parquet"
+        pl.read_parquet(paths[0]).write_parquet(
+            bad, metadata={"calib.summary": json.dumps(bad_meta)}
+        )
+        with pytest.raises(InputError, match=rf"bad_{field}\.parquet: {message}"):
+            read_summary_parquet(bad)
+    finer = tmp_path / "finer.parquet"
+    write_summary_parquet(
+        summarize_lazy(parts[1].lazy(), weight_column="w", group_column="day", mantissa_bits=14),
+        finer,
+    )
+    with pytest.raises(InputError, match=r"finer\.parquet: field 'grid'"):
+        read_summary_parquet(paths[0], finer)

@@ -76,13 +76,18 @@ from __future__ import annotations
 
 from calib_cli.summaries.figures import (
     Exactness,
+    RefinementLevel,
+    RefinementPlan,
     ResolvedCells,
     SummaryReliability,
     cells_to_resolve,
+    plan_refinement,
+    refine_arrays,
     reliability_from_summary,
     resolved_cells,
+    summarize_refinement,
 )
-from calib_cli.summaries.grid import bin_index, cell_bounds, cell_index
+from calib_cli.summaries.grid import bin_index, cell_bounds, cell_index, parent_cell
 from calib_cli.summaries.summary import (
     SCHEMA_VERSION,
     ScoreSummary,
@@ -93,6 +98,8 @@ from calib_cli.summaries.summary import (
 __all__ = [
     "SCHEMA_VERSION",
     "Exactness",
+    "RefinementLevel",
+    "RefinementPlan",
     "ResolvedCells",
     "ScoreSummary",
     "SummaryReliability",
@@ -101,7 +108,11 @@ __all__ = [
     "cell_index",
     "cells_to_resolve",
     "merge_summaries",
+    "parent_cell",
+    "plan_refinement",
+    "refine_arrays",
     "reliability_from_summary",
     "resolved_cells",
     "summarize_arrays",
+    "summarize_refinement",
 ]

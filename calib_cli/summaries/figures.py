@@ -55,6 +55,7 @@ Bounded:
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -82,17 +83,31 @@ from calib_cli.core.metrics import (
     _z_value,
 )
 from calib_cli.errors import InputError
-from calib_cli.summaries.grid import bin_index, cell_bounds, cell_index
-from calib_cli.summaries.summary import ScoreSummary
+from calib_cli.summaries.grid import (
+    MAX_MANTISSA_BITS,
+    bin_index,
+    cell_bounds,
+    cell_index,
+    parent_cell,
+)
+from calib_cli.summaries.summary import ScoreSummary, summarize_arrays
 from calib_cli.types import BinStrategy, BoolArray, FloatArray, IntArray, choices
 
 __all__ = [
+    "DEFAULT_AUC_TOLERANCE",
+    "DEFAULT_MAX_KEYS",
+    "DEFAULT_MAX_LEVELS",
     "Exactness",
+    "RefinementLevel",
+    "RefinementPlan",
     "ResolvedCells",
     "SummaryReliability",
     "cells_to_resolve",
+    "plan_refinement",
+    "refine_arrays",
     "reliability_from_summary",
     "resolved_cells",
+    "summarize_refinement",
 ]
 
 DEFAULT_AUC_TOLERANCE = 1e-6
@@ -122,9 +137,13 @@ class Exactness:
         Whether the intercept/slope fits ran on exact scores (every atom tied or resolved)
         rather than on per-atom mean logits.
     resolved_cells : int
-        Atoms replaced by their rows (a second pass).
+        The summary's atoms replaced by their rows or by finer cells (later passes).
     unresolved_atoms : int
         Atoms with more than one distinct score left as they are.
+    refinement_levels : int
+        Refinement passes applied (:class:`RefinementLevel`).
+    finest_mantissa_bits : int
+        The finest grid among them (``mantissa_bits`` when none).
     """
 
     mantissa_bits: int
@@ -138,6 +157,8 @@ class Exactness:
     calibration_fit_exact: bool
     resolved_cells: int
     unresolved_atoms: int
+    refinement_levels: int = 0
+    finest_mantissa_bits: int = 0
 
 
 @dataclass(frozen=True)
@@ -244,6 +265,8 @@ class _Atoms:
     logit_pos: FloatArray
     logit_neg: FloatArray
     resolved: BoolArray
+    bits: IntArray  # the grid the atom is a cell of (52 for a resolved score)
+    own_cell: IntArray  # its cell on that grid (``cell`` is the cell on the summary's grid)
 
     @property
     def weight(self) -> FloatArray:
@@ -319,6 +342,8 @@ def _atoms_of(summary: ScoreSummary) -> _Atoms:
         logit_pos=logit_pos,
         logit_neg=logit_neg,
         resolved=np.zeros(k, dtype=bool),
+        bits=np.full(k, summary.mantissa_bits, dtype=np.int64),
+        own_cell=cell[change].copy(),
     )
 
 
@@ -381,12 +406,347 @@ def _resolve(atoms: _Atoms, resolved: ResolvedCells, summary: ScoreSummary) -> _
         logit_pos=pos * logit(q),
         logit_neg=neg * logit(q),
         resolved=np.ones(k, dtype=bool),
+        bits=np.full(k, MAX_MANTISSA_BITS, dtype=np.int64),
+        own_cell=cell_index(v, mantissa_bits=MAX_MANTISSA_BITS),
     )
     keep = np.ones(atom_key.size, dtype=bool)
     keep[where] = False
     merged = {f: np.concatenate((getattr(atoms, f)[keep], getattr(new, f))) for f in _ATOM_FIELDS}
     order = np.lexsort((merged["lo"], merged["bin"], merged["cell"]))
     return _Atoms(**{f: v[order] for f, v in merged.items()})
+
+
+# ---------------------------------------------------------------------------------------------
+# Refinement: finer grids over chosen cells
+# ---------------------------------------------------------------------------------------------
+
+#: Default cap on the keys (fine cell, bin, class) one refinement pass may produce.
+DEFAULT_MAX_KEYS = 1 << 21
+#: Default cap on the refinement passes.
+DEFAULT_MAX_LEVELS = 6
+#: Fewest bits a pass adds (a pass costs a scan; a few more keys per cell cost little).
+MIN_STEP_BITS = 3
+
+
+@dataclass(frozen=True)
+class RefinementPlan:
+    """What the next refinement pass summarises: the rows of ``parents``, on a finer grid.
+
+    Attributes
+    ----------
+    mantissa_bits : int
+        The grid of the pass, finer than every parent's (the grids nest,
+        :func:`~calib_cli.summaries.grid.parent_cell`).
+    parents : tuple of (int, ndarray of int64)
+        ``(bits, cells)`` pairs: a row belongs to the pass when its cell on the ``bits`` grid
+        is one of ``cells``, whatever its bin. The parents are disjoint score intervals.
+    max_keys : int
+        The most keys (fine cell, bin, class) the pass can produce,
+        :math:`\\sum_a \\min(n_a, 2 \\cdot 2^{m' - b_a})` over the atoms ``a`` of the parents
+        (:math:`n_a` rows, grid :math:`b_a`): the memory of the pass, never the rows'.
+    auc_bound : float
+        The AUC bound before the pass.
+    """
+
+    mantissa_bits: int
+    parents: tuple[tuple[int, IntArray], ...]
+    max_keys: int
+    auc_bound: float
+
+
+@dataclass(frozen=True)
+class RefinementLevel:
+    """One refinement pass: its plan and the summary, on the plan's grid, of its parents' rows.
+
+    ``summary`` holds exactly the rows whose cell is a parent of ``plan`` (one group;
+    :func:`summarize_refinement` in memory, :func:`calib_cli.summaries.scan.refine_lazy`
+    streaming); :func:`reliability_from_summary` checks that its weights and row counts add
+    up to the parents' before using it.
+    """
+
+    plan: RefinementPlan
+    summary: ScoreSummary
+
+
+def _check_level(base: ScoreSummary, level: RefinementLevel) -> None:
+    fine, plan = level.summary, level.plan
+    for name in ("bin_edges", "eps", "score_column", "label_column", "weight_column"):
+        a, b = getattr(base, name), getattr(fine, name)
+        if a != b:
+            raise InputError(f"the refinement has another {name} than the summary: {b!r}, {a!r}")
+    if fine.mantissa_bits != plan.mantissa_bits:
+        raise InputError(
+            f"the refinement's grid has {fine.mantissa_bits} bits, its plan {plan.mantissa_bits}"
+        )
+    if len(fine.groups) > 1:
+        raise InputError("a refinement summary must hold one group")
+    for bits, _ in plan.parents:
+        if not base.mantissa_bits <= bits < plan.mantissa_bits:
+            raise InputError(
+                f"a refinement parent on {bits} bits does not lie between the summary's grid "
+                f"({base.mantissa_bits}) and the refinement's ({plan.mantissa_bits})"
+            )
+
+
+def _totals(cells: IntArray, keys: IntArray, *values: npt.ArrayLike) -> list[FloatArray]:
+    index = np.searchsorted(keys, cells)
+    return [
+        np.bincount(index, weights=np.asarray(v, dtype=np.float64), minlength=keys.size).astype(
+            np.float64
+        )
+        for v in values
+    ]
+
+
+def _apply_level(atoms: _Atoms, level: RefinementLevel, base: ScoreSummary) -> _Atoms:
+    """Replace the atoms of the level's parent cells by the level's finer atoms."""
+    _check_level(base, level)
+    plan = level.plan
+    fine = _atoms_of(level.summary)
+    covered = np.zeros(atoms.pos.size, dtype=bool)
+    owned = np.zeros(fine.pos.size, dtype=bool)
+    for bits, parent_cells in plan.parents:
+        keys = np.unique(np.asarray(parent_cells, dtype=np.int64))
+        mine = (atoms.bits == bits) & np.isin(atoms.own_cell, keys)
+        up = parent_cell(fine.own_cell, from_bits=plan.mantissa_bits, to_bits=bits)
+        theirs = np.isin(up, keys)
+        if np.any(owned & theirs):
+            raise InputError("the refinement's parent cells overlap")
+        owned |= theirs
+        covered |= mine
+        want = _totals(atoms.own_cell[mine], keys, atoms.pos[mine], atoms.neg[mine])
+        got = _totals(up[theirs], keys, fine.pos[theirs], fine.neg[theirs])
+        rows_want = _totals(atoms.own_cell[mine], keys, atoms.n_rows[mine])[0]
+        rows_got = _totals(up[theirs], keys, fine.n_rows[theirs])[0]
+        tol = 1e-9 * (want[0] + want[1]) + 1e-300
+        if (
+            np.any(np.abs(got[0] - want[0]) > tol)
+            or np.any(np.abs(got[1] - want[1]) > tol)
+            or np.any(rows_got != rows_want)
+        ):
+            raise InputError(
+                "the refinement's rows do not add up to the summary's in the cells it refines"
+            )
+    if not np.all(owned):
+        raise InputError("the refinement holds rows outside the cells it refines")
+    base_cell = parent_cell(fine.own_cell, from_bits=plan.mantissa_bits, to_bits=base.mantissa_bits)
+    keep = ~covered
+    merged = {
+        f: np.concatenate((getattr(atoms, f)[keep], base_cell if f == "cell" else getattr(fine, f)))
+        for f in _ATOM_FIELDS
+    }
+    order = np.lexsort((merged["lo"], merged["bin"], merged["cell"]))
+    return _Atoms(**{f: v[order] for f, v in merged.items()})
+
+
+def _whole_cells(atoms: _Atoms, need: BoolArray) -> BoolArray:
+    """``need`` grown to every atom (every bin) of the cells it touches."""
+    out = need.copy()
+    for bits in np.unique(atoms.bits[need]):
+        same = atoms.bits == bits
+        out |= same & np.isin(atoms.own_cell, atoms.own_cell[need & same])
+    return out
+
+
+def _pass_bits(
+    atoms: _Atoms, need: BoolArray, terms: FloatArray, goal: float, max_keys: int, max_bits: int
+) -> tuple[int, int]:
+    """The grid of the next pass and its key bound: the coarsest grid whose expected AUC
+    terms (each halving per added bit) meet ``goal``, at least ``MIN_STEP_BITS`` finer, and
+    within ``max_keys``."""
+    b = atoms.bits[need]
+    n = atoms.n_rows[need]
+    t = terms[need]
+    lowest = int(b.max()) + 1
+
+    def keys(m: int) -> int:
+        return int(np.sum(np.minimum(n, np.left_shift(2, np.maximum(m - b, 0)))))
+
+    m = lowest
+    while m < max_bits and float(np.sum(t * np.exp2(-(m - b).astype(np.float64)))) > goal:
+        m += 1
+    m = max(m, min(lowest + MIN_STEP_BITS - 1, max_bits))
+    while m > lowest and keys(m) > max_keys:
+        m -= 1
+    return m, keys(m)
+
+
+def plan_refinement(
+    summary: ScoreSummary,
+    levels: Sequence[RefinementLevel] = (),
+    *,
+    auc_tolerance: float = DEFAULT_AUC_TOLERANCE,
+    average_precision_tolerance: float | None = None,
+    ece_tolerance: float | None = None,
+    n_bins: int | None = None,
+    strategy: BinStrategy = "uniform",
+    max_keys: int = DEFAULT_MAX_KEYS,
+    max_bits: int = MAX_MANTISSA_BITS,
+) -> RefinementPlan | None:
+    """The next refinement pass, or None when the bounds meet their tolerances (or cannot move).
+
+    The atoms (the summary's cells, as refined by ``levels``) whose AUC terms are largest are
+    chosen until the terms left sum to at most half of ``auc_tolerance`` (likewise for
+    average precision when ``average_precision_tolerance`` is given; and the atoms straddling
+    a bin edge of ``n_bins``/``strategy`` or of the Hosmer-Lemeshow groups, always along with
+    them, and on their own while the ECE bound exceeds ``ece_tolerance`` when given), grown to
+    whole cells. The pass summarises their rows on a grid of ``m + d`` bits: a cell split into
+    :math:`2^d` cells whose scores spread over it leaves about :math:`2^{-d}` of its term, so
+    ``d`` is the least for which the chosen terms so shrunk meet the other half, at least
+    ``MIN_STEP_BITS``, capped so that the pass has at most ``max_keys`` keys (a cell of ``n``
+    rows yields at most ``min(n, 2^(d+1))``) and at ``max_bits`` (52: a cell is one double,
+    all ties, exact). Atoms already on ``max_bits``, all ties, or of one class are exact and
+    never chosen.
+
+    Returns
+    -------
+    RefinementPlan or None
+
+    Examples
+    --------
+    >>> from calib_cli.summaries.summary import summarize_arrays
+    >>> s = summarize_arrays([0, 1, 0, 1], [0.30001, 0.30002, 0.30003, 0.9])
+    >>> plan = plan_refinement(s)
+    >>> plan.mantissa_bits, [(b, c.size) for b, c in plan.parents], plan.max_keys
+    (31, [(12, 1)], 3)
+    """
+    summary = _one_group(summary)
+    strategy = _check_options(n_bins, strategy)
+    for name, value in (
+        ("auc_tolerance", auc_tolerance),
+        ("average_precision_tolerance", average_precision_tolerance),
+        ("ece_tolerance", ece_tolerance),
+    ):
+        if value is not None and not value >= 0.0:
+            raise InputError(f"{name} must be non-negative, got {value!r}")
+    if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 16:
+        raise InputError(f"max_keys must be an integer of at least 16, got {max_keys!r}")
+    if not summary.mantissa_bits < max_bits <= MAX_MANTISSA_BITS:
+        raise InputError(
+            f"max_bits must lie in ({summary.mantissa_bits}, {MAX_MANTISSA_BITS}], got {max_bits!r}"
+        )
+    atoms = _prepared(summary, None, levels)
+    can = (atoms.weight > 0.0) & ~atoms.tied & (atoms.bits < max_bits)
+    auc_terms = _auc_terms(atoms)
+    bound = float(np.sum(auc_terms))
+    need = np.zeros(atoms.pos.size, dtype=bool)
+    goal = math.inf
+    if bound > auc_tolerance:
+        room = max(auc_tolerance - float(np.sum(auc_terms[~can])), 0.0)
+        need |= _largest_terms(np.where(can, auc_terms, 0.0), room / 2.0)
+        goal = room / 2.0
+    if average_precision_tolerance is not None:
+        ap_terms = _average_precision_terms(atoms)
+        if float(np.sum(ap_terms)) > average_precision_tolerance:
+            room = max(average_precision_tolerance - float(np.sum(ap_terms[~can])), 0.0)
+            need |= _largest_terms(np.where(can, ap_terms, 0.0), room / 2.0)
+    k, own = _own_edges(summary, n_bins)
+    unit = _min_weight(summary)
+    binning = _binning(atoms, k, strategy, unit, own)
+    straddle = binning.straddle | _binning(atoms, 10, "quantile", unit, None).straddle
+    total = float(np.sum(atoms.weight))
+    ece_bound = 2.0 * _straddle_terms(atoms, binning)[1] / total
+    if np.any(need & can) or (ece_tolerance is not None and ece_bound > ece_tolerance):
+        need |= straddle
+    need &= can
+    if not np.any(need):
+        return None
+    need = _whole_cells(atoms, need)
+    kept_terms = float(np.sum(auc_terms[need]))
+    goal = max(goal - (bound - kept_terms), 0.0) if math.isfinite(goal) else goal
+    m, n_keys = _pass_bits(atoms, need, auc_terms, goal, max_keys, max_bits)
+    if n_keys > max_keys:  # even one bit more is too many keys: refine the largest terms only
+        order = np.argsort(-auc_terms[need], kind="stable")
+        b = atoms.bits[need][order]
+        cost = np.minimum(atoms.n_rows[need][order], np.left_shift(2, np.maximum(m - b, 0)))
+        chosen = np.flatnonzero(need)[order][np.cumsum(cost) <= max_keys]
+        need = np.zeros(atoms.pos.size, dtype=bool)
+        need[chosen] = True
+        need = _whole_cells(atoms, need)  # the other bins of a chosen cell: a few keys more
+        if not np.any(need):
+            return None
+        m, n_keys = _pass_bits(atoms, need, auc_terms, goal, max_keys, max_bits)
+    parents = tuple(
+        (int(bits), np.unique(atoms.own_cell[need & (atoms.bits == bits)]))
+        for bits in np.unique(atoms.bits[need])
+    )
+    return RefinementPlan(mantissa_bits=m, parents=parents, max_keys=n_keys, auc_bound=bound)
+
+
+def summarize_refinement(
+    summary: ScoreSummary,
+    plan: RefinementPlan,
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+) -> RefinementLevel:
+    """The refinement pass over rows in memory (the rows of one group of ``summary``).
+
+    Examples
+    --------
+    >>> from calib_cli.summaries.summary import summarize_arrays
+    >>> y, p = [0, 1, 0, 1], [0.30001, 0.30002, 0.30003, 0.9]
+    >>> s = summarize_arrays(y, p)
+    >>> level = summarize_refinement(s, plan_refinement(s), y, p)
+    >>> level.summary.n_keys, reliability_from_summary(s, refinement=[level]).exactness.auc_bound
+    (3, 0.0)
+    """
+    p = np.asarray(y_prob, dtype=np.float64)
+    keep = np.zeros(p.shape, dtype=bool)
+    for bits, cells in plan.parents:
+        keep |= np.isin(cell_index(p, mantissa_bits=bits), cells)
+    fine = summarize_arrays(
+        np.asarray(y_true)[keep],
+        p[keep],
+        sample_weight=None if sample_weight is None else np.asarray(sample_weight)[keep],
+        bin_edges=summary.bin_edges,
+        mantissa_bits=plan.mantissa_bits,
+        eps=summary.eps,
+        score_column=summary.score_column,
+        label_column=summary.label_column,
+        weight_column=summary.weight_column,
+    )
+    return RefinementLevel(plan=plan, summary=fine)
+
+
+def refine_arrays(
+    summary: ScoreSummary,
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    auc_tolerance: float = DEFAULT_AUC_TOLERANCE,
+    average_precision_tolerance: float | None = None,
+    ece_tolerance: float | None = None,
+    n_bins: int | None = None,
+    strategy: BinStrategy = "uniform",
+    max_keys: int = DEFAULT_MAX_KEYS,
+    max_levels: int = DEFAULT_MAX_LEVELS,
+) -> tuple[RefinementLevel, ...]:
+    """Refinement passes over rows in memory until the bounds meet their tolerances.
+
+    The NumPy twin of :func:`calib_cli.summaries.scan.refine_lazy` (options as in
+    :func:`plan_refinement`; at most ``max_levels`` passes).
+    """
+    levels: list[RefinementLevel] = []
+    for _ in range(max_levels):
+        plan = plan_refinement(
+            summary,
+            levels,
+            auc_tolerance=auc_tolerance,
+            average_precision_tolerance=average_precision_tolerance,
+            ece_tolerance=ece_tolerance,
+            n_bins=n_bins,
+            strategy=strategy,
+            max_keys=max_keys,
+        )
+        if plan is None:
+            break
+        levels.append(
+            summarize_refinement(summary, plan, y_true, y_prob, sample_weight=sample_weight)
+        )
+    return tuple(levels)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -620,8 +980,16 @@ def _check_options(n_bins: int | None, strategy: str) -> BinStrategy:
     raise InputError(f"strategy must be one of {', '.join(choices(BinStrategy))}, got {strategy!r}")
 
 
-def _prepared(summary: ScoreSummary, resolved: ResolvedCells | None) -> _Atoms:
+def _prepared(
+    summary: ScoreSummary,
+    resolved: ResolvedCells | None,
+    levels: Sequence[RefinementLevel] = (),
+) -> _Atoms:
     atoms = _atoms_of(summary)
+    if resolved is not None and len(levels):
+        raise InputError("give either resolved rows or a refinement, not both")
+    for level in levels:
+        atoms = _apply_level(atoms, level, summary)
     return atoms if resolved is None else _resolve(atoms, resolved, summary)
 
 
@@ -702,6 +1070,7 @@ def reliability_from_summary(
     n_bootstrap: int = 0,
     rng: np.random.Generator | None = None,
     resolved: ResolvedCells | None = None,
+    refinement: Sequence[RefinementLevel] = (),
 ) -> SummaryReliability:
     """Every figure of :func:`~calib_cli.core.metrics.reliability_summary`, from a summary.
 
@@ -720,6 +1089,10 @@ def reliability_from_summary(
     resolved : ResolvedCells, optional
         Rows of the atoms :func:`cells_to_resolve` listed (a second pass): those atoms count
         exactly.
+    refinement : sequence of RefinementLevel
+        Finer summaries of chosen cells (:func:`refine_arrays`,
+        :func:`calib_cli.summaries.scan.refine_lazy`), applied in order: their finer atoms
+        replace the cells they refine. Not together with ``resolved``.
 
     Returns
     -------
@@ -755,7 +1128,7 @@ def reliability_from_summary(
     unit = total / n_weighted if n_weighted else 1.0
     unit = unit if unit < 1.0 else 1.0  # metrics.count_unit from sums
 
-    atoms = _prepared(summary, resolved)
+    atoms = _prepared(summary, resolved, refinement)
     k, own = _own_edges(summary, n_bins)
     min_weight = _min_weight(summary)
     binning = _binning(atoms, k, strategy, min_weight, own)
@@ -834,12 +1207,23 @@ def reliability_from_summary(
         ece_bound=2.0 * straddle_gap / total,
         hosmer_lemeshow_exact=not bool(np.any(hl_binning.straddle)),
         calibration_fit_exact=not bool(np.any(untied)),
-        resolved_cells=0
-        if resolved is None
-        else int(np.unique(resolved.cell * (len(summary.bin_edges) + 1) + resolved.bin).size),
+        resolved_cells=_replaced_cells(atoms, summary),
         unresolved_atoms=int(np.sum(untied)),
+        refinement_levels=len(refinement),
+        finest_mantissa_bits=max(
+            [summary.mantissa_bits, *(level.plan.mantissa_bits for level in refinement)]
+        ),
     )
     return SummaryReliability(reliability=reliability, exactness=exactness)
+
+
+def _replaced_cells(atoms: _Atoms, summary: ScoreSummary) -> int:
+    """The summary's atoms replaced by rows or finer cells."""
+    finer = atoms.bits > summary.mantissa_bits
+    if not np.any(finer):
+        return 0
+    key = atoms.cell[finer] * (len(summary.bin_edges) + 1) + atoms.bin[finer]
+    return int(np.unique(key).size)
 
 
 def _fit(atoms: _Atoms, eps: float) -> Any:

@@ -66,14 +66,16 @@ __all__ = [
     "check_bin_edges",
     "check_mantissa_bits",
     "half_cell",
+    "parent_cell",
 ]
 
 DEFAULT_MANTISSA_BITS = 12
-MAX_MANTISSA_BITS = 40
+#: At 52 bits a cell holds one double: every cell is a group of ties.
+MAX_MANTISSA_BITS = 52
 
 
 def check_mantissa_bits(mantissa_bits: int) -> int:
-    """``mantissa_bits`` as an int in ``[1, 40]`` or an InputError naming it.
+    """``mantissa_bits`` as an int in ``[1, 52]`` or an InputError naming it.
 
     >>> check_mantissa_bits(12)
     12
@@ -125,6 +127,32 @@ def cell_index(y_prob: npt.ArrayLike, *, mantissa_bits: int) -> IntArray:
     x = np.where(low, p, 1.0 - p)
     f = np.where(x == 0.0, 0, (x.view(np.int64) >> s) + 1)  # x == 0 also catches -0.0
     return np.where(low, f, 2 * h - f).astype(np.int64)
+
+
+def parent_cell(cells: npt.ArrayLike, *, from_bits: int, to_bits: int) -> IntArray:
+    """The cell at ``to_bits`` that holds each cell at ``from_bits >= to_bits`` (the grids nest).
+
+    A finer grid is a bit-prefix refinement of a coarser one: with :math:`d` = ``from_bits -
+    to_bits``, :math:`f_{\\text{coarse}} = ((f_{\\text{fine}} - 1) \\gg d) + 1` on each tail
+    (0 stays 0), so every fine cell lies inside exactly one coarse cell.
+
+    Examples
+    --------
+    >>> fine = cell_index([0.0, 1e-9, 0.3, 0.5, 0.7, 1.0], mantissa_bits=20)
+    >>> coarse = cell_index([0.0, 1e-9, 0.3, 0.5, 0.7, 1.0], mantissa_bits=12)
+    >>> bool(np.array_equal(parent_cell(fine, from_bits=20, to_bits=12), coarse))
+    True
+    """
+    fine_bits, coarse_bits = check_mantissa_bits(from_bits), check_mantissa_bits(to_bits)
+    if coarse_bits > fine_bits:
+        raise InputError(f"to_bits ({to_bits}) must not exceed from_bits ({from_bits})")
+    d = fine_bits - coarse_bits
+    h_fine, h_coarse = half_cell(fine_bits), half_cell(coarse_bits)
+    c = np.asarray(cells, dtype=np.int64)
+    low = c <= h_fine
+    f = np.where(low, c, 2 * h_fine - c)
+    g = np.where(f > 0, ((f - 1) >> d) + 1, 0)
+    return np.where(low, g, 2 * h_coarse - g).astype(np.int64)
 
 
 def _from_bits(bits: IntArray) -> FloatArray:

@@ -15,14 +15,27 @@ pass, naming the column: labels other than 0/1, missing or out-of-range scores.
 
 from __future__ import annotations
 
+import json
+import os
+import tempfile
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
 from calib_cli.errors import InputError
-from calib_cli.summaries.figures import ResolvedCells
+from calib_cli.summaries.figures import (
+    DEFAULT_AUC_TOLERANCE,
+    DEFAULT_MAX_KEYS,
+    DEFAULT_MAX_LEVELS,
+    RefinementLevel,
+    RefinementPlan,
+    ResolvedCells,
+    plan_refinement,
+)
 from calib_cli.summaries.grid import (
     DEFAULT_MANTISSA_BITS,
     check_bin_edges,
@@ -36,16 +49,27 @@ from calib_cli.summaries.summary import (
     SCHEMA_VERSION,
     SUMMARY_KIND,
     ScoreSummary,
+    merge_summaries,
 )
+from calib_cli.types import BinStrategy
 
 __all__ = [
+    "SUMMARY_METADATA_KEY",
     "bin_expr",
     "cell_expr",
+    "read_summary_parquet",
+    "refine_lazy",
+    "refinement_level_lazy",
     "rows_in_cells",
     "summarize_lazy",
+    "summarize_lazy_many",
     "summary_from_frame",
     "summary_plan",
+    "write_summary_parquet",
 ]
+
+#: The Parquet key-value metadata key holding a summary's metadata (JSON text).
+SUMMARY_METADATA_KEY = "calib.summary"
 
 
 def cell_expr(score: pl.Expr, *, mantissa_bits: int = DEFAULT_MANTISSA_BITS) -> pl.Expr:
@@ -97,6 +121,11 @@ def _inputs(
     return p, y, w
 
 
+def _packable(mantissa_bits: int, n_bins: int) -> bool:
+    """Whether (cell, bin, label) packs into one int64: cell < 2**(m + 11), 8 bits of label."""
+    return mantissa_bits + 11 + max(n_bins - 1, 1).bit_length() + 8 <= 62
+
+
 def summary_plan(
     scan: pl.LazyFrame,
     *,
@@ -111,42 +140,115 @@ def summary_plan(
     """The lazy group-by behind :func:`summarize_lazy` (collect several with ``pl.collect_all``).
 
     One output row per (group, cell, bin, label) with the columns of the summary format.
+    The pass aggregates fewer terms than the format stores, and derives the rest per key,
+    without cancellation: with :math:`x = \\min(p, 1 - p)` (exact), the sums of :math:`w x`
+    and :math:`w x^2` give ``score_sum``, ``complement_sum`` and their squares (the far side
+    is :math:`W - \\sum w x \\ge W/2`, resp. :math:`W - 2\\sum w x + \\sum w x^2 \\ge W/4`;
+    which side is which is the cell's tail); the sums of :math:`w \\log q` and
+    :math:`w \\log(1 - q)` give ``log_loss_sum`` (the label is the key's) and ``logit_sum``;
+    without a weight column the weight sums are the row counts. The key (cell, bin, label)
+    is packed into one int64 when it fits (hashing one integer is cheaper than three).
     """
+    m = check_mantissa_bits(mantissa_bits)
+    edges = [float(e) for e in check_bin_edges(bin_edges)]
+    n_bins = len(edges) - 1
+    h = half_cell(m)
+    weighted = weight_column is not None
     p, y, w = _inputs(score_column, label_column, weight_column)
-    group = (
-        pl.lit(None, pl.String) if group_column is None else pl.col(group_column).cast(pl.String)
+    scan = scan.select(
+        [score_column, label_column]
+        + ([weight_column] if weight_column is not None else [])
+        + (
+            [group_column]
+            if group_column is not None
+            and group_column not in (score_column, label_column, weight_column)
+            else []
+        )
     )
-    keyed = scan.select(
-        group.alias("group"),
-        cell_expr(p, mantissa_bits=mantissa_bits).alias("cell"),
-        bin_expr(p, bin_edges).alias("bin"),
-        pl.col(label_column).cast(pl.Int8).alias("label"),
-        p.alias("_p"),
-        y.alias("_y"),
-        w.alias("_w"),
-    )
-    p, y, w = pl.col("_p"), pl.col("_y"), pl.col("_w")
+    x = pl.when(p <= 0.5).then(p).otherwise(1.0 - p)
     q = p.clip(eps, 1.0 - eps)
-    complement = 1.0 - p
     centred = 1.0 - 2.0 * p
-    positive = w > 0.0
-    loss = pl.when(y == 1.0).then(-q.log()).otherwise(-(-q).log1p())
-    return keyed.group_by(["group", "cell", "bin", "label"]).agg(
+    cell = cell_expr(p, mantissa_bits=m)
+    bin_ = bin_expr(p, edges).cast(pl.Int64)
+    label = pl.col(label_column).cast(pl.Int8)
+    packed = _packable(m, n_bins)
+    keys: list[pl.Expr] = []
+    if group_column is not None:
+        keys.append(pl.col(group_column).cast(pl.String).alias("group"))
+    if packed:
+        keys.append(((cell * n_bins + bin_) * 256 + (label.cast(pl.Int64) + 128)).alias("_key"))
+    else:
+        keys += [cell.alias("cell"), bin_.cast(pl.Int32).alias("bin"), label.alias("label")]
+
+    def total(term: pl.Expr) -> pl.Expr:
+        return (w * term).sum() if weighted else term.sum()
+
+    aggs = [
         pl.len().cast(pl.Int64).alias("n_rows"),
-        positive.cast(pl.Int64).sum().alias("n_rows_weighted"),
-        w.sum().alias("weight"),
-        (w * w).sum().alias("weight_sq"),
-        (w * p).sum().alias("score_sum"),
-        (w * p * p).sum().alias("score_sq_sum"),
-        (w * complement).sum().alias("complement_sum"),
-        (w * complement * complement).sum().alias("complement_sq_sum"),
-        (w * loss).sum().alias("log_loss_sum"),
-        (w * (q / (1.0 - q)).log()).sum().alias("logit_sum"),
-        (w * ((y - p) * centred)).sum().alias("spiegelhalter_num"),
-        (w * (centred * centred * p * complement)).sum().alias("spiegelhalter_var"),
-        pl.when(positive).then(w).min().alias("weight_min"),
-        pl.when(positive).then(p).min().alias("score_min"),
-        pl.when(positive).then(p).max().alias("score_max"),
+        total(x).alias("_near"),
+        total(x * x).alias("_near_sq"),
+        total(q.log()).alias("_log_q"),
+        total((-q).log1p()).alias("_log_1mq"),
+        total((y - p) * centred).alias("spiegelhalter_num"),
+        total(centred * centred * p * (1.0 - p)).alias("spiegelhalter_var"),
+    ]
+    positive = w > 0.0
+    if weighted:
+        aggs += [
+            positive.cast(pl.Int64).sum().alias("n_rows_weighted"),
+            w.sum().alias("weight"),
+            (w * w).sum().alias("weight_sq"),
+            pl.when(positive).then(w).min().alias("weight_min"),
+            pl.when(positive).then(p).min().alias("score_min"),
+            pl.when(positive).then(p).max().alias("score_max"),
+        ]
+    else:
+        aggs += [p.min().alias("score_min"), p.max().alias("score_max")]
+    out = scan.group_by(keys).agg(aggs)
+    if packed:
+        key = pl.col("_key")
+        out = out.with_columns(
+            (key // (256 * n_bins)).alias("cell"),
+            ((key // 256) % n_bins).cast(pl.Int32).alias("bin"),
+            ((key % 256) - 128).cast(pl.Int8).alias("label"),
+        )
+    if group_column is None:
+        out = out.with_columns(pl.lit(None, pl.String).alias("group"))
+    if not weighted:
+        out = out.with_columns(
+            pl.col("n_rows").alias("n_rows_weighted"),
+            pl.col("n_rows").cast(pl.Float64).alias("weight"),
+            pl.col("n_rows").cast(pl.Float64).alias("weight_sq"),
+            pl.lit(1.0).alias("weight_min"),
+        )
+    low = pl.col("cell") <= h
+    near, near_sq, weight = pl.col("_near"), pl.col("_near_sq"), pl.col("weight")
+    far = weight - near
+    far_sq = weight - 2.0 * near + near_sq
+    positive_key = pl.col("label") == 1
+    return out.select(
+        "group",
+        pl.col("cell").cast(pl.Int64),
+        pl.col("bin").cast(pl.Int32),
+        pl.col("label").cast(pl.Int8),
+        "n_rows",
+        pl.col("n_rows_weighted").cast(pl.Int64),
+        "weight",
+        "weight_sq",
+        pl.when(low).then(near).otherwise(far).alias("score_sum"),
+        pl.when(low).then(near_sq).otherwise(far_sq).alias("score_sq_sum"),
+        pl.when(low).then(far).otherwise(near).alias("complement_sum"),
+        pl.when(low).then(far_sq).otherwise(near_sq).alias("complement_sq_sum"),
+        pl.when(positive_key)
+        .then(-pl.col("_log_q"))
+        .otherwise(-pl.col("_log_1mq"))
+        .alias("log_loss_sum"),
+        (pl.col("_log_q") - pl.col("_log_1mq")).alias("logit_sum"),
+        "spiegelhalter_num",
+        "spiegelhalter_var",
+        pl.col("weight_min").cast(pl.Float64),
+        "score_min",
+        "score_max",
     )
 
 
@@ -247,7 +349,249 @@ def summarize_lazy(
         "eps": float(eps),
     }
     frame = summary_plan(scan, **options).collect(engine="streaming")  # type: ignore[arg-type]
+    _name_missing(scan, frame, score_column, label_column)
     return summary_from_frame(frame, _metadata(**options))  # type: ignore[arg-type]
+
+
+def _name_missing(scan: pl.LazyFrame, frame: pl.DataFrame, score: str, label: str) -> None:
+    """A missing score or label leaves a null key; name its column (a pass on failure only)."""
+    if not (frame.height and frame["cell"].null_count()):
+        return
+    counts = scan.select(pl.col(score).null_count(), pl.col(label).null_count()).collect()
+    column = score if counts[0, 0] else label
+    raise InputError(f"column '{column}' has missing values")
+
+
+def summarize_lazy_many(
+    scan: pl.LazyFrame,
+    score_columns: Sequence[str],
+    *,
+    label_column: str = "label",
+    weight_column: str | None = None,
+    group_column: str | None = None,
+    bin_edges: Sequence[float] = DEFAULT_BIN_EDGES,
+    mantissa_bits: int = DEFAULT_MANTISSA_BITS,
+    eps: float = DEFAULT_EPS,
+) -> dict[str, ScoreSummary]:
+    """One summary per score column, from one streaming run over the scan (``pl.collect_all``).
+
+    Examples
+    --------
+    >>> rows = pl.LazyFrame({"a": [0.2, 0.7], "b": [0.1, 0.9], "label": [0, 1]})
+    >>> out = summarize_lazy_many(rows, ["a", "b"])
+    >>> sorted(out), out["b"].score_max.tolist()
+    (['a', 'b'], [0.1, 0.9])
+    """
+    names = list(dict.fromkeys(score_columns))
+    if not names:
+        raise InputError("score_columns must name at least one column")
+    edges = [float(e) for e in check_bin_edges(bin_edges)]
+    if not 0.0 < eps < 0.5:
+        raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
+    shared: dict[str, Any] = {
+        "label_column": label_column,
+        "weight_column": weight_column,
+        "group_column": group_column,
+        "bin_edges": edges,
+        "mantissa_bits": check_mantissa_bits(mantissa_bits),
+        "eps": float(eps),
+    }
+    frames = pl.collect_all(
+        [summary_plan(scan, score_column=name, **shared) for name in names], engine="streaming"
+    )
+    out: dict[str, ScoreSummary] = {}
+    for name, frame in zip(names, frames, strict=True):
+        _name_missing(scan, frame, name, label_column)
+        out[name] = summary_from_frame(frame, _metadata(score_column=name, **shared))
+    return out
+
+
+def _rows_of_group(scan: pl.LazyFrame, summary: ScoreSummary) -> pl.LazyFrame:
+    if summary.group_column is None:
+        return scan
+    if len(summary.groups) != 1:
+        raise InputError(
+            f"the summary holds {len(summary.groups)} groups of {summary.group_column!r}: "
+            "refine one (select_group()) or all of them pooled (pooled())"
+        )
+    column = pl.col(summary.group_column).cast(pl.String)
+    name = summary.groups[0]
+    return scan.filter(column.is_null() if name is None else column == name)
+
+
+def refinement_level_lazy(
+    scan: pl.LazyFrame, plan: RefinementPlan, *, summary: ScoreSummary
+) -> RefinementLevel:
+    """One refinement pass: the rows of ``plan``'s parent cells, summarised on its finer grid.
+
+    ``summary`` is the one-group summary being refined (its group's rows are kept; a pooled
+    summary keeps every row). Memory: at most ``plan.max_keys`` keys.
+    """
+    p = pl.col(summary.score_column).cast(pl.Float64)
+    inside = pl.any_horizontal(
+        [
+            cell_expr(p, mantissa_bits=bits).is_in(pl.Series(np.asarray(cells, dtype=np.int64)))
+            for bits, cells in plan.parents
+        ]
+    )
+    options: dict[str, Any] = {
+        "score_column": summary.score_column,
+        "label_column": summary.label_column,
+        "weight_column": summary.weight_column,
+        "group_column": None,
+        "bin_edges": list(summary.bin_edges),
+        "mantissa_bits": plan.mantissa_bits,
+        "eps": summary.eps,
+    }
+    rows = _rows_of_group(scan, summary).filter(inside)
+    frame = summary_plan(rows, **options).collect(engine="streaming")
+    return RefinementLevel(plan=plan, summary=summary_from_frame(frame, _metadata(**options)))
+
+
+def refine_lazy(
+    scan: pl.LazyFrame,
+    summary: ScoreSummary,
+    *,
+    auc_tolerance: float = DEFAULT_AUC_TOLERANCE,
+    average_precision_tolerance: float | None = None,
+    ece_tolerance: float | None = None,
+    n_bins: int | None = None,
+    strategy: BinStrategy = "uniform",
+    max_keys: int = DEFAULT_MAX_KEYS,
+    max_levels: int = DEFAULT_MAX_LEVELS,
+) -> tuple[RefinementLevel, ...]:
+    """Refinement passes over the scan until the bounds meet their tolerances (the default
+    second pass; see :func:`~calib_cli.summaries.figures.plan_refinement`).
+
+    Each pass is one streaming group-by of the rows of the chosen cells on a finer grid, in
+    memory bounded by ``max_keys`` keys whatever the rows; at most ``max_levels`` passes
+    (usually one). Give the levels to
+    :func:`~calib_cli.summaries.figures.reliability_from_summary` (``refinement=``).
+
+    Examples
+    --------
+    >>> from calib_cli.summaries.figures import reliability_from_summary
+    >>> rows = pl.LazyFrame({"score": [0.31, 0.31001, 0.31002, 0.9], "label": [0, 1, 0, 1]})
+    >>> s = summarize_lazy(rows)
+    >>> levels = refine_lazy(rows, s)
+    >>> len(levels), reliability_from_summary(s, refinement=levels).exactness.auc_bound
+    (1, 0.0)
+    """
+    levels: list[RefinementLevel] = []
+    for _ in range(max_levels):
+        plan = plan_refinement(
+            summary,
+            levels,
+            auc_tolerance=auc_tolerance,
+            average_precision_tolerance=average_precision_tolerance,
+            ece_tolerance=ece_tolerance,
+            n_bins=n_bins,
+            strategy=strategy,
+            max_keys=max_keys,
+        )
+        if plan is None:
+            break
+        levels.append(refinement_level_lazy(scan, plan, summary=summary))
+    return tuple(levels)
+
+
+# ---------------------------------------------------------------------------------------------
+# The Parquet file form
+# ---------------------------------------------------------------------------------------------
+
+_NULLABLE = ("weight_min", "score_min", "score_max")
+_SCHEMA: dict[str, Any] = {
+    "group": pl.String,
+    "cell": pl.Int64,
+    "bin": pl.Int32,
+    "label": pl.Int8,
+    "n_rows": pl.Int64,
+    "n_rows_weighted": pl.Int64,
+}
+
+
+def write_summary_parquet(summary: ScoreSummary, path: str | os.PathLike[str]) -> None:
+    """Write a summary as one Parquet file, atomically (a temporary file, then ``os.replace``).
+
+    One row per key with the columns of the format (NaN minima and maxima as nulls); the
+    metadata (:meth:`ScoreSummary.metadata`) as JSON text under the key-value metadata key
+    ``calib.summary``.
+    """
+    target = Path(path)
+    columns = summary.to_columns()
+    data: dict[str, pl.Series] = {}
+    for name, values in columns.items():
+        dtype = _SCHEMA.get(name, pl.Float64)
+        series = pl.Series(name, values.tolist() if name == "group" else values, dtype=dtype)
+        data[name] = series.fill_nan(None) if name in _NULLABLE else series
+    frame = pl.DataFrame(data)
+    handle, temporary = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path(".")
+    )
+    os.close(handle)
+    try:
+        frame.write_parquet(
+            temporary, metadata={SUMMARY_METADATA_KEY: json.dumps(summary.metadata())}
+        )
+        os.replace(temporary, target)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+
+
+def _read_one(path: Path) -> ScoreSummary:
+    try:
+        meta = pl.read_parquet_metadata(path)
+    except FileNotFoundError:
+        raise InputError(f"{path}: no such file") from None
+    except Exception as exc:  # any reader failure is a bad file
+        raise InputError(f"{path}: not a Parquet file ({exc})") from None
+    text = meta.get(SUMMARY_METADATA_KEY)
+    if text is None:
+        raise InputError(f"{path}: not a calib summary (no {SUMMARY_METADATA_KEY!r} metadata)")
+    try:
+        metadata = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: field {SUMMARY_METADATA_KEY!r} is not JSON: {exc}") from None
+    if not isinstance(metadata, dict):
+        raise InputError(f"{path}: field {SUMMARY_METADATA_KEY!r} is not a JSON object")
+    try:
+        frame = pl.read_parquet(path)
+        cols: dict[str, npt.ArrayLike] = {}
+        for name in frame.columns:
+            series = frame[name]
+            if name == "group":
+                cols[name] = np.array([*series.to_list(), None], dtype=object)[:-1]
+            elif name in _NULLABLE:
+                cols[name] = series.cast(pl.Float64).fill_null(np.nan).to_numpy()
+            else:
+                cols[name] = series.to_numpy()
+        return ScoreSummary.from_columns(cols, metadata)
+    except InputError as exc:
+        raise InputError(f"{path}: {exc}") from None
+    except pl.exceptions.PolarsError as exc:
+        raise InputError(f"{path}: unreadable summary ({exc})") from None
+
+
+def read_summary_parquet(*paths: str | os.PathLike[str]) -> ScoreSummary:
+    """Read one or more summary files (:func:`write_summary_parquet`) as their merge.
+
+    Every file is validated (kind, ``schema_version``, grid, bin edges, columns); a file that
+    is not a calib summary, or that disagrees with the first on a field, is refused with an
+    :class:`~calib_cli.errors.InputError` naming the file and the field.
+    """
+    if not paths:
+        raise InputError("read_summary_parquet needs at least one path")
+    summaries = [_read_one(Path(p)) for p in paths]
+    first = summaries[0]
+    want = first.metadata()
+    for path, other in zip(paths[1:], summaries[1:], strict=True):
+        for field, value in other.metadata().items():
+            if value != want[field]:
+                raise InputError(
+                    f"{path}: field {field!r} is {value!r}, but {want[field]!r} in {paths[0]}"
+                )
+    return merge_summaries(summaries)
 
 
 def rows_in_cells(
