@@ -13,8 +13,10 @@ References used:
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -654,3 +656,143 @@ def test_density_posterior_never_reverses_the_scores() -> None:
     for prevalence in (0.01, 0.2, 0.7):
         calibrated = sh.posterior(reference, prevalence, z, method="mle")
         assert np.all(np.diff(calibrated) >= 0.0)
+
+
+# ------------------------------------------------------- counts: the streaming route (issue 10)
+
+
+def test_fine_index_on_edge_values() -> None:
+    """Cell edges belong to the cell above; the top edge and beyond to the last cell; values
+    below the grid to the first; values just below an edge to the cell below (one ulp below
+    may round onto the edge: both engines use this one function, so they agree regardless)."""
+    low, high, n = -2.0, 2.0, 8
+    width = (high - low) / n
+    edges = low + width * np.arange(n + 1)
+    below = edges[1:-1] - 1e-9 * width
+    u = np.concatenate(([-np.inf, -1e300, low], edges[1:-1], below, [high, 1e300, np.inf]))
+    got = sh.fine_index(u, low, high, n)
+    expected = np.concatenate(([0, 0, 0], np.arange(1, n), np.arange(0, n - 1), [n - 1] * 3))
+    assert got.tolist() == expected.tolist()
+    assert got.dtype == np.int64
+
+
+def test_reference_counts_merge_in_any_chunking_to_the_same_integer_counts() -> None:
+    rng = np.random.default_rng(11)
+    z, y = _sample(rng, 5000, 0.3)
+    w = np.ones(5000)
+    low, high = sh.grid_range([sh.logit_range(z, sample_weight=w)])
+    whole = sh.count_reference(
+        z, y, sample_weight=w, score_kind="probability", logit_low=low, logit_high=high, n_fine=64
+    )
+    cuts = [0, 17, 1000, 1001, 4200, 5000]
+    parts = [
+        sh.count_reference(
+            z[a:b],
+            y[a:b],
+            sample_weight=w[a:b],
+            score_kind="probability",
+            logit_low=low,
+            logit_high=high,
+            n_fine=64,
+        )
+        for a, b in itertools.pairwise(cuts)
+    ]
+    merged = sh.merge_reference_counts(parts)
+    for name in ("rows_neg", "rows_pos", "weight_neg", "weight_pos", "distinct_logit"):
+        np.testing.assert_array_equal(getattr(merged, name), getattr(whole, name))
+    np.testing.assert_allclose(merged.logit_sum, whole.logit_sum, rtol=1e-12, atol=1e-9)
+    assert sh.grid_range(
+        [sh.logit_range(z[a:b], sample_weight=w[a:b]) for a, b in itertools.pairwise(cuts)]
+    ) == (low, high)
+
+
+def test_fit_reference_is_fit_reference_counts_of_its_counts() -> None:
+    """One implementation: the in-memory fit counts its rows and calls the counts' fit."""
+    rng = np.random.default_rng(12)
+    z, y = _sample(rng, 3000, 0.25)
+    w = rng.uniform(0.5, 2.0, 3000)
+    ref = sh.fit_reference(z, y, sample_weight=w)
+    low, high = sh.grid_range([sh.logit_range(z, sample_weight=w)])
+    counts = sh.count_reference(
+        z,
+        y,
+        sample_weight=w,
+        score_kind="probability",
+        logit_low=low,
+        logit_high=high,
+        n_fine=2048,
+    )
+    again = sh.fit_reference_counts(sh.merge_reference_counts([counts]))
+    for name in ("fine_weight_pos", "fine_center", "mass_neg", "mass_pos", "cell_center"):
+        np.testing.assert_array_equal(getattr(again, name), getattr(ref, name))
+    assert (again.reference_auc, again.platt, again.threshold) == (
+        ref.reference_auc,
+        ref.platt,
+        ref.threshold,
+    )
+
+
+@pytest.mark.parametrize("method", ["mle", "em", "acc", "pacc", "map"])
+def test_estimates_from_counts_equal_estimates_from_scores(
+    small_reference: sh.ReferenceModel, method: str
+) -> None:
+    rng = np.random.default_rng(13)
+    z, _ = _sample(rng, 2500, 0.15)
+    from_scores = sh.estimate_prevalence(
+        small_reference,
+        z,
+        method=method,
+        n_bootstrap=20,
+        rng=np.random.default_rng(1),  # type: ignore[arg-type]
+    )
+    (counts,) = sh.count_target(small_reference, z)
+    from_counts = sh.estimate_prevalence(
+        small_reference,
+        target_counts=counts,
+        method=method,  # type: ignore[arg-type]
+        n_bootstrap=20,
+        rng=np.random.default_rng(1),
+    )
+    assert replace(from_counts, map_fit=None) == replace(from_scores, map_fit=None)
+    if method == "map":
+        assert from_counts.map_fit is not None and from_scores.map_fit is not None
+        np.testing.assert_array_equal(from_counts.map_fit.heights, from_scores.map_fit.heights)
+
+
+def test_target_counts_per_group_are_the_counts_of_each_group(
+    small_reference: sh.ReferenceModel,
+) -> None:
+    rng = np.random.default_rng(14)
+    z = rng.random(3000)
+    codes = rng.integers(0, 3, 3000)
+    parts = sh.count_target(small_reference, z, group_codes=codes, n_groups=3)
+    for code, part in enumerate(parts):
+        (alone,) = sh.count_target(small_reference, z[codes == code])
+        np.testing.assert_array_equal(part.rows, alone.rows)
+        np.testing.assert_array_equal(part.weight, alone.weight)
+        np.testing.assert_array_equal(part.logit_sum, alone.logit_sum)
+        assert part.size == alone.size == int((codes == code).sum())
+
+
+def test_bootstrap_resamples_cells_as_rows() -> None:
+    """The bootstrap draws fine-cell counts from a multinomial with the cells' row shares:
+    exactly the distribution of the cell counts of n rows drawn with replacement."""
+    rows = np.array([5.0, 0.0, 3.0, 2.0])
+    draws = np.array(
+        [sh._resample_fine(rows, rows, np.random.default_rng(s))[0] for s in range(4000)]
+    )
+    assert np.all(draws.sum(axis=1) == 10)
+    np.testing.assert_allclose(draws.mean(axis=0), rows, atol=0.1)
+    np.testing.assert_allclose(draws.var(axis=0), 10 * (rows / 10) * (1 - rows / 10), rtol=0.1)
+
+
+def test_estimate_needs_scores_or_counts_but_not_both(
+    small_reference: sh.ReferenceModel,
+) -> None:
+    (counts,) = sh.count_target(small_reference, np.array([0.2, 0.4]))
+    with pytest.raises(InputError, match="target_scores or target_counts"):
+        sh.estimate_prevalence(small_reference)
+    with pytest.raises(InputError, match="target_scores or target_counts"):
+        sh.estimate_prevalence(small_reference, [0.2], target_counts=counts)
+    with pytest.raises(InputError, match="no rows"):
+        sh.merge_target_counts([])
