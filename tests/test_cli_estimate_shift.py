@@ -278,3 +278,86 @@ def test_json_with_an_output_file_and_map_power_bounds(run_calib: RunCalib, tmp_
         ]
     )
     assert power.returncode == 2
+
+
+# ------------------------------------------------------------------ engines (issue 10)
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_streaming_engine_gives_the_memory_engine_s_report_and_rows(
+    run_calib: RunCalib, tmp_path: Path, suffix: str
+) -> None:
+    """20,000 rows span one counting chunk either way: identical JSON, identical output bytes
+    for CSV (the same table for Parquet), the input's columns and row order first."""
+    target = BATCHES
+    if suffix == ".parquet":
+        target = tmp_path / "batches.parquet"
+        pl.read_csv(BATCHES).write_parquet(target)
+    reports = {}
+    for engine in ("memory", "streaming"):
+        done = run_calib(
+            [
+                "estimate-shift",
+                "--reference",
+                str(REFERENCE),
+                "--weight-col",
+                "weight",
+                "--target",
+                str(target),
+                "--batch-col",
+                "day",
+                "--costs",
+                "1:20",
+                "--json",
+                "-o",
+                str(tmp_path / f"out_{engine}{suffix}"),
+                "--engine",
+                engine,
+                *FAST,
+            ]
+        )
+        assert done.returncode == 0, done.stderr
+        reports[engine] = json.loads(done.stdout)
+    assert reports["memory"] == reports["streaming"]
+    memory_out, streaming_out = (tmp_path / f"out_{e}{suffix}" for e in ("memory", "streaming"))
+    if suffix == ".csv":
+        assert memory_out.read_bytes() == streaming_out.read_bytes()
+        written = pl.read_csv(streaming_out, infer_schema=False)
+        original = pl.read_csv(target, infer_schema=False)
+    else:
+        written = pl.read_parquet(streaming_out)
+        original = pl.read_parquet(target)
+        assert pl.read_parquet(memory_out).equals(written)
+    assert written.columns == [*original.columns, "calibrated", "decision"]
+    assert written.select(original.columns).equals(original)
+
+
+def test_streaming_engine_refuses_bad_input_like_the_memory_engine(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    bad = tmp_path / "bad.csv"
+    lines = BATCHES.read_text().splitlines()
+    lines[12000] = lines[12000].replace(lines[12000].split(",")[2], "1.7")
+    bad.write_text("\n".join(lines) + "\n")
+    errors = []
+    for engine in ("memory", "streaming"):
+        out = tmp_path / f"out_{engine}.csv"
+        done = run_calib(
+            [
+                "estimate-shift",
+                "--reference",
+                str(REFERENCE),
+                "--target",
+                str(bad),
+                "-o",
+                str(out),
+                "--engine",
+                engine,
+                *FAST,
+            ]
+        )
+        assert done.returncode == 65
+        assert not out.exists()
+        errors.append(done.stderr.decode())
+    assert errors[0] == errors[1]
+    assert "column 'score' has 1 value outside [0, 1] (first at row 12000: 1.7)" in errors[1]
