@@ -265,3 +265,57 @@ def test_a_stratum_estimated_at_zero_still_ranks(run_calib: RunCalib, tmp_path: 
     )
     assert done.returncode == 0, done.stderr
     assert pl.read_csv(tmp_path / "o.csv")["rerank_score"].is_finite().all()
+
+
+def test_streaming_engine_matches_memory_end_to_end(run_calib: RunCalib, tmp_path: Path) -> None:
+    # scores of 3 decimals: every grid cell holds one score, so the outputs are equal
+    reference, target = tmp_path / "ref.csv", tmp_path / "target.csv"
+    for source, copy in ((REFERENCE, reference), (TARGET, target)):
+        pl.read_csv(source).with_columns(pl.col("score").round(3)).write_csv(copy)
+    outputs = {}
+    for engine in ("memory", "streaming"):
+        out, report = tmp_path / f"{engine}.csv", tmp_path / f"{engine}.json"
+        done = run_calib(
+            [
+                "rerank-strata",
+                "--reference",
+                str(reference),
+                "--target",
+                str(target),
+                "--strata-col",
+                "stratum",
+                "--engine",
+                engine,
+                "-o",
+                str(out),
+                "--report",
+                str(report),
+            ]
+        )
+        assert done.returncode == 0, done.stderr
+        outputs[engine] = (out.read_bytes(), json.loads(report.read_text()))
+    memory, streaming = outputs["memory"], outputs["streaming"]
+    assert memory[0] == streaming[0]
+    assert memory[1]["strata"] == streaming[1]["strata"]
+    note = streaming[1]["streaming"]
+    assert note["engine"] == "streaming" and note["exact_cells"] == note["reference_cells"]
+    for key in ("auc_raw", "auc_reranked"):
+        bound = note[f"{key}_bound"]
+        assert abs(memory[1]["comparison"][key] - streaming[1]["comparison"][key]) <= bound
+
+
+def test_streaming_engine_refusals(run_calib: RunCalib, tmp_path: Path) -> None:
+    out = tmp_path / "out.parquet"
+    bad = tmp_path / "bad.csv"
+    pl.read_csv(TARGET).with_columns(pl.lit("Z").alias("stratum")).write_csv(bad)
+    base = ["rerank-strata", "--reference", str(REFERENCE), "--engine", "streaming", "-o", str(out)]
+    done = run_calib([*base, "--target", str(bad), "--strata-col", "stratum"])
+    assert done.returncode == 65
+    assert (
+        "bad.csv: stratum 'Z' of the target has no rows in the reference (20000 target rows)"
+        in (done.stderr.decode())
+    )
+    assert not out.exists()
+    pca = run_calib([*base, "--target", str(TARGET), "--pca-features", "x"])
+    assert pca.returncode == 2
+    assert "--engine streaming does not support --pca-features" in pca.stderr.decode()

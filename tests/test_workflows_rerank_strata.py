@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 import pytest
 
-from calib_cli.errors import UsageError
+from calib_cli.errors import InputError, UsageError
 from calib_cli.report.payloads import rerank_strata_payload
 from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
 
@@ -81,5 +81,167 @@ def test_one_source_of_strata(tmp_path: Path) -> None:
                 strata_col="stratum",
                 pca_features="x",
                 output=str(tmp_path / "o.csv"),
+            )
+        )
+
+
+# ------------------------------------------------------------------ the streaming engine
+
+
+def _scored(n: int, rng: np.random.Generator, *, decimals: int | None) -> pl.DataFrame:
+    """Three strata with different base rates; an id and a text column to pass through."""
+    stratum = rng.choice([3, 1, 20], n)
+    rate = np.select([stratum == 3, stratum == 1], [0.05, 0.3], 0.15)
+    label = (rng.random(n) < rate).astype(np.int64)
+    score = np.clip(rng.beta(2, 5, n) + 0.3 * label, 0.001, 0.999)
+    if decimals is not None:
+        score = np.round(score, decimals)
+    return pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "note": [f"r{i:05d}" for i in range(n)],
+            "day": stratum,
+            "score": score,
+            "label": label,
+        }
+    )
+
+
+def _both_engines(
+    tmp_path: Path, *, decimals: int | None, suffix: str = ".parquet", **options: object
+) -> tuple[pl.DataFrame, pl.DataFrame, object, object]:
+    rng = np.random.default_rng(11)
+    reference, target = tmp_path / f"ref{suffix}", tmp_path / f"tgt{suffix}"
+    for path, n in ((reference, 6000), (target, 9000)):
+        frame = _scored(n, rng, decimals=decimals)
+        frame.write_parquet(path) if suffix == ".parquet" else frame.write_csv(path)
+    results = []
+    for engine in ("memory", "streaming"):
+        out = tmp_path / f"out_{engine}{suffix}"
+        results.append(
+            run_rerank_strata(
+                RerankStrataRequest(
+                    reference=str(reference),
+                    target=str(target),
+                    strata_col="day",
+                    output=str(out),
+                    engine=engine,  # type: ignore[arg-type]
+                    **options,  # type: ignore[arg-type]
+                )
+            )
+        )
+    read = pl.read_parquet if suffix == ".parquet" else pl.read_csv
+    return (
+        read(tmp_path / f"out_memory{suffix}"),
+        read(tmp_path / f"out_streaming{suffix}"),
+        results[0],
+        results[1],
+    )
+
+
+def test_streaming_equals_memory_when_every_cell_holds_one_score(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # scores with 3 decimals: each grid cell holds one distinct score, so the slopes, odds,
+    # rerank scores and ranks are exactly the in-memory engine's (ranks in several chunks)
+    monkeypatch.setattr("calib_cli.workflows.rerank_strata.STREAMING_CHUNK_ROWS", 1000)
+    memory, streaming, mem, stream = _both_engines(tmp_path, decimals=3)
+    assert memory.columns == streaming.columns
+    assert memory.equals(streaming)
+    assert stream.streaming is not None and mem.streaming is None  # type: ignore[attr-defined]
+    note = stream.streaming  # type: ignore[attr-defined]
+    assert note.exact_cells == note.reference_cells and note.max_cell_fpr == 0.0
+    assert note.stratum_auc_bound == 0.0
+    assert mem.strata == stream.strata  # type: ignore[attr-defined]
+    a, b = mem.comparison, stream.comparison  # type: ignore[attr-defined]
+    assert a.auc_raw == pytest.approx(b.auc_raw, abs=note.auc_raw_bound + 1e-12)
+    assert a.auc_reranked == pytest.approx(b.auc_reranked, abs=note.auc_reranked_bound + 1e-12)
+    payload = rerank_strata_payload(stream)  # type: ignore[arg-type]
+    assert list(payload)[-1] == "streaming" and "streaming" not in rerank_strata_payload(mem)  # type: ignore[arg-type]
+
+
+def test_streaming_approximates_memory_within_its_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from calib_cli.core.strata import compare_rankings, rerank_rank
+
+    monkeypatch.setattr("calib_cli.workflows.rerank_strata.STREAMING_CHUNK_ROWS", 700)
+    memory, streaming, mem, stream = _both_engines(tmp_path, decimals=None)
+    note = stream.streaming  # type: ignore[attr-defined]
+    assert note.exact_cells < note.reference_cells and 0.0 < note.max_cell_fpr < 0.01
+    # order and pass-through columns kept
+    assert streaming["id"].to_list() == list(range(9000))
+    assert streaming.select("id", "note", "day", "score", "label").equals(
+        memory.select("id", "note", "day", "score", "label")
+    )
+    # ranks are exact for the streaming engine's own rerank scores (the in-memory tie rule)
+    expected = rerank_rank(streaming["rerank_score"].to_numpy(), streaming["score"].to_numpy())
+    np.testing.assert_array_equal(streaming["rerank_rank"].to_numpy(), expected)
+    # the within-stratum AUC of the table, and the comparison, within their stated bounds
+    for a, b in zip(mem.strata, stream.strata, strict=True):  # type: ignore[attr-defined]
+        assert (a.stratum, a.rows, a.stratum_odds) == (b.stratum, b.rows, b.stratum_odds)
+        assert abs(a.auc - b.auc) <= note.stratum_auc_bound + 1e-12
+    cmp_mem, cmp_stream = mem.comparison, stream.comparison  # type: ignore[attr-defined]
+    assert abs(cmp_mem.auc_raw - cmp_stream.auc_raw) <= note.auc_raw_bound + 1e-12
+    # the re-ranking itself: its AUC on the target within 1e-3 of the in-memory one
+    labels = memory["label"].to_numpy()
+    exact = compare_rankings(labels, memory["score"], memory["rerank_score"])
+    approx = compare_rankings(labels, streaming["score"], streaming["rerank_score"])
+    assert abs(exact.auc_reranked - approx.auc_reranked) < 1e-3
+    log_ratio = np.abs(np.log(memory["rerank_score"] / streaming["rerank_score"]))
+    assert float(np.median(log_ratio)) < 0.01
+
+
+def test_streaming_keeps_text_formats_and_pass_through_text(tmp_path: Path) -> None:
+    memory, streaming, _, _ = _both_engines(tmp_path, decimals=3, suffix=".csv")
+    assert memory.equals(streaming)
+    assert streaming["note"][0] == "r00000"
+
+
+def test_streaming_refuses_bad_input_before_writing(tmp_path: Path) -> None:
+    rng = np.random.default_rng(5)
+    reference, target, out = tmp_path / "ref.csv", tmp_path / "tgt.csv", tmp_path / "out.csv"
+    _scored(500, rng, decimals=3).write_csv(reference)
+    bad = _scored(300, rng, decimals=3).with_columns(
+        pl.when(pl.col("id").is_in([16, 40])).then(1.5).otherwise(pl.col("score")).alias("score")
+    )
+    bad.write_csv(target)
+
+    def run(ref: Path, tgt: Path, strata_col: str = "day") -> None:
+        run_rerank_strata(
+            RerankStrataRequest(
+                reference=str(ref),
+                target=str(tgt),
+                strata_col=strata_col,
+                output=str(out),
+                engine="streaming",
+            )
+        )
+
+    with pytest.raises(
+        InputError,
+        match=r"tgt.csv: column 'score' has 2 values outside \[0, 1\] \(first at row 17: 1.5\)",
+    ):
+        run(reference, target)
+    _scored(300, rng, decimals=3).with_columns(pl.lit(7).alias("label")).write_csv(target)
+    with pytest.raises(
+        InputError,
+        match=r"column 'label' has 300 values that are not 0/1 or true/false \(first at row 1: 7\)",
+    ):
+        run(target, reference)
+    _scored(300, rng, decimals=3).with_columns(pl.lit(99).alias("day")).write_csv(target)
+    with pytest.raises(InputError, match="stratum '99' of the target has no rows in the reference"):
+        run(reference, target)
+    with pytest.raises(InputError, match="no column 'segment'"):
+        run(reference, reference, strata_col="segment")
+    assert not out.exists()
+    with pytest.raises(UsageError, match="--engine streaming does not support --pca-features"):
+        run_rerank_strata(
+            RerankStrataRequest(
+                reference=str(reference),
+                target=str(reference),
+                pca_features="score",
+                output=str(out),
+                engine="streaming",
             )
         )

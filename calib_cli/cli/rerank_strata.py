@@ -9,6 +9,7 @@ import typer
 from calib_cli.cli.options import (
     DEFAULT_SEED,
     DebugOpt,
+    EngineOpt,
     InputFormatOpt,
     LabelColOpt,
     NoColorOpt,
@@ -25,7 +26,7 @@ from calib_cli.cli.options import (
     chosen_or_none,
 )
 from calib_cli.cli.session import command_session, emit_report
-from calib_cli.types import InputFormat, ScoreKind, SlopeSmoothing
+from calib_cli.types import Engine, InputFormat, ScoreKind, SlopeSmoothing
 
 EPILOG = (
     "Examples: calib rerank-strata --reference tune.csv --target test.csv --strata-col "
@@ -105,6 +106,7 @@ def rerank_strata(
     output_format: OutputFormatOpt = None,
     report: ReportOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
+    engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     debug: DebugOpt = False,
@@ -141,6 +143,7 @@ def rerank_strata(
             output_format=cast("InputFormat | None", chosen_or_none(output_format)),
             report=report,
             seed=seed,
+            engine=cast(Engine, chosen(engine)),
         )
         result = run_rerank_strata(request, warn=session.warn)
         if result.pca is not None:
@@ -150,4 +153,11 @@ def rerank_strata(
         session.info(strata_table(result.strata, source=result.odds_source))
         if result.comparison is not None:
             session.info(ranking_comparison_table(result.comparison))
+        if result.streaming is not None:
+            note = result.streaming
+            session.info(
+                f"streaming engine: reference ROC at {note.reference_cells} score cells "
+                f"({note.exact_cells} of one distinct score); FPR within "
+                f"{note.max_cell_fpr:.2g}; ranks exact (see the report's 'streaming')"
+            )
         emit_report(session, rerank_strata_payload(result), as_json=False, report_path=report)

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,19 +74,25 @@ __all__ = [
     "StratumSlope",
     "StratumSummary",
     "compare_rankings",
+    "compare_rankings_from_counts",
     "factorize_strata",
     "fit_strata",
     "fit_stratum_slope",
+    "fit_stratum_slope_from_counts",
     "fpr_at",
     "odds_from_prevalence",
     "rank_order",
+    "require_strata",
     "rerank",
+    "rerank_coded",
     "rerank_rank",
     "roc_hull",
     "roc_slope_at",
     "stratum_label_rates",
     "stratum_odds",
+    "stratum_odds_from_counts",
     "summarise_strata",
+    "summarise_strata_counts",
     "tpr_at_fpr",
 ]
 
@@ -513,6 +519,29 @@ def _fit_slope(
     tie_eps: float,
 ) -> StratumSlope:
     thresholds, pos, neg = _score_table(s, y, w)
+    return _fit_from_table(
+        thresholds,
+        pos,
+        neg,
+        rows=int(s.size),
+        smoothing=smoothing,
+        span=span,
+        n_grid=n_grid,
+        tie_eps=tie_eps,
+    )
+
+
+def _fit_from_table(
+    thresholds: FloatArray,
+    pos: FloatArray,
+    neg: FloatArray,
+    *,
+    rows: int,
+    smoothing: str,
+    span: float,
+    n_grid: int,
+    tie_eps: float,
+) -> StratumSlope:
     m = thresholds.size
     total_pos = float(pos.sum())
     total_neg = float(neg.sum())
@@ -533,7 +562,7 @@ def _fit_slope(
         roc_slope=slope,
         smoothing=smoothing,
         tie_eps=float(tie_eps),
-        rows=int(s.size),
+        rows=rows,
         positives=total_pos,
         negatives=total_neg,
         auc=auc,
@@ -623,6 +652,64 @@ def fit_stratum_slope(
     _check_options(span, n_grid, tie_eps)
     s, y, w = _clean_binary(scores, y_true, sample_weight, what="the labels")
     return _fit_slope(s, y, w, smoothing=smoothing, span=span, n_grid=n_grid, tie_eps=tie_eps)
+
+
+def fit_stratum_slope_from_counts(
+    thresholds: npt.ArrayLike,
+    positives: npt.ArrayLike,
+    negatives: npt.ArrayLike,
+    *,
+    rows: int,
+    smoothing: SlopeSmoothing = "hull",
+    span: float = DEFAULT_SPAN,
+    n_grid: int = DEFAULT_N_GRID,
+    tie_eps: float = DEFAULT_TIE_EPS,
+) -> StratumSlope:
+    """:func:`fit_stratum_slope` from a table of weighted class counts per threshold.
+
+    The same fit, from ``(threshold, positives, negatives)`` rows instead of labelled rows:
+    given the distinct scores and their weighted classes it is :func:`fit_stratum_slope`
+    exactly. The streaming engine passes *cells* of a fine score grid instead (one threshold
+    per occupied cell, its weighted mean score, and the cell's class sums): the ROC is then the
+    ROC at cell thresholds, exact at every cell boundary, and a score inside a cell is placed
+    by linear interpolation between neighbouring cells (see the README, "Streaming").
+
+    Parameters
+    ----------
+    thresholds : array-like of shape (m,)
+        Strictly increasing finite scores.
+    positives, negatives : array-like of shape (m,)
+        Weighted positives and negatives at each threshold (finite, >= 0, not both 0); each
+        class must have a positive total.
+    rows : int
+        Rows behind the table (reported as :attr:`StratumSlope.rows`).
+
+    Examples
+    --------
+    >>> a = fit_stratum_slope([0.1, 0.2, 0.2, 0.4], [0, 1, 0, 1])
+    >>> b = fit_stratum_slope_from_counts([0.1, 0.2, 0.4], [0, 1, 1], [1, 1, 0], rows=4)
+    >>> bool(np.array_equal(a.roc_slope, b.roc_slope)), a.auc == b.auc
+    (True, True)
+    """
+    _check_smoothing(smoothing)
+    _check_options(span, n_grid, tie_eps)
+    t = check_scores(thresholds, name="thresholds", kind="raw")
+    pos = np.asarray(positives, dtype=np.float64)
+    neg = np.asarray(negatives, dtype=np.float64)
+    require_same_length([t, pos, neg], ["thresholds", "positives", "negatives"])
+    if t.size and not np.all(np.diff(t) > 0.0):
+        raise InputError("thresholds must be strictly increasing")
+    bad = ~np.isfinite(pos) | ~np.isfinite(neg) | (pos < 0.0) | (neg < 0.0) | (pos + neg <= 0.0)
+    if bad.any():
+        raise InputError(
+            f"class counts must be finite, non-negative and not both 0 "
+            f"(first bad at threshold {int(np.flatnonzero(bad)[0]) + 1})"
+        )
+    if not (pos.sum() > 0.0 and neg.sum() > 0.0):
+        raise InputError("the counts need both classes (positive totals of each)")
+    return _fit_from_table(
+        t, pos, neg, rows=int(rows), smoothing=smoothing, span=span, n_grid=n_grid, tie_eps=tie_eps
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -898,14 +985,32 @@ def stratum_odds(
     w = check_weights(sample_weight, y.size)
     positives = np.bincount(codes, weights=w * y, minlength=len(names))
     negatives = np.bincount(codes, weights=w * (1.0 - y), minlength=len(names))
-    for j, name in enumerate(names):
-        if positives[j] <= 0.0 or negatives[j] <= 0.0:
-            missing = "positive" if positives[j] <= 0.0 else "negative"
+    return stratum_odds_from_counts(
+        dict(zip(names, positives.tolist(), strict=True)),
+        dict(zip(names, negatives.tolist(), strict=True)),
+    )
+
+
+def stratum_odds_from_counts(
+    positives: Mapping[str, float], negatives: Mapping[str, float]
+) -> dict[str, float]:
+    """Stratum odds :math:`P_j / N_j` from each stratum's weighted positives and negatives
+    (:func:`stratum_odds` on rows; the streaming engine passes sums of a group-by).
+
+    >>> stratum_odds_from_counts({"a": 1.0, "b": 1.0}, {"a": 2.0, "b": 1.0})
+    {'a': 0.5, 'b': 1.0}
+    """
+    odds: dict[str, float] = {}
+    for name, pos in positives.items():
+        p, n = float(pos), float(negatives[name])
+        if p <= 0.0 or n <= 0.0:
+            missing = "positive" if p <= 0.0 else "negative"
             raise InputError(
                 f"stratum '{name}' has no {missing} rows (with positive weight), "
                 "so its odds are undefined; give its prevalence instead"
             )
-    return {name: float(positives[j] / negatives[j]) for j, name in enumerate(names)}
+        odds[name] = p / n
+    return odds
 
 
 def odds_from_prevalence(prevalence: Mapping[str, float]) -> dict[str, float]:
@@ -936,6 +1041,37 @@ def _missing_message(
         others = ", ".join(f"'{names[j]}'" for j in missing[1:])
         message += f"; so do {len(missing) - 1} more: {others}"
     return message
+
+
+def require_strata(
+    target_rows: Mapping[str, int],
+    slopes: Mapping[str, StratumSlope],
+    stratum_odds: Mapping[str, float],
+) -> None:
+    """Refuse target strata without a reference slope or without valid odds, naming them.
+
+    ``target_rows`` maps each target stratum to its row count (for the message).
+
+    >>> fits = fit_strata([0.2, 0.6, 0.3, 0.9], [0, 1, 0, 1], ["a", "a", "b", "b"])
+    >>> require_strata({"a": 5}, fits, {"a": 0.5})
+    >>> try:
+    ...     require_strata({"a": 5, "c": 2}, fits, {"a": 0.5})
+    ... except InputError as error:
+    ...     print(error)
+    stratum 'c' of the target has no rows in the reference (2 target rows)
+    """
+    names = tuple(target_rows)
+    counts = np.asarray([int(target_rows[name]) for name in names], dtype=np.int64)
+    no_slope = [j for j, name in enumerate(names) if name not in slopes]
+    if no_slope:
+        raise InputError(_missing_message(names, counts, no_slope, "has no rows in the reference"))
+    no_odds = [j for j, name in enumerate(names) if name not in stratum_odds]
+    if no_odds:
+        raise InputError(_missing_message(names, counts, no_odds, "has no odds or prevalence"))
+    for name in names:
+        odds = float(stratum_odds[name])
+        if not (math.isfinite(odds) and odds > 0.0):
+            raise InputError(f"odds of stratum '{name}' must be finite and positive, got {odds!r}")
 
 
 def rerank(
@@ -983,22 +1119,48 @@ def rerank(
     s = check_scores(target_scores, kind="raw")
     codes, names = factorize_strata(target_strata)
     require_same_length([s, codes], ["target_scores", "target_strata"])
-    order, bounds = _group(codes, len(names))
-    counts = np.diff(bounds)
-    no_slope = [j for j, name in enumerate(names) if name not in slopes]
-    if no_slope:
-        raise InputError(_missing_message(names, counts, no_slope, "has no rows in the reference"))
-    no_odds = [j for j, name in enumerate(names) if name not in stratum_odds]
-    if no_odds:
-        raise InputError(_missing_message(names, counts, no_odds, "has no odds or prevalence"))
+    counts = np.bincount(codes, minlength=len(names))
+    require_strata(dict(zip(names, counts.tolist(), strict=True)), slopes, stratum_odds)
+    return rerank_coded(
+        s, codes, [slopes[name] for name in names], [stratum_odds[name] for name in names]
+    )
+
+
+def rerank_coded(
+    target_scores: npt.ArrayLike,
+    codes: npt.ArrayLike,
+    slopes: Sequence[StratumSlope],
+    stratum_odds: Sequence[float],
+) -> RerankResult:
+    """:func:`rerank` on stratum codes: ``codes[i]`` indexes ``slopes`` and ``stratum_odds``.
+
+    The row-wise map of both engines: each row's result depends only on its own score and
+    stratum, so a batch of rows gives bit for bit the values the whole table would.
+
+    >>> fits = fit_strata([0.2, 0.6, 0.4, 0.3, 0.9, 0.5], [0, 1, 0, 0, 1, 1], list("aaabbb"))
+    >>> one = rerank_coded([0.6, 0.9], [0, 1], [fits["a"], fits["b"]], [0.1, 1.0])
+    >>> one.calibrated.round(3).tolist()
+    [0.375, 0.714]
+    """
+    s = check_scores(target_scores, kind="raw")
+    c = np.asarray(codes, dtype=np.int64).reshape(-1)
+    require_same_length([s, c], ["target_scores", "codes"])
+    n_strata = len(slopes)
+    if len(stratum_odds) != n_strata:
+        raise InputError(f"{n_strata} slopes but {len(stratum_odds)} odds")
+    if c.size and (c.min() < 0 or c.max() >= n_strata):
+        raise InputError(f"stratum codes must lie in 0..{n_strata - 1}")
+    order, bounds = _group(c, n_strata)
     log_slope = np.empty_like(s)
     log_odds = np.empty_like(s)
-    for j, name in enumerate(names):
-        odds = float(stratum_odds[name])
-        if not (math.isfinite(odds) and odds > 0.0):
-            raise InputError(f"odds of stratum '{name}' must be finite and positive, got {odds!r}")
+    for j in range(n_strata):
         idx = order[bounds[j] : bounds[j + 1]]
-        log_slope[idx] = _evaluate(slopes[name], s[idx])[1]
+        if idx.size == 0:
+            continue
+        odds = float(stratum_odds[j])
+        if not (math.isfinite(odds) and odds > 0.0):
+            raise InputError(f"odds of stratum {j} must be finite and positive, got {odds!r}")
+        log_slope[idx] = _evaluate(slopes[j], s[idx])[1]
         log_odds[idx] = math.log(odds)
     log_r = log_slope + log_odds
     return RerankResult(
@@ -1106,6 +1268,54 @@ def compare_rankings(
     )
 
 
+def compare_rankings_from_counts(
+    raw_positives: npt.ArrayLike,
+    raw_negatives: npt.ArrayLike,
+    reranked_positives: npt.ArrayLike,
+    reranked_negatives: npt.ArrayLike,
+    *,
+    fprs: Iterable[float] = (0.01, 0.05, 0.1),
+) -> tuple[RankingComparison, float, float]:
+    """:func:`compare_rankings` from weighted class counts per ranking position.
+
+    Each ranking is given as weighted positives and negatives per *group of rows*, groups in
+    ascending order of the ranking (distinct keys, or cells of a fine grid of the key). Rows
+    of one group count as tied (one half in the AUC, a diagonal ROC segment), so with one
+    group per distinct key this is :func:`compare_rankings` exactly. With coarser groups the
+    AUC is off by at most :math:`\\sum_c P_c N_c / (2 P N)` (pairs inside a group); this bound
+    is returned for the raw and the re-ranked ranking, after the comparison.
+
+    >>> cmp, raw_bound, reranked_bound = compare_rankings_from_counts(
+    ...     [0, 1, 1], [2, 0, 0], [1, 0, 1], [1, 1, 0])
+    >>> cmp.auc_raw, cmp.auc_reranked, raw_bound, reranked_bound
+    (1.0, 0.625, 0.0, 0.125)
+    """
+    targets = _check_fprs(fprs)
+    results = []
+    for positives, negatives in (
+        (raw_positives, raw_negatives),
+        (reranked_positives, reranked_negatives),
+    ):
+        pos = np.asarray(positives, dtype=np.float64)
+        neg = np.asarray(negatives, dtype=np.float64)
+        require_same_length([pos, neg], ["positives", "negatives"])
+        total_pos, total_neg = float(pos.sum()), float(neg.sum())
+        if not (total_pos > 0.0 and total_neg > 0.0):
+            raise InputError("the labels need both classes (with positive weight)")
+        roc = _roc_vertices(pos, neg)
+        bound = float(np.sum(pos * neg) / (2.0 * total_pos * total_neg))
+        results.append((roc, bound))
+    (raw_roc, raw_bound), (reranked_roc, reranked_bound) = results
+    comparison = RankingComparison(
+        auc_raw=_auc_from_vertices(*raw_roc),
+        auc_reranked=_auc_from_vertices(*reranked_roc),
+        fpr=tuple(targets.tolist()),
+        tpr_raw=tuple(_tpr_from_vertices(*raw_roc, targets).tolist()),
+        tpr_reranked=tuple(_tpr_from_vertices(*reranked_roc, targets).tolist()),
+    )
+    return comparison, raw_bound, reranked_bound
+
+
 def summarise_strata(
     slopes: Mapping[str, StratumSlope],
     stratum_odds: Mapping[str, float],
@@ -1121,6 +1331,20 @@ def summarise_strata(
     codes, names = factorize_strata(target_strata)
     counts = np.bincount(codes, minlength=len(names))
     target_rows = {name: int(counts[j]) for j, name in enumerate(names)}
+    return summarise_strata_counts(slopes, stratum_odds, target_rows)
+
+
+def summarise_strata_counts(
+    slopes: Mapping[str, StratumSlope],
+    stratum_odds: Mapping[str, float],
+    target_rows: Mapping[str, int],
+) -> tuple[StratumSummary, ...]:
+    """:func:`summarise_strata` from the target's row count per stratum.
+
+    >>> fits = fit_strata([0.2, 0.6, 0.3, 0.9], [0, 1, 0, 1], ["a", "a", "b", "b"])
+    >>> [r.target_rows for r in summarise_strata_counts(fits, {"a": 0.5}, {"a": 2})]
+    [2, 0]
+    """
     return tuple(
         StratumSummary(
             stratum=stratum,

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,20 +15,42 @@ from calib_cli.core.pca import PcaStrata, pca_strata
 from calib_cli.core.shift import ShiftEstimate
 from calib_cli.core.strata import (
     RankingComparison,
+    StratumSlope,
     StratumSummary,
     compare_rankings,
+    compare_rankings_from_counts,
     estimate_stratum_prevalence,
     fit_strata,
+    fit_stratum_slope_from_counts,
     odds_from_prevalence,
+    require_strata,
     rerank,
+    rerank_coded,
     rerank_rank,
     stratum_odds,
+    stratum_odds_from_counts,
     summarise_strata,
+    summarise_strata_counts,
 )
-from calib_cli.errors import UsageError
+from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
-from calib_cli.types import FloatArray, InputFormat, ScoreKind, SlopeSmoothing, Warn
-from calib_cli.workflows.common import check_paths, data_destination, ignore
+from calib_cli.io.strata_scan import (
+    CHUNK_ROWS,
+    StratumCells,
+    reference_cells,
+    sink_reranked,
+    target_strata,
+)
+from calib_cli.types import (
+    Engine,
+    FloatArray,
+    InputFormat,
+    IntArray,
+    ScoreKind,
+    SlopeSmoothing,
+    Warn,
+)
+from calib_cli.workflows.common import check_paths, choose_engine, data_destination, ignore
 
 
 @dataclass(frozen=True)
@@ -53,6 +76,31 @@ class RerankStrataRequest:
     output_format: InputFormat | None = None
     report: str | None = None
     seed: int = 0
+    engine: Engine = "auto"
+
+
+@dataclass(frozen=True)
+class StreamingApproximation:
+    """What the streaming engine approximated, and by how much at most (README, "Streaming").
+
+    The reference ROC of each stratum is taken at the cells of a fine score grid (relative
+    width ``2**-mantissa_bits``); ``exact_cells`` of the ``reference_cells`` hold one distinct
+    score each (where every cell does, the slopes are the in-memory engine's). A target score
+    inside a cell gets an FPR interpolated between the cells' mean scores, off by at most
+    ``max_cell_fpr`` (the largest share of a stratum's reference negatives in one cell of
+    several scores). ``stratum_auc_bound`` bounds the error of the strata table's ``auc``;
+    ``auc_raw_bound``/``auc_reranked_bound`` those of the comparison (labelled target), whose
+    AUC and TPR come from cells of the raw and of the rerank score. Ranks are exact.
+    """
+
+    engine: str
+    mantissa_bits: int
+    reference_cells: int
+    exact_cells: int
+    max_cell_fpr: float
+    stratum_auc_bound: float
+    auc_raw_bound: float | None
+    auc_reranked_bound: float | None
 
 
 @dataclass(frozen=True)
@@ -67,6 +115,7 @@ class RerankStrataResult:
     strata: tuple[StratumSummary, ...]
     comparison: RankingComparison | None
     output: str
+    streaming: StreamingApproximation | None = None
 
 
 def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> RerankStrataResult:
@@ -75,12 +124,28 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         raise UsageError("give --strata-col COL or --pca-features C1,C2,... (one of them)")
     if request.prevalence_file is not None and request.estimate_target_prevalence:
         raise UsageError("give --prevalence-file or --estimate-target-prevalence, not both")
+    if request.engine == "streaming":
+        for given, option in (
+            (request.pca_features is not None, "--pca-features"),
+            (request.estimate_target_prevalence, "--estimate-target-prevalence"),
+        ):
+            if given:
+                raise UsageError(
+                    f"--engine streaming does not support {option} yet; use --engine memory"
+                )
     check_paths(
         inputs=[request.reference, request.target, request.prevalence_file],
         table_output=request.output,
         output_format=request.output_format,
         files=[request.report],
     )
+    engine: Engine = "memory"
+    if request.pca_features is None and not request.estimate_target_prevalence:
+        engine = choose_engine(
+            request.engine, [request.reference, request.target], input_format=request.input_format
+        )
+    if engine == "streaming":
+        return _run_streaming(request)
     kind = request.score_kind
     ref = io.read_table(request.reference, input_format=request.input_format)
     tgt = io.read_table(
@@ -219,3 +284,158 @@ def read_prevalence_file(path: str) -> dict[str, float]:
     if len(names) != table.n_rows:
         raise UsageError(f"{table.name}: each stratum must appear once")
     return {names[code]: float(rates[row]) for row, code in enumerate(codes)}
+
+
+#: Mantissa bits of the streaming engine's score cells (the summaries' default grid).
+STREAMING_MANTISSA_BITS = 12
+#: Target rows ranked in memory at once by the streaming engine (the rest wait on disk).
+STREAMING_CHUNK_ROWS = CHUNK_ROWS
+
+
+def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
+    """The streaming engine: the reference as (stratum, score cell) sums, the slopes fitted on
+    them by the core's own fit, the target mapped batch by batch and ranked exactly through
+    chunks on disk (:mod:`calib_cli.io.strata_scan`)."""
+    strata_col = str(request.strata_col)
+    kind = request.score_kind
+    ref_lazy, _ = io.scan_table(request.reference, input_format=request.input_format)
+    ref_name = io.display_name(request.reference)
+    cells = reference_cells(
+        ref_lazy,
+        name=ref_name,
+        score_col=request.score_col,
+        label_col=request.label_col,
+        weight_col=request.weight_col,
+        positive_label=request.positive_label,
+        strata_col=strata_col,
+        score_kind=kind,
+        mantissa_bits=STREAMING_MANTISSA_BITS,
+    )
+    slopes: dict[str, StratumSlope] = {}
+    for stratum in cells:
+        with io.naming(ref_name), _stratum_context(stratum.stratum):
+            slopes[stratum.stratum] = fit_stratum_slope_from_counts(
+                stratum.thresholds,
+                stratum.positives,
+                stratum.negatives,
+                rows=stratum.rows,
+                smoothing=request.smoothing,
+            )
+    if request.prevalence_file is not None:
+        odds = odds_from_prevalence(read_prevalence_file(request.prevalence_file))
+        odds_source = "prevalence file"
+    else:
+        with io.naming(ref_name):
+            odds = stratum_odds_from_counts(
+                {c.stratum: float(c.positives.sum()) for c in cells},
+                {c.stratum: float(c.negatives.sum()) for c in cells},
+            )
+        odds_source = "reference"
+    tgt_lazy, _ = io.scan_table(
+        request.target,
+        input_format=request.input_format,
+        typed=io.typed_output(request.output or "-", request.output_format),
+    )
+    tgt_name = io.display_name(request.target)
+    target = target_strata(
+        tgt_lazy,
+        name=tgt_name,
+        score_col=request.score_col,
+        strata_col=strata_col,
+        score_kind=kind,
+        label_col=request.label_col,
+        positive_label=request.positive_label,
+        weight_col=request.weight_col,
+    )
+    with io.naming(tgt_name):
+        require_strata(target.strata, slopes, odds)
+    clash = [c for c in ("rerank_score", request.output_col, "rerank_rank") if c in target.columns]
+    if clash:
+        raise UsageError(
+            f"{tgt_name} already has a column '{clash[0]}'; choose another output name"
+        )
+    names = list(target.strata)
+    fits = [slopes[name] for name in names]
+    stratum_odds_list = [odds[name] for name in names]
+
+    def rerank_map(scores: FloatArray, codes: IntArray) -> tuple[FloatArray, FloatArray]:
+        result = rerank_coded(scores, codes, fits, stratum_odds_list)
+        return result.rerank_score, result.calibrated
+
+    destination = data_destination(request.output)
+    counts = sink_reranked(
+        tgt_lazy,
+        name=tgt_name,
+        destination=destination,
+        output_format=request.output_format,
+        score_col=request.score_col,
+        strata_col=strata_col,
+        score_kind=kind,
+        codes={name: code for code, name in enumerate(names)},
+        rerank_map=rerank_map,
+        rank_rows=rerank_rank,
+        columns=("rerank_score", request.output_col, "rerank_rank"),
+        label_col=request.label_col if target.labelled else None,
+        positive_label=request.positive_label,
+        weight_col=request.weight_col,
+        chunk_rows=STREAMING_CHUNK_ROWS,
+        mantissa_bits=STREAMING_MANTISSA_BITS,
+    )
+    comparison = None
+    raw_bound = reranked_bound = None
+    if counts is not None:
+        with io.naming(tgt_name):
+            comparison, raw_bound, reranked_bound = compare_rankings_from_counts(
+                counts.raw_positives,
+                counts.raw_negatives,
+                counts.reranked_positives,
+                counts.reranked_negatives,
+            )
+    return RerankStrataResult(
+        seed=request.seed,
+        smoothing=request.smoothing,
+        pca=None,
+        target_prevalence=None,
+        odds_source=odds_source,
+        strata=summarise_strata_counts(slopes, odds, target.strata),
+        comparison=comparison,
+        output=destination,
+        streaming=_approximation(cells, raw_bound, reranked_bound),
+    )
+
+
+def _approximation(
+    cells: tuple[StratumCells, ...], raw_bound: float | None, reranked_bound: float | None
+) -> StreamingApproximation:
+    """The bounds of :class:`StreamingApproximation` from the reference cells."""
+    max_fpr = 0.0
+    auc_bound = 0.0
+    for stratum in cells:
+        loose = ~stratum.tied
+        neg_total = float(stratum.negatives.sum())
+        pos_total = float(stratum.positives.sum())
+        if loose.any():
+            max_fpr = max(max_fpr, float(stratum.negatives[loose].max()) / neg_total)
+        auc_bound = max(
+            auc_bound,
+            float(np.sum(stratum.positives[loose] * stratum.negatives[loose]))
+            / (2.0 * pos_total * neg_total),
+        )
+    return StreamingApproximation(
+        engine="streaming",
+        mantissa_bits=STREAMING_MANTISSA_BITS,
+        reference_cells=sum(c.thresholds.size for c in cells),
+        exact_cells=sum(int(c.tied.sum()) for c in cells),
+        max_cell_fpr=max_fpr,
+        stratum_auc_bound=auc_bound,
+        auc_raw_bound=raw_bound,
+        auc_reranked_bound=reranked_bound,
+    )
+
+
+@contextlib.contextmanager
+def _stratum_context(stratum: str) -> Iterator[None]:
+    try:
+        yield
+    except InputError as error:
+        raise InputError(f"stratum '{stratum}': {error}") from None

@@ -1,0 +1,572 @@
+"""``rerank-strata``'s streaming engine at the Polars edge, in memory bounded by cells, not rows.
+
+Four steps, each a streaming Polars query (see the README, "Streaming"):
+
+1. :func:`reference_cells`: one group-by of the labelled reference by (stratum, score cell):
+   rows, weighted classes, weighted mean score, minimum and maximum score of each occupied
+   cell of the summaries' fine score grid (:func:`calib_cli.summaries.scan.cell_expr`).
+2. :func:`target_strata`: one pass over the target that checks every column the command
+   uses (refusing bad input before anything is written) and counts rows per stratum.
+3. :func:`sink_reranked`: the row-wise map (the workflow's function of score and stratum
+   code, batch by batch) to a scratch file of (row, rerank score, score, label, weight);
+   a histogram of the rerank scores on a fine grid splits it into chunks of at most
+   ``chunk_rows`` rows *by rerank score* (rows of equal rerank score share a chunk); each
+   chunk, ranked in memory by the workflow's rank function plus the rows of higher chunks,
+   gives exact ranks, which are regrouped by row and laid out in row order in a scratch file;
+   a last pass streams the target again, maps its rows, reads their ranks and sinks the output.
+4. The comparison counts (labelled target): weighted classes per raw score cell and per cell
+   of the rerank score, collected from the scratch file.
+
+Memory: the reference's occupied cells, one chunk of rows (``chunk_rows``) and Polars' batches.
+Disk (in a scratch directory removed at the end): about 40 bytes a target row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import polars as pl
+
+from calib_cli.errors import InputError, UsageError
+from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.scan import ROW_INDEX, collect
+from calib_cli.io.sink import sink_table
+from calib_cli.summaries.scan import cell_expr
+from calib_cli.types import FloatArray, InputFormat, IntArray, ScoreKind
+
+__all__ = [
+    "CHUNK_ROWS",
+    "ComparisonCounts",
+    "StratumCells",
+    "TargetStrata",
+    "reference_cells",
+    "sink_reranked",
+    "target_strata",
+]
+
+#: Rows ranked in memory at once by :func:`sink_reranked` (about 100 bytes each while ranked).
+CHUNK_ROWS = 4_000_000
+#: Rows per batch of the row-wise map.
+_MAP_BATCH_ROWS = 1_000_000
+#: Bits of the rerank score's mantissa kept by the rank histogram and the comparison cells.
+RERANK_MANTISSA_BITS = 16
+
+RerankMap = Callable[[FloatArray, IntArray], tuple[FloatArray, FloatArray]]
+RankFunction = Callable[[FloatArray, FloatArray], IntArray]
+
+
+@dataclass(frozen=True)
+class StratumCells:
+    """One stratum of the reference as occupied score cells (ascending).
+
+    ``thresholds`` is each cell's weighted mean score (the score itself when the cell holds
+    one distinct score: ``tied``); ``positives``/``negatives`` its weighted classes; ``rows``
+    counts every reference row of the stratum (zero weights included).
+    """
+
+    stratum: str
+    rows: int
+    thresholds: FloatArray
+    positives: FloatArray
+    negatives: FloatArray
+    tied: npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True)
+class TargetStrata:
+    """The target's rows per stratum (sorted by name), and its columns."""
+
+    rows: int
+    strata: Mapping[str, int]
+    columns: tuple[str, ...]
+    labelled: bool
+
+
+@dataclass(frozen=True)
+class ComparisonCounts:
+    """Weighted classes per raw-score cell and per rerank-score cell, both ascending."""
+
+    raw_positives: FloatArray
+    raw_negatives: FloatArray
+    reranked_positives: FloatArray
+    reranked_negatives: FloatArray
+
+
+# ------------------------------------------------------------------------------- checks
+
+
+def _require_columns(schema: pl.Schema, name: str, columns: Sequence[tuple[str, str]]) -> None:
+    for column, option in columns:
+        if column not in schema:
+            shown = ", ".join(list(schema)[:20])
+            raise InputError(f"{name}: no column '{column}' (set {option}); columns are: {shown}")
+
+
+def _number(column: str, dtype: pl.DataType) -> pl.Expr:
+    col = pl.col(column)
+    if dtype == pl.String:
+        return col.str.strip_chars().cast(pl.Float64, strict=False)
+    if dtype == pl.Boolean or dtype.is_numeric():
+        return col.cast(pl.Float64)
+    raise InputError(f"column '{column}' has type {dtype}, not numbers")
+
+
+def _not_number(column: str, dtype: pl.DataType) -> pl.Expr:
+    """Text that is present but not a number (only text columns can hold it)."""
+    if dtype != pl.String:
+        return pl.lit(False)
+    text = pl.col(column).str.strip_chars()
+    return text.is_not_null() & (text != "") & text.cast(pl.Float64, strict=False).is_null()
+
+
+def _score_checks(
+    column: str, dtype: pl.DataType, kind: ScoreKind
+) -> list[tuple[str, str, pl.Expr]]:
+    value = _number(column, dtype)
+    checks = [
+        (column, "that are not numbers", _not_number(column, dtype)),
+        (column, "missing or NaN", value.is_null() | value.is_nan()),
+    ]
+    if kind == "probability":
+        checks.append((column, "outside [0, 1]", (value < 0.0) | (value > 1.0)))
+    else:
+        checks.append((column, "that are infinite", value.is_infinite()))
+    return checks
+
+
+def _label_checks(
+    column: str, dtype: pl.DataType, positive_label: str | None
+) -> list[tuple[str, str, pl.Expr]]:
+    _, is_valid = positive_label_expr(column, dtype, positive_label)
+    missing = pl.col(column).is_null()
+    if dtype == pl.String:
+        missing = missing | (pl.col(column).str.strip_chars() == "")
+    problem = "that are not 0 or 1" if dtype.is_numeric() else "that are not 0/1 or true/false"
+    return [
+        (column, "missing", missing),
+        (column, problem, ~missing & ~is_valid.fill_null(False)),
+    ]
+
+
+def _weight_checks(column: str, dtype: pl.DataType) -> list[tuple[str, str, pl.Expr]]:
+    value = _number(column, dtype)
+    return [
+        (column, "that are not numbers", _not_number(column, dtype)),
+        (
+            column,
+            "that are missing, negative or not finite",
+            value.is_null() | ~value.is_finite() | (value < 0.0),
+        ),
+    ]
+
+
+def _strata_check(column: str, dtype: pl.DataType) -> list[tuple[str, str, pl.Expr]]:
+    missing = pl.col(column).is_null()
+    if dtype.is_float():
+        missing = missing | pl.col(column).is_nan()
+    return [(column, "missing", missing)]
+
+
+def _format(value: object) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, float):
+        return repr(value) if not math.isfinite(value) else f"{value:.10g}"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _check_queries(lazy: pl.LazyFrame, checks: Sequence[tuple[str, str, pl.Expr]]) -> pl.LazyFrame:
+    """One row: for each check its count of bad rows and first bad row (streaming sums and
+    minima; the value is fetched afterwards, by :func:`_raise_first_failure`)."""
+    indexed = lazy.with_row_index(ROW_INDEX)
+    exprs: list[pl.Expr] = []
+    for k, (_, _, bad) in enumerate(checks):
+        flag = bad.fill_null(False)
+        exprs += [
+            flag.cast(pl.Int64).sum().alias(f"n{k}"),
+            pl.when(flag).then(pl.col(ROW_INDEX).cast(pl.Int64)).min().alias(f"r{k}"),
+        ]
+    return indexed.select(exprs)
+
+
+def _raise_first_failure(
+    lazy: pl.LazyFrame,
+    found: pl.DataFrame,
+    checks: Sequence[tuple[str, str, pl.Expr]],
+    name: str,
+    hint: str = "",
+) -> None:
+    for k, (column, problem, _) in enumerate(checks):
+        count = int(found[f"n{k}"][0] or 0)
+        if not count:
+            continue
+        first = int(found[f"r{k}"][0])
+        at = lazy.slice(first, 1).select(pl.col(column).cast(pl.String))
+        value: object = collect(at.collect, name)[column][0]
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(value) if problem != "that are not numbers" else value
+        noun = "value" if count == 1 else "values"
+        if count == 1 and problem.startswith("that are "):
+            problem = "that is " + problem.removeprefix("that are ")
+        extra = hint if "0 or 1" in problem or "0/1" in problem else ""
+        raise InputError(
+            f"{name}: column '{column}' has {count} {noun} {problem} "
+            f"(first at row {first + 1}: {_format(value)}){extra}"
+        )
+
+
+def _cell_score(score: pl.Expr, kind: ScoreKind) -> pl.Expr:
+    """A score in [0, 1] with the order of ``score``, for the grid (logits and margins go
+    through the logistic function, which keeps their order)."""
+    if kind == "probability":
+        return score
+    return 1.0 / (1.0 + (-score).exp())
+
+
+# ------------------------------------------------------------------------------ reference
+
+
+def reference_cells(
+    lazy: pl.LazyFrame,
+    *,
+    name: str,
+    score_col: str,
+    label_col: str,
+    weight_col: str | None,
+    positive_label: str | None,
+    strata_col: str,
+    score_kind: ScoreKind,
+    mantissa_bits: int,
+) -> tuple[StratumCells, ...]:
+    """Check the reference and group it by (stratum, score cell), in one streaming pass each.
+
+    Strata come out named ``str(value)`` and sorted by name, as the in-memory engine has them.
+    """
+    schema = lazy.collect_schema()
+    _require_columns(
+        schema,
+        name,
+        [(score_col, "--score-col"), (label_col, "--label-col"), (strata_col, "--strata-col")]
+        + ([(weight_col, "--weight-col")] if weight_col is not None else []),
+    )
+    checks = [
+        *_score_checks(score_col, schema[score_col], score_kind),
+        *_label_checks(label_col, schema[label_col], positive_label),
+        *_strata_check(strata_col, schema[strata_col]),
+    ]
+    if weight_col is not None:
+        checks += _weight_checks(weight_col, schema[weight_col])
+    is_positive, _ = positive_label_expr(label_col, schema[label_col], positive_label)
+    score = _number(score_col, schema[score_col])
+    weight = pl.lit(1.0) if weight_col is None else _number(weight_col, schema[weight_col])
+    y = is_positive.fill_null(False).cast(pl.Float64)
+    kept = weight > 0.0
+    grouped = (
+        lazy.select(
+            pl.col(strata_col).alias("stratum"),
+            cell_expr(_cell_score(score, score_kind), mantissa_bits=mantissa_bits).alias("cell"),
+            score.alias("s"),
+            y.alias("y"),
+            weight.alias("w"),
+        )
+        .group_by("stratum", "cell")
+        .agg(
+            pl.len().cast(pl.Int64).alias("rows"),
+            (pl.col("w") * pl.col("y")).sum().alias("positives"),
+            (pl.col("w") * (1.0 - pl.col("y"))).sum().alias("negatives"),
+            (pl.col("w") * pl.col("s")).sum().alias("score_sum"),
+            pl.col("w").sum().alias("weight"),
+            pl.col("s").filter(kept).min().alias("score_min"),
+            pl.col("s").filter(kept).max().alias("score_max"),
+        )
+    )
+    hint = "; name the positive value with --positive-label" if positive_label is None else ""
+    found, cells = collect(
+        lambda: pl.collect_all([_check_queries(lazy, checks), grouped], engine="streaming"), name
+    )
+    _raise_first_failure(lazy, found, checks, name, hint)
+    if cells.height == 0:
+        raise InputError(f"{name}: no data rows")
+    # strata in the order of their names, as the in-memory engine sorts them (as text)
+    cells = cells.with_columns(pl.col("stratum").cast(pl.String)).sort("stratum", "cell")
+    out: list[StratumCells] = []
+    for part in cells.partition_by("stratum", maintain_order=True):
+        stratum = _stratum_name(part["stratum"][0])
+        rows = int(part["rows"].sum())
+        part = part.filter(pl.col("weight") > 0.0)
+        low = part["score_min"].to_numpy().astype(np.float64)
+        high = part["score_max"].to_numpy().astype(np.float64)
+        mean = (part["score_sum"] / part["weight"]).to_numpy().astype(np.float64)
+        tied = low == high
+        out.append(
+            StratumCells(
+                stratum=stratum,
+                rows=rows,
+                thresholds=np.where(tied, low, np.clip(mean, low, high)),
+                positives=part["positives"].to_numpy().astype(np.float64),
+                negatives=part["negatives"].to_numpy().astype(np.float64),
+                tied=tied,
+            )
+        )
+    return tuple(out)
+
+
+def _stratum_name(value: object) -> str:
+    """``str(value)``, as the in-memory engine names strata (``1`` and ``"1"`` alike)."""
+    return str(value)
+
+
+# --------------------------------------------------------------------------------- target
+
+
+def target_strata(
+    lazy: pl.LazyFrame,
+    *,
+    name: str,
+    score_col: str,
+    strata_col: str,
+    score_kind: ScoreKind,
+    label_col: str,
+    positive_label: str | None,
+    weight_col: str | None,
+) -> TargetStrata:
+    """Check the target (score, strata; labels and weights when it has labels) and count its
+    rows per stratum, in one streaming pass, before anything is written."""
+    schema = lazy.collect_schema()
+    _require_columns(schema, name, [(score_col, "--score-col"), (strata_col, "--strata-col")])
+    labelled = label_col in schema
+    if labelled and weight_col is not None:
+        _require_columns(schema, name, [(weight_col, "--weight-col")])
+    checks = [
+        *_score_checks(score_col, schema[score_col], score_kind),
+        *_strata_check(strata_col, schema[strata_col]),
+    ]
+    if labelled:
+        checks += _label_checks(label_col, schema[label_col], positive_label)
+        if weight_col is not None:
+            checks += _weight_checks(weight_col, schema[weight_col])
+    counts = lazy.group_by(pl.col(strata_col).alias("stratum")).agg(pl.len().alias("rows"))
+    found, grouped = collect(
+        lambda: pl.collect_all([_check_queries(lazy, checks), counts], engine="streaming"), name
+    )
+    hint = "; name the positive value with --positive-label" if positive_label is None else ""
+    _raise_first_failure(lazy, found, checks, name, hint)
+    if grouped.height == 0:
+        raise InputError(f"{name}: no data rows")
+    grouped = grouped.with_columns(pl.col("stratum").cast(pl.String)).sort("stratum")
+    strata = {
+        _stratum_name(value): int(rows)
+        for value, rows in zip(grouped["stratum"].to_list(), grouped["rows"].to_list(), strict=True)
+    }
+    return TargetStrata(
+        rows=sum(strata.values()), strata=strata, columns=tuple(schema), labelled=labelled
+    )
+
+
+def _coded(strata_col: str, codes: Mapping[str, int]) -> pl.Expr:
+    return (
+        pl.col(strata_col)
+        .cast(pl.String)
+        .replace_strict(list(codes), list(codes.values()), return_dtype=pl.Int64)
+    )
+
+
+def _bits_key(value: pl.Expr, mantissa_bits: int) -> pl.Expr:
+    """A fine grid of a positive float: its bit pattern without the low mantissa bits."""
+    return value.reinterpret(dtype=pl.Int64) // (1 << (52 - mantissa_bits))
+
+
+def sink_reranked(
+    lazy: pl.LazyFrame,
+    *,
+    name: str,
+    destination: str,
+    output_format: InputFormat | None,
+    score_col: str,
+    strata_col: str,
+    score_kind: ScoreKind,
+    codes: Mapping[str, int],
+    rerank_map: RerankMap,
+    rank_rows: RankFunction,
+    columns: tuple[str, str, str],
+    label_col: str | None = None,
+    positive_label: str | None = None,
+    weight_col: str | None = None,
+    chunk_rows: int = CHUNK_ROWS,
+    mantissa_bits: int = 12,
+) -> ComparisonCounts | None:
+    """Map every target row, rank all rows exactly, and stream the output (module docstring).
+
+    ``rerank_map(scores, codes) -> (rerank_score, calibrated)`` is applied batch by batch;
+    ``rank_rows(rerank_score, score)`` ranks one chunk (1 = best) by the in-memory rule.
+    ``columns`` names the three added columns. With ``label_col``, returns the comparison
+    counts of the labelled target.
+    """
+    if chunk_rows < 1:
+        raise UsageError("chunk_rows must be positive")
+    schema = lazy.collect_schema()
+    score = _number(score_col, schema[score_col])
+    inputs: list[pl.Expr] = [
+        score.alias("s"),
+        _coded(strata_col, codes).alias("c"),
+    ]
+    if label_col is not None:
+        is_positive, _ = positive_label_expr(label_col, schema[label_col], positive_label)
+        inputs.append(is_positive.fill_null(False).cast(pl.Float64).alias("y"))
+        inputs.append(
+            (pl.lit(1.0) if weight_col is None else _number(weight_col, schema[weight_col]))
+            .cast(pl.Float64)
+            .alias("w")
+        )
+    score_name, calibrated_name, rank_name = columns
+    with tempfile.TemporaryDirectory(prefix="calib-rerank-") as scratch_dir:
+        scratch = Path(scratch_dir)
+        # 1. the map, batch by batch, to scratch files in row order: row, r, p, s[, y, w]
+        (scratch / "mapped").mkdir()
+        mapped = _map_to_parts(
+            lazy.select(inputs), scratch / "mapped", rerank_map, name, _MAP_BATCH_ROWS
+        )
+        rows = pl.scan_ipc(mapped)
+        # 2. a histogram of the rerank scores (and the comparison counts)
+        bucket = _bits_key(pl.col("r"), RERANK_MANTISSA_BITS)
+        queries = [rows.group_by(bucket.alias("b")).agg(pl.len().alias("n")).sort("b")]
+        if label_col is not None:
+            cell = cell_expr(_cell_score(pl.col("s"), score_kind), mantissa_bits=mantissa_bits)
+            for key in (cell, bucket):
+                queries.append(
+                    rows.group_by(key.alias("k"))
+                    .agg(
+                        (pl.col("w") * pl.col("y")).sum().alias("pos"),
+                        (pl.col("w") * (1.0 - pl.col("y"))).sum().alias("neg"),
+                    )
+                    .sort("k")
+                )
+        histogram, *comparison = pl.collect_all(queries, engine="streaming")
+        n_rows = int(histogram["n"].sum())
+        # 3. chunks of whole histogram buckets, ranked from the top; ranks regrouped by row
+        starts = _chunk_starts(histogram["n"].to_numpy(), chunk_rows)
+        bounds = histogram["b"].to_numpy()[starts]  # the first bucket of each chunk
+        chunk_of = pl.lit(0, pl.Int32)
+        for b in bounds[1:]:
+            chunk_of = chunk_of + (bucket >= int(b)).cast(pl.Int32)
+        parts = scratch / "chunks"
+        rows.select("row", "r", "s", chunk_of.alias("chunk")).sink_ipc(
+            pl.PartitionBy(parts, key="chunk", include_key=False)
+        )
+        counts = np.bincount(
+            np.searchsorted(bounds, histogram["b"].to_numpy(), side="right") - 1,
+            weights=histogram["n"].to_numpy(),
+            minlength=bounds.size,
+        ).astype(np.int64)
+        above = np.concatenate((np.cumsum(counts[::-1])[::-1][1:], [0]))
+        by_row = scratch / "by_row"
+        for k in range(bounds.size):
+            files = sorted((parts / f"chunk={k}").glob("*.ipc"))
+            if not files:
+                continue
+            chunk = pl.scan_ipc(files).collect()
+            for path in files:
+                path.unlink()
+            ranks = rank_rows(
+                chunk["r"].to_numpy().astype(np.float64),
+                chunk["s"].to_numpy().astype(np.float64),
+            ) + int(above[k])
+            pl.DataFrame({"row": chunk["row"], "rank": ranks}).with_columns(
+                (pl.col("row") // chunk_rows).alias("range")
+            ).lazy().sink_ipc(
+                pl.PartitionBy(by_row / f"from{k:06d}", key="range", include_key=False)
+            )
+            del chunk, ranks
+        ranked: list[Path] = []
+        for j in range(math.ceil(n_rows / chunk_rows)):
+            files = sorted(by_row.glob(f"from*/range={j}/*.ipc"))
+            path = scratch / f"ranks{j:09d}.ipc"
+            pl.scan_ipc(files).collect().sort("row").select(
+                pl.col("rank").alias(rank_name)
+            ).write_ipc(path)
+            for used in files:
+                used.unlink()
+            ranked.append(path)
+        # 4. the output: the target, its mapped columns and its ranks, side by side in row order
+        added = pl.scan_ipc(mapped).select(
+            pl.col("r").alias(score_name), pl.col("p").alias(calibrated_name)
+        )
+        pieces = [lazy, added] + ([pl.scan_ipc(ranked)] if ranked else [])
+        output = (
+            pl.concat(pieces, how="horizontal")
+            if ranked
+            else lazy.with_columns(
+                pl.lit(None, pl.Float64).alias(score_name),
+                pl.lit(None, pl.Float64).alias(calibrated_name),
+                pl.lit(None, pl.Int64).alias(rank_name),
+            )
+        )
+        sink_table(output, destination, output_format_override=output_format)
+    if not comparison:
+        return None
+    raw, reranked = comparison
+    return ComparisonCounts(
+        raw_positives=raw["pos"].to_numpy().astype(np.float64),
+        raw_negatives=raw["neg"].to_numpy().astype(np.float64),
+        reranked_positives=reranked["pos"].to_numpy().astype(np.float64),
+        reranked_negatives=reranked["neg"].to_numpy().astype(np.float64),
+    )
+
+
+def _map_to_parts(
+    inputs: pl.LazyFrame, folder: Path, rerank_map: RerankMap, name: str, part_rows: int
+) -> list[Path]:
+    """Stream ``inputs`` (s, c[, y, w]) through ``rerank_map``; write the rows, in order, with
+    their row number, rerank score ``r`` and calibrated ``p``, to files of at most
+    ``part_rows`` rows; return the files in row order.
+
+    The inputs are first sunk by Polars into files of ``part_rows`` rows, then read one at a
+    time: a sink waits for its writer, whereas a Python consumer of ``collect_batches`` slower
+    than the reader lets batches pile up in memory."""
+    raw = folder / "inputs"
+    collect(lambda: inputs.sink_ipc(pl.PartitionBy(raw, max_rows_per_file=part_rows)), name)
+    paths: list[Path] = []
+    offset = 0
+    for index, source in enumerate(sorted(raw.glob("*.ipc"))):
+        batch = pl.read_ipc(source)
+        source.unlink()
+        s = batch["s"].to_numpy().astype(np.float64)
+        c = batch["c"].to_numpy().astype(np.int64)
+        r, p = rerank_map(s, c)
+        n = s.size
+        frame = pl.DataFrame(
+            {"row": np.arange(offset, offset + n, dtype=np.int64), "r": r, "p": p, "s": s}
+        )
+        if "y" in batch.columns:
+            frame = frame.with_columns(batch["y"], batch["w"])
+        path = folder / f"{index:09d}.ipc"
+        frame.write_ipc(path)
+        paths.append(path)
+        offset += n
+        del batch, frame, s, c, r, p
+    return paths
+
+
+def _chunk_starts(counts: npt.NDArray[np.int64], chunk_rows: int) -> IntArray:
+    """Indices of the buckets that start a chunk: greedy runs of buckets of at most
+    ``chunk_rows`` rows (a bucket larger than that is a chunk of its own).
+
+    >>> _chunk_starts(np.array([2, 2, 2, 5, 1]), 4).tolist()
+    [0, 2, 3, 4]
+    """
+    starts = [0]
+    total = 0
+    for index, n in enumerate(counts.tolist()):
+        if total and total + n > chunk_rows:
+            starts.append(index)
+            total = 0
+        total += n
+    return np.asarray(starts, dtype=np.int64)
