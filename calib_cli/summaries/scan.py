@@ -155,30 +155,32 @@ def summary_plan(
     h = half_cell(m)
     weighted = weight_column is not None
     p, y, w = _inputs(score_column, label_column, weight_column)
-    scan = scan.select(
-        [score_column, label_column]
-        + ([weight_column] if weight_column is not None else [])
-        + (
-            [group_column]
-            if group_column is not None
-            and group_column not in (score_column, label_column, weight_column)
-            else []
-        )
+    packed = _packable(m, n_bins)
+    p_raw = pl.col(score_column).cast(pl.Float64)
+    label = pl.col(label_column).cast(pl.Int8)
+    cell = cell_expr(p_raw, mantissa_bits=m)
+    bin_ = bin_expr(p_raw, edges).cast(pl.Int64)
+    # Key and per-row inputs computed once, in one projection (only the needed columns).
+    columns: list[pl.Expr] = [p.alias("_p"), y.alias("_y")]
+    if weighted:
+        columns.append(w.alias("_w"))
+    keys: list[str] = []
+    if group_column is not None:
+        columns.append(pl.col(group_column).cast(pl.String).alias("group"))
+        keys.append("group")
+    if packed:
+        columns.append(((cell * n_bins + bin_) * 256 + (label.cast(pl.Int64) + 128)).alias("_key"))
+        keys.append("_key")
+    else:
+        columns += [cell.alias("cell"), bin_.cast(pl.Int32).alias("bin"), label.alias("label")]
+        keys += ["cell", "bin", "label"]
+    scan = scan.select(columns).with_columns(
+        pl.when(pl.col("_p") <= 0.5).then(pl.col("_p")).otherwise(1.0 - pl.col("_p")).alias("_x")
     )
-    x = pl.when(p <= 0.5).then(p).otherwise(1.0 - p)
+    p, y, x = pl.col("_p"), pl.col("_y"), pl.col("_x")
+    w = pl.col("_w") if weighted else pl.lit(1.0)
     q = p.clip(eps, 1.0 - eps)
     centred = 1.0 - 2.0 * p
-    cell = cell_expr(p, mantissa_bits=m)
-    bin_ = bin_expr(p, edges).cast(pl.Int64)
-    label = pl.col(label_column).cast(pl.Int8)
-    packed = _packable(m, n_bins)
-    keys: list[pl.Expr] = []
-    if group_column is not None:
-        keys.append(pl.col(group_column).cast(pl.String).alias("group"))
-    if packed:
-        keys.append(((cell * n_bins + bin_) * 256 + (label.cast(pl.Int64) + 128)).alias("_key"))
-    else:
-        keys += [cell.alias("cell"), bin_.cast(pl.Int32).alias("bin"), label.alias("label")]
 
     def total(term: pl.Expr) -> pl.Expr:
         return (w * term).sum() if weighted else term.sum()
@@ -430,7 +432,9 @@ def refinement_level_lazy(
     p = pl.col(summary.score_column).cast(pl.Float64)
     inside = pl.any_horizontal(
         [
-            cell_expr(p, mantissa_bits=bits).is_in(pl.Series(np.asarray(cells, dtype=np.int64)))
+            cell_expr(p, mantissa_bits=bits).is_in(
+                pl.lit(pl.Series(np.asarray(cells, dtype=np.int64))).implode()
+            )
             for bits, cells in plan.parents
         ]
     )
