@@ -70,7 +70,7 @@ def load_artifact(path: str, *, kinds: Sequence[str] = ARTIFACT_KINDS) -> Artifa
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise MissingInputError(f"{path}: no such file") from None
+        raise MissingInputError(f"{path}: no such file{_missing_record_hint(kinds)}") from None
     except OSError as error:
         raise MissingInputError(f"{path}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError:
@@ -85,6 +85,18 @@ def load_artifact(path: str, *, kinds: Sequence[str] = ARTIFACT_KINDS) -> Artifa
             f"{path}: kind is '{artifact.kind}', expected {' or '.join(repr(k) for k in kinds)}"
         )
     return artifact
+
+
+def _missing_record_hint(kinds: Sequence[str]) -> str:
+    """Why a sampling record may be missing: calib resample writes it only when the sample
+    is complete, so a pipe from resample to recalibrate reads it too early."""
+    if tuple(kinds) != ("sampling",):
+        return ""
+    return (
+        " (calib resample writes its record only once the whole sample is written, so "
+        "'calib resample -o - --record R | calib recalibrate - --sampling-record R' looks for "
+        "it too early: write the sample to a file first, then recalibrate it)"
+    )
 
 
 def _nonfinite_constant(token: str) -> float:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -509,3 +510,123 @@ def test_one_tiny_weight_does_not_narrow_the_intervals(run_calib: RunCalib, tmp_
     b = json.loads(run_calib(["reliability", str(tiny), *args]).stdout)
     width = lambda r: r["ece_ci"][1] - r["ece_ci"][0]  # noqa: E731
     assert width(b) > 0.5 * width(a)
+
+
+# ------------------------------------------------------------- issue 11: usage and outputs
+
+
+def test_usage_errors_are_one_line_with_a_suggestion(run_calib: RunCalib, tmp_path: Path) -> None:
+    done = run_calib(["reliability", "x.csv", "--scor-col", "s"])
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode() == (
+        "error: calib reliability: no such option: --scor-col (did you mean --score-col?)\n"
+    )
+    bad_value = run_calib(["reliability", "x.csv", "--bins", "many"])
+    assert bad_value.returncode == 2
+    assert len(bad_value.stderr.decode().splitlines()) == 1
+    assert bad_value.stderr.decode().startswith("error: calib reliability: invalid value for")
+    unknown = run_calib(["nosuch"])
+    assert (unknown.returncode, unknown.stderr.decode()) == (
+        2,
+        "error: no such command 'nosuch'.\n",
+    )
+
+
+def test_short_version_help_without_bool_metavars_and_completion(run_calib: RunCalib) -> None:
+    from calib_cli import __version__
+
+    assert run_calib(["-V"]).stdout.decode().strip() == f"calib {__version__}"
+    top = run_calib(["--help"]).stdout.decode()
+    assert "--install-completion" in top and "--show-completion" in top and "-V" in top
+    for command in ("reliability", "recalibrate", "resample", "estimate-shift", "rerank-strata"):
+        text = run_calib([command, "--help"]).stdout.decode()
+        assert "<bool>" not in text, command
+    script = run_calib(["--show-completion", "bash"])
+    assert script.returncode == 0 and b"_calib_completion" in script.stdout
+    env = {
+        **os.environ,
+        "COMP_WORDS": "calib reliability --scor",
+        "COMP_CWORD": "2",
+        "_CALIB_COMPLETE": "complete_bash",
+    }
+    done = subprocess.run([CALIB], env=env, capture_output=True, check=False)
+    assert done.returncode == 0 and done.stdout.split() == [b"--score-col"]
+
+
+def test_directory_outputs_say_is_a_directory(run_calib: RunCalib, tmp_path: Path) -> None:
+    data = tmp_path / "s.csv"
+    data.write_text("score,label\n0.2,1\n0.1,0\n")
+    (tmp_path / "dir").mkdir()
+    for output in (str(tmp_path / "dir"), str(tmp_path / "dir") + "/", str(tmp_path / "new") + "/"):
+        done = run_calib(["recalibrate", str(data), "--negative-rate", "0.5", "-o", output])
+        assert done.returncode == 73, output
+        assert done.stderr.decode() == f"error: {output}: cannot write (is a directory)\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "s.csv"]
+
+
+PARQUET = ["--output-format", "parquet"]
+
+
+def test_binary_output_to_a_terminal_is_refused(tmp_path: Path) -> None:
+    import pty
+
+    data = tmp_path / "s.csv"
+    data.write_text("score,label\n0.2,1\n0.1,0\n")
+    controller, terminal = pty.openpty()
+    try:
+        done = subprocess.run(
+            [CALIB, "recalibrate", str(data), "--negative-rate", "0.5", "-o", "-", *PARQUET],
+            stdout=terminal,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "NO_COLOR": "1"},
+            check=False,
+            timeout=300,
+        )
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        "error: refusing to write Parquet to a terminal; redirect standard output or give -o FILE\n"
+    )
+
+
+def test_an_added_column_may_not_overwrite_an_input_column(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    data = tmp_path / "s.csv"
+    data.write_text("score,label,calibrated\n0.2,1,x\n0.1,0,y\n")
+    out = tmp_path / "out.csv"
+    done = run_calib(["recalibrate", str(data), "--negative-rate", "0.5", "-o", str(out)])
+    assert done.returncode == 2
+    assert done.stderr.decode() == (
+        f"error: {data} already has a column 'calibrated'; choose another output name\n"
+    )
+    weights = run_calib(
+        [
+            "resample",
+            str(data),
+            "--negative-rate",
+            "0.5",
+            "--weight-col-out",
+            "score",
+            "-o",
+            str(out),
+        ]
+    )
+    assert weights.returncode == 2
+    assert not out.exists()
+
+
+def test_a_missing_sampling_record_says_why(run_calib: RunCalib, tmp_path: Path) -> None:
+    record = tmp_path / "r.json"
+    done = run_calib(
+        ["recalibrate", "-", "--sampling-record", str(record), "-o", str(tmp_path / "o.csv")],
+        stdin=b"score,label\n0.2,1\n0.1,0\n",
+    )
+    assert done.returncode == 66
+    message = done.stderr.decode()
+    assert message.startswith(f"error: {record}: no such file (calib resample writes its record")
+    assert "write the sample to a file first" in message
+    assert len(message.splitlines()) == 1

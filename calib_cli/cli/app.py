@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import difflib
 import sys
-from typing import Annotated
+from types import SimpleNamespace
+from typing import Annotated, Any
 
 import typer
+import typer.main
 from typer.exceptions import TyperException
 
 from calib_cli import __version__
@@ -21,6 +23,8 @@ from calib_cli.cli import (
 from calib_cli.cli.session import BROKEN_PIPE_EXIT, run_interruptibly, silence_stdout
 from calib_cli.errors import ExitCode
 
+HELP_OPTION_NAMES = ["-h", "--help"]
+
 app = typer.Typer(
     name="calib",
     help=(
@@ -32,7 +36,7 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": HELP_OPTION_NAMES},
 )
 
 
@@ -75,7 +79,9 @@ def main() -> None:
 def _run() -> int:
     """Run the application and return its exit code; usage errors become one line."""
     try:
-        returned = app(standalone_mode=False)
+        command = typer.main.get_command(app)
+        hide_flag_metavars(command)
+        returned = command.main(standalone_mode=False, prog_name="calib")
     except TyperException as error:  # Click's usage errors and file errors
         if type(error).__name__ == "NoArgsIsHelpError":  # `calib` alone: the help was shown
             return int(ExitCode.USAGE)
@@ -94,6 +100,17 @@ def _run() -> int:
         sys.stderr.write("error: interrupted\n")
         return int(ExitCode.INTERRUPTED)
     return returned if isinstance(returned, int) else 0
+
+
+def hide_flag_metavars(command: Any) -> None:
+    """Flags take no value: show none in --help (Typer would print ``<bool>``)."""
+    names = SimpleNamespace(help_option_names=HELP_OPTION_NAMES)
+    help_option = command.get_help_option(names)  # created once and cached by the command
+    for param in [*command.params, *([help_option] if help_option is not None else [])]:
+        if getattr(param, "is_flag", False) and param.metavar is None:
+            param.metavar = ""
+    for child in getattr(command, "commands", {}).values():
+        hide_flag_metavars(child)
 
 
 def _exit_code(code: object) -> int:

@@ -6,6 +6,7 @@ import gzip
 import io
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import polars as pl
@@ -92,14 +93,10 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
     try:
         if fmt in ("csv", "tsv"):
             separator = "\t" if fmt == "tsv" else ","
-            if typed:
-                try:
-                    return pl.read_csv(
-                        buffer, separator=separator, infer_schema_length=None, null_values=[""]
-                    )
-                except pl.exceptions.PolarsError:
-                    buffer.seek(0)  # a column inference cannot type (e.g. ids >= 2**63): text
-            return pl.read_csv(buffer, separator=separator, infer_schema=False, null_values=[""])
+            text = pl.read_csv(buffer, separator=separator, infer_schema=False, null_values=[""])
+            if not typed:
+                return text
+            return text.with_columns(typed_columns(exact_types(text.lazy())))
         if fmt == "parquet":
             return pl.read_parquet(buffer)
         if fmt == "arrow":
@@ -112,3 +109,61 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
             str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         )
         raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
+
+
+# ------------------------------------------------------------------ types of text columns
+
+
+def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict[str, pl.DataType]:
+    """The type of each column of a CSV read as text, for typed outputs (Parquet, Arrow,
+    NDJSON): Int64, Float64 or Boolean when every value reads as one and comes back as the
+    same text, else String, so that pass-through values are kept exactly (``00123``,
+    ``1.50``, ``+3``, ``1e3``, `` 7`` stay text). ``text_columns`` stay text in any case.
+    One streaming pass over ``text``.
+
+    >>> frame = pl.LazyFrame({"id": ["00123", "00124"], "n": ["7", "12"],
+    ...                       "x": ["0.5", "1"], "y": ["1.50", "2"], "b": ["true", None]})
+    >>> {name: str(dtype) for name, dtype in exact_types(frame).items()}
+    {'id': 'String', 'n': 'Int64', 'x': 'Float64', 'y': 'String', 'b': 'Boolean'}
+    """
+    names = text.collect_schema().names()
+    if not names:
+        return {}
+    checks: list[pl.Expr] = []
+    for index, name in enumerate(names):
+        column = pl.col(name)
+        missing = column.is_null()
+        as_int = column.cast(pl.Int64, strict=False)
+        int_exact = as_int.cast(pl.String) == column
+        float_exact = (column.cast(pl.Float64, strict=False).cast(pl.String) == column) | int_exact
+        checks += [
+            (missing | int_exact.fill_null(False)).all().alias(f"{index}:int"),
+            (missing | float_exact.fill_null(False)).all().alias(f"{index}:float"),
+            (missing | column.is_in(["true", "false"])).all().alias(f"{index}:bool"),
+            missing.all().alias(f"{index}:empty"),
+        ]
+    flags = text.select(checks).collect(engine="streaming").row(0, named=True)
+    types: dict[str, pl.DataType] = {}
+    for index, name in enumerate(names):
+        dtype: pl.DataType = pl.String()
+        if name in text_columns or flags[f"{index}:empty"]:
+            pass
+        elif flags[f"{index}:int"]:
+            dtype = pl.Int64()
+        elif flags[f"{index}:float"]:
+            dtype = pl.Float64()
+        elif flags[f"{index}:bool"]:
+            dtype = pl.Boolean()
+        types[name] = dtype
+    return types
+
+
+def typed_columns(types: dict[str, pl.DataType]) -> list[pl.Expr]:
+    """The expressions that turn text columns into the types of :func:`exact_types`."""
+    exprs: list[pl.Expr] = []
+    for name, dtype in types.items():
+        if dtype == pl.Boolean:
+            exprs.append(pl.col(name) == "true")
+        elif dtype != pl.String:
+            exprs.append(pl.col(name).cast(dtype))
+    return exprs

@@ -10,7 +10,7 @@ import polars as pl
 
 from calib_cli.errors import InputError
 from calib_cli.io.formats import STDIO, display_name, resolve_format
-from calib_cli.io.read import check_exists, read_table
+from calib_cli.io.read import check_exists, exact_types, read_table, typed_columns
 from calib_cli.types import InputFormat
 
 ROW_INDEX = "__calib_row__"
@@ -31,19 +31,25 @@ def scan_table(
     name = display_name(path)
     check_exists(path)
     if path == STDIO or path.lower().endswith(".gz"):
-        table = read_table(path, input_format=input_format, typed=typed)
-        return table.frame.lazy(), table.format
+        table = read_table(path, input_format=input_format)
+        frame = table.frame
+        if typed and table.format in ("csv", "tsv"):
+            types = exact_types(frame.lazy(), text_columns=text_columns)
+            frame = frame.with_columns(typed_columns(types))
+        return frame.lazy(), table.format
     fmt = resolve_format(path, input_format, _peek(path))
     try:
         if fmt in ("csv", "tsv"):
             lazy = pl.scan_csv(
                 path,
                 separator="\t" if fmt == "tsv" else ",",
-                infer_schema=typed,
-                infer_schema_length=None,
-                # ids stay text: inference would take 64-bit unsigned ids for Int64 and fail
-                schema_overrides=dict.fromkeys(text_columns, pl.String) if typed else None,
+                infer_schema=False,
+                null_values=[""],
             )
+            if typed:  # a column whose text would not come back exactly stays text
+                lazy = lazy.with_columns(
+                    typed_columns(exact_types(lazy, text_columns=text_columns))
+                )
         elif fmt == "parquet":
             lazy = pl.scan_parquet(path)
         elif fmt == "arrow":

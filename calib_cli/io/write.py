@@ -88,6 +88,8 @@ def atomic_destination(path: str) -> Iterator[Path]:
     the mode of the file it replaces. A symbolic link is followed: its target is replaced.
     """
     target = Path(os.path.realpath(path))
+    if path.endswith(("/", os.sep)):
+        raise OutputError(f"{path}: cannot write (is a directory)")
     directory = target.parent
     if not directory.is_dir():
         raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
@@ -138,18 +140,39 @@ def check_destination(
     path: str | None, *, data_format: InputFormat | None = None, table: bool = False
 ) -> None:
     """Refuse an output before any work is done: an unknown extension (for tables), a missing
-    directory, or a directory in place of a file."""
-    if path is None or canonical_output(path) == STDIO or is_stream(path):
+    directory, a directory in place of a file (``-o out/``, exit 73), or a binary table
+    (Parquet, Arrow) for standard output on a terminal (exit 2)."""
+    if path is None:
         return
+    if canonical_output(path) == STDIO:
+        if table and output_format(path, data_format) in BINARY_FORMATS and _stdout_is_terminal():
+            raise UsageError(
+                f"refusing to write {output_format(path, data_format).capitalize()} to a "
+                "terminal; redirect standard output or give -o FILE"
+            )
+        return
+    if is_stream(path):
+        return
+    target = Path(os.path.realpath(path))
+    if target.is_dir() or path.endswith(("/", os.sep)):
+        raise OutputError(f"{path}: cannot write (is a directory)")
     if table:
         output_format(path, data_format)
-    target = Path(os.path.realpath(path))
-    if target.is_dir():
-        raise OutputError(f"{path}: cannot write (is a directory)")
     if not target.parent.is_dir():
         raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
     if not os.access(target.parent, os.W_OK):
         raise OutputError(f"{path}: cannot write (permission denied)")
+
+
+#: Table formats that are not text (refused on a terminal).
+BINARY_FORMATS: frozenset[str] = frozenset({"parquet", "arrow"})
+
+
+def _stdout_is_terminal() -> bool:
+    try:
+        return sys.stdout.isatty()
+    except (AttributeError, ValueError):
+        return False
 
 
 def _fsync(path: Path) -> None:
