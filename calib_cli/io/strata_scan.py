@@ -414,10 +414,9 @@ def sink_reranked(
         raise UsageError("chunk_rows must be positive")
     schema = lazy.collect_schema()
     score = _number(score_col, schema[score_col])
-    inputs: list[pl.Expr] = [
-        score.alias("s"),
-        _coded(strata_col, codes).alias("c"),
-    ]
+    # the stratum goes through as it is: turned into codes per batch, eagerly (a cast to text
+    # and replace_strict in the streaming query held memory in proportion to the rows)
+    inputs: list[pl.Expr] = [score.alias("s"), pl.col(strata_col).alias("g")]
     if label_col is not None:
         is_positive, _ = positive_label_expr(label_col, schema[label_col], positive_label)
         inputs.append(is_positive.fill_null(False).cast(pl.Float64).alias("y"))
@@ -432,7 +431,7 @@ def sink_reranked(
         # 1. the map, batch by batch, to scratch files in row order: row, r, p, s[, y, w]
         (scratch / "mapped").mkdir()
         mapped = _map_to_parts(
-            lazy.select(inputs), scratch / "mapped", rerank_map, name, _MAP_BATCH_ROWS
+            lazy.select(inputs), scratch / "mapped", rerank_map, codes, name, _MAP_BATCH_ROWS
         )
         rows = pl.scan_ipc(mapped)
         # 2. a histogram of the rerank scores (and the comparison counts)
@@ -522,9 +521,15 @@ def sink_reranked(
 
 
 def _map_to_parts(
-    inputs: pl.LazyFrame, folder: Path, rerank_map: RerankMap, name: str, part_rows: int
+    inputs: pl.LazyFrame,
+    folder: Path,
+    rerank_map: RerankMap,
+    codes: Mapping[str, int],
+    name: str,
+    part_rows: int,
 ) -> list[Path]:
-    """Stream ``inputs`` (s, c[, y, w]) through ``rerank_map``; write the rows, in order, with
+    """Stream ``inputs`` (s, g[, y, w]; ``g`` the stratum, coded by ``codes``) through
+    ``rerank_map``; write the rows, in order, with
     their row number, rerank score ``r`` and calibrated ``p``, to files of at most
     ``part_rows`` rows; return the files in row order.
 
@@ -539,7 +544,7 @@ def _map_to_parts(
         batch = pl.read_ipc(source)
         source.unlink()
         s = batch["s"].to_numpy().astype(np.float64)
-        c = batch["c"].to_numpy().astype(np.int64)
+        c = batch.select(_coded("g", codes))["g"].to_numpy().astype(np.int64)
         r, p = rerank_map(s, c)
         n = s.size
         frame = pl.DataFrame(
