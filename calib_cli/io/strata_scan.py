@@ -28,6 +28,7 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Final
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +54,9 @@ __all__ = [
 
 #: Rows ranked in memory at once by :func:`sink_reranked` (about 100 bytes each while ranked).
 CHUNK_ROWS = 4_000_000
+#: Scratch files are Parquet (read by decoding, not memory-mapped as Arrow IPC files are,
+#: whose mapped pages would count as the process's memory), compressed cheaply.
+_SCRATCH_CODEC: Final = "lz4"
 #: Rows per batch of the row-wise map.
 _MAP_BATCH_ROWS = 1_000_000
 #: Bits of the rerank score's mantissa kept by the rank histogram and the comparison cells.
@@ -433,7 +437,7 @@ def sink_reranked(
         mapped = _map_to_parts(
             lazy.select(inputs), scratch / "mapped", rerank_map, codes, name, _MAP_BATCH_ROWS
         )
-        rows = pl.scan_ipc(mapped)
+        rows = pl.scan_parquet(mapped)
         # 2. a histogram of the rerank scores (and the comparison counts)
         bucket = _bits_key(pl.col("r"), RERANK_MANTISSA_BITS)
         queries = [rows.group_by(bucket.alias("b")).agg(pl.len().alias("n")).sort("b")]
@@ -457,8 +461,8 @@ def sink_reranked(
         for b in bounds[1:]:
             chunk_of = chunk_of + (bucket >= int(b)).cast(pl.Int32)
         parts = scratch / "chunks"
-        rows.select("row", "r", "s", chunk_of.alias("chunk")).sink_ipc(
-            pl.PartitionBy(parts, key="chunk", include_key=False)
+        rows.select("row", "r", "s", chunk_of.alias("chunk")).sink_parquet(
+            pl.PartitionBy(parts, key="chunk", include_key=False), compression=_SCRATCH_CODEC
         )
         counts = np.bincount(
             np.searchsorted(bounds, histogram["b"].to_numpy(), side="right") - 1,
@@ -468,10 +472,10 @@ def sink_reranked(
         above = np.concatenate((np.cumsum(counts[::-1])[::-1][1:], [0]))
         by_row = scratch / "by_row"
         for k in range(bounds.size):
-            files = sorted((parts / f"chunk={k}").glob("*.ipc"))
+            files = sorted((parts / f"chunk={k}").glob("*.parquet"))
             if not files:
                 continue
-            chunk = pl.scan_ipc(files).collect()
+            chunk = pl.scan_parquet(files).collect()
             for path in files:
                 path.unlink()
             ranks = rank_rows(
@@ -480,25 +484,26 @@ def sink_reranked(
             ) + int(above[k])
             pl.DataFrame({"row": chunk["row"], "rank": ranks}).with_columns(
                 (pl.col("row") // chunk_rows).alias("range")
-            ).lazy().sink_ipc(
-                pl.PartitionBy(by_row / f"from{k:06d}", key="range", include_key=False)
+            ).lazy().sink_parquet(
+                pl.PartitionBy(by_row / f"from{k:06d}", key="range", include_key=False),
+                compression=_SCRATCH_CODEC,
             )
             del chunk, ranks
         ranked: list[Path] = []
         for j in range(math.ceil(n_rows / chunk_rows)):
-            files = sorted(by_row.glob(f"from*/range={j}/*.ipc"))
-            path = scratch / f"ranks{j:09d}.ipc"
-            pl.scan_ipc(files).collect().sort("row").select(
+            files = sorted(by_row.glob(f"from*/range={j}/*.parquet"))
+            path = scratch / f"ranks{j:09d}.parquet"
+            pl.scan_parquet(files).collect().sort("row").select(
                 pl.col("rank").alias(rank_name)
-            ).write_ipc(path)
+            ).write_parquet(path, compression=_SCRATCH_CODEC, statistics=False)
             for used in files:
                 used.unlink()
             ranked.append(path)
         # 4. the output: the target, its mapped columns and its ranks, side by side in row order
-        added = pl.scan_ipc(mapped).select(
+        added = pl.scan_parquet(mapped).select(
             pl.col("r").alias(score_name), pl.col("p").alias(calibrated_name)
         )
-        pieces = [lazy, added] + ([pl.scan_ipc(ranked)] if ranked else [])
+        pieces = [lazy, added] + ([pl.scan_parquet(ranked)] if ranked else [])
         output = (
             pl.concat(pieces, how="horizontal")
             if ranked
@@ -537,11 +542,16 @@ def _map_to_parts(
     time: a sink waits for its writer, whereas a Python consumer of ``collect_batches`` slower
     than the reader lets batches pile up in memory."""
     raw = folder / "inputs"
-    collect(lambda: inputs.sink_ipc(pl.PartitionBy(raw, max_rows_per_file=part_rows)), name)
+    collect(
+        lambda: inputs.sink_parquet(
+            pl.PartitionBy(raw, max_rows_per_file=part_rows), compression=_SCRATCH_CODEC
+        ),
+        name,
+    )
     paths: list[Path] = []
     offset = 0
-    for index, source in enumerate(sorted(raw.glob("*.ipc"))):
-        batch = pl.read_ipc(source)
+    for index, source in enumerate(sorted(raw.glob("*.parquet"))):
+        batch = pl.read_parquet(source)
         source.unlink()
         s = batch["s"].to_numpy().astype(np.float64)
         c = batch.select(_coded("g", codes))["g"].to_numpy().astype(np.int64)
@@ -552,8 +562,8 @@ def _map_to_parts(
         )
         if "y" in batch.columns:
             frame = frame.with_columns(batch["y"], batch["w"])
-        path = folder / f"{index:09d}.ipc"
-        frame.write_ipc(path)
+        path = folder / f"{index:09d}.parquet"
+        frame.write_parquet(path, compression=_SCRATCH_CODEC, statistics=False)
         paths.append(path)
         offset += n
         del batch, frame, s, c, r, p
