@@ -361,3 +361,28 @@ def test_streaming_engine_refuses_bad_input_like_the_memory_engine(
         errors.append(done.stderr.decode())
     assert errors[0] == errors[1]
     assert "column 'score' has 1 value outside [0, 1] (first at row 12000: 1.7)" in errors[1]
+
+
+def test_streaming_engine_reads_a_target_on_standard_input_in_memory(
+    run_calib: RunCalib,
+) -> None:
+    """Standard input cannot be read twice: it is read into memory whatever the engine."""
+    reports = []
+    for engine in ("memory", "streaming"):
+        done = run_calib(
+            [
+                "estimate-shift",
+                "--reference",
+                str(REFERENCE),
+                "--target",
+                "-",
+                "--json",
+                "--engine",
+                engine,
+                *FAST,
+            ],
+            stdin=BATCHES.read_bytes(),
+        )
+        assert done.returncode == 0, done.stderr
+        reports.append(json.loads(done.stdout))
+    assert reports[0] == reports[1]

@@ -230,3 +230,24 @@ def test_bad_input_is_refused_alike_before_any_output(
         assert not out.exists()
     assert messages[0] == messages[1]
     assert expected in messages[1]
+
+
+@pytest.mark.parametrize(("which", "option"), [("target", "score_col"), ("reference", "label_col")])
+def test_a_missing_column_is_named_alike_by_both_engines(
+    tmp_path: Path, which: str, option: str
+) -> None:
+    reference, target = _engine_files(tmp_path, ".parquet", weighted=False)
+    messages = []
+    for engine in ("memory", "streaming"):
+        request = EstimateShiftRequest(
+            reference=str(reference),
+            target=str(target),
+            n_bootstrap=5,
+            engine=engine,  # type: ignore[arg-type]
+            **{option: "nope"},  # type: ignore[arg-type]
+        )
+        with pytest.raises(InputError) as caught:
+            run_estimate_shift(request)
+        messages.append(str(caught.value))
+    assert messages[0] == messages[1]
+    assert "no column 'nope'" in messages[1] and "columns are: " in messages[1]

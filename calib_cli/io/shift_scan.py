@@ -34,18 +34,20 @@ def scan_chunks(
     *,
     columns: Sequence[str],
     chunk_rows: int,
+    required: Sequence[str] = (),
     input_format: InputFormat | None = None,
     typed: bool = False,
 ) -> Iterator[Table]:
-    """The file's ``columns`` (those it has; a missing one is reported by the Table's rules)
-    in chunks of exactly ``chunk_rows`` rows (the last one shorter; one empty chunk for an
-    empty file), in file order, memory not growing with rows."""
+    """The file's ``columns`` (those it has) in chunks of exactly ``chunk_rows`` rows (the
+    last one shorter; one empty chunk for an empty file), in file order, memory not growing
+    with rows. Without one of the ``required`` columns, a single empty chunk with every column
+    of the file, so that the Table's rules name the missing column and list the file's."""
     lazy, fmt_text = scan_table(path, input_format=input_format, typed=typed)
     fmt = cast(InputFormat, fmt_text)
     name = display_name(path)
     wanted = _present(lazy, columns)
     schema = lazy.collect_schema()
-    if not wanted:  # no column of interest: one empty chunk says which column is missing
+    if not wanted or any(column not in schema for column in required):
         yield Table(pl.DataFrame(schema=schema), name, fmt)
         return
     selected = lazy.select(wanted)

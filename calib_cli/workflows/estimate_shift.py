@@ -142,7 +142,8 @@ def run_estimate_shift(
     engine = choose_engine(
         request.engine, [request.reference, request.target], input_format=request.input_format
     )
-    if engine == "streaming":
+    if engine == "streaming" and io.STDIO not in (request.reference, request.target):
+        # standard input cannot be read twice: it is read into memory whatever the engine
         return _run_streaming(request, costs, warn=warn)
     return _run_memory(request, costs, warn=warn)
 
@@ -327,7 +328,11 @@ def _run_streaming(
 
     def ref_chunks() -> Iterator[tuple[Table, FloatArray, FloatArray, FloatArray]]:
         for table in scan_chunks(
-            request.reference, columns=ref_columns, chunk_rows=COUNT_CHUNK, input_format=fmt
+            request.reference,
+            columns=ref_columns,
+            chunk_rows=COUNT_CHUNK,
+            required=ref_columns,
+            input_format=fmt,
         ):
             x = table.scores(request.score_col, kind=kind)
             y = table.labels(request.label_col, positive_label=request.positive_label)
@@ -374,6 +379,7 @@ def _run_streaming(
             request.target,
             columns=tgt_columns,
             chunk_rows=COUNT_CHUNK,
+            required=[c for c in tgt_columns if c != request.label_col],
             input_format=fmt,
             typed=typed,
         ):
