@@ -245,3 +245,31 @@ def test_streaming_refuses_bad_input_before_writing(tmp_path: Path) -> None:
                 engine="streaming",
             )
         )
+
+
+def test_streaming_honours_weights_like_memory(tmp_path: Path) -> None:
+    # integer weights (0 included) on scores of 3 decimals: the engines agree exactly
+    rng = np.random.default_rng(8)
+    reference, target = tmp_path / "ref.parquet", tmp_path / "tgt.parquet"
+    for path, n in ((reference, 4000), (target, 3000)):
+        _scored(n, rng, decimals=3).with_columns(
+            pl.Series("w", rng.integers(0, 4, n)).cast(pl.Float64)
+        ).write_parquet(path)
+    frames, results = [], []
+    for engine in ("memory", "streaming"):
+        out = tmp_path / f"{engine}.parquet"
+        results.append(
+            run_rerank_strata(
+                RerankStrataRequest(
+                    reference=str(reference),
+                    target=str(target),
+                    strata_col="day",
+                    weight_col="w",
+                    output=str(out),
+                    engine=engine,  # type: ignore[arg-type]
+                )
+            )
+        )
+        frames.append(pl.read_parquet(out))
+    assert frames[0].equals(frames[1])
+    assert results[0].strata == results[1].strata

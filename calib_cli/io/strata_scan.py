@@ -28,8 +28,8 @@ import math
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
 from pathlib import Path
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -272,7 +272,7 @@ def reference_cells(
     score = _number(score_col, schema[score_col])
     weight = pl.lit(1.0) if weight_col is None else _number(weight_col, schema[weight_col])
     y = is_positive.fill_null(False).cast(pl.Float64)
-    kept = weight > 0.0
+    kept = pl.col("w") > 0.0
     grouped = (
         lazy.select(
             pl.col(strata_col).alias("stratum"),
@@ -293,10 +293,9 @@ def reference_cells(
         )
     )
     hint = "; name the positive value with --positive-label" if positive_label is None else ""
-    found, cells = collect(
-        lambda: pl.collect_all([_check_queries(lazy, checks), grouped], engine="streaming"), name
-    )
+    found = collect(lambda: _check_queries(lazy, checks).collect(engine="streaming"), name)
     _raise_first_failure(lazy, found, checks, name, hint)
+    cells = collect(lambda: grouped.collect(engine="streaming"), name)
     if cells.height == 0:
         raise InputError(f"{name}: no data rows")
     # strata in the order of their names, as the in-memory engine sorts them (as text)
@@ -358,11 +357,10 @@ def target_strata(
         if weight_col is not None:
             checks += _weight_checks(weight_col, schema[weight_col])
     counts = lazy.group_by(pl.col(strata_col).alias("stratum")).agg(pl.len().alias("rows"))
-    found, grouped = collect(
-        lambda: pl.collect_all([_check_queries(lazy, checks), counts], engine="streaming"), name
-    )
+    found = collect(lambda: _check_queries(lazy, checks).collect(engine="streaming"), name)
     hint = "; name the positive value with --positive-label" if positive_label is None else ""
     _raise_first_failure(lazy, found, checks, name, hint)
+    grouped = collect(lambda: counts.collect(engine="streaming"), name)
     if grouped.height == 0:
         raise InputError(f"{name}: no data rows")
     grouped = grouped.with_columns(pl.col("stratum").cast(pl.String)).sort("stratum")
@@ -452,7 +450,8 @@ def sink_reranked(
                     )
                     .sort("k")
                 )
-        histogram, *comparison = pl.collect_all(queries, engine="streaming")
+        # one query at a time: collected together, Polars caches the shared scan in memory
+        histogram, *comparison = [query.collect(engine="streaming") for query in queries]
         n_rows = int(histogram["n"].sum())
         # 3. chunks of whole histogram buckets, ranked from the top; ranks regrouped by row
         starts = _chunk_starts(histogram["n"].to_numpy(), chunk_rows)
