@@ -85,7 +85,9 @@ def _density_kkt(counts: np.ndarray, basis: np.ndarray, h: np.ndarray, w: np.nda
     height a non-negative value. Differences of the mean log-likelihood along each e_j,
     step 1e-6 (one-sided at a zero height).
     """
-    n = counts / counts.sum()
+    used = counts > 0  # cells without counts add 0 (and may have probability 0)
+    n = counts[used] / counts.sum()
+    basis = basis[used]
 
     def f(x: np.ndarray) -> float:
         return -float(n @ np.log(basis @ x))
@@ -367,3 +369,118 @@ def test_fit_map_refuses_bad_options() -> None:
         _fit(prob, 1.0, power=0.5)
     with pytest.raises(InputError, match="map_beta"):
         _fit(prob, -1.0)
+
+
+def _lbfgsb_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the fits skip projected Newton: its 0 iterations fail the criterion, so the whole
+    fit is the L-BFGS-B restart (the solver before the change)."""
+
+    def no_newton(fun, x0, **_):  # type: ignore[no-untyped-def]
+        return np.asarray(x0, dtype=float), 0
+
+    monkeypatch.setattr(sm, "projected_newton", no_newton)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_newton_density_fit_is_a_kkt_point_and_matches_lbfgsb(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Random shapes with empty stretches (heights on the bound 0 at one or both ends), random
+    # node positions; KKT checked by central differences of the hand formula, independently of
+    # the fit's own gradient, and the objective against an L-BFGS-B solution of the same
+    # problem: a convex F with residual r is within about r^2 / curvature of its minimum.
+    rng = np.random.default_rng(100 + seed)
+    nodes = np.sort(np.concatenate(([0.0, 1.0], rng.uniform(0.05, 0.95, 5))))
+    edges = np.linspace(0.0, 1.0, 61)
+    low, high = rng.uniform(0.0, 0.3), rng.uniform(0.7, 1.0)
+    sample = low + (high - low) * rng.beta(rng.uniform(1, 4), rng.uniform(1, 4), 3000)
+    counts = np.histogram(sample, bins=edges)[0].astype(float)
+    basis = _cells(nodes, edges)
+    w = sm.trapezoid_weights(nodes)
+    fit = sm.fit_piecewise_linear(counts, basis, nodes)
+    assert fit.converged and fit.residual <= sm.TOL and fit.n_iter < 30
+    assert np.all(fit.heights >= 0.0) and float(w @ fit.heights) == pytest.approx(1.0, abs=1e-12)
+    assert _density_kkt(counts, basis, fit.heights, w) < 1e-5
+
+    def mean_objective(h: np.ndarray) -> float:
+        n = counts / counts.sum()
+        used = n > 0
+        return -float(n[used] @ np.log(basis[used] @ h))
+
+    with monkeypatch.context() as patch:
+        _lbfgsb_only(patch)
+        old = sm.fit_piecewise_linear(counts, basis, nodes)
+    assert old.converged
+    assert mean_objective(fit.heights) == pytest.approx(mean_objective(old.heights), abs=1e-10)
+
+
+@pytest.mark.parametrize("seed", [4, 8, 9, 11])
+@pytest.mark.parametrize(("beta", "power"), [(0.0, 1.0), (3.0, 1.0), (10.0, 1.5), (1e4, 2.0)])
+def test_newton_map_fit_is_a_kkt_point_and_matches_lbfgsb(
+    seed: int, beta: float, power: float, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Problem 4's reference density is 0 at node 0 (a height starting on its bound); small
+    # priors move heights to and from 0. Signs at the bounds and first-order conditions by
+    # differences (_map_kkt); the objective equals the L-BFGS-B fit's within the rounding
+    # and tolerance of the criterion (both converged: residual TOL in scaled coordinates is a
+    # possible gain of about TOL^2 / 2 per count in each coordinate).
+    prob = _problem(seed)
+    a, fit, converged, n_iter = _fit(prob, beta, power)
+    assert converged and fit.residual <= sm.TOL and n_iter < 40
+    assert 0.0 <= a <= 1.0 and np.all(fit.heights >= 0.0)
+    assert _map_kkt(prob, a, fit, beta, power) < 1e-5
+    with monkeypatch.context() as patch:
+        _lbfgsb_only(patch)
+        _, old, old_converged, _ = _fit(prob, beta, power)
+    assert old_converged
+    total = prob.counts.sum()
+    new_value, old_value = -fit.log_posterior / total, -old.log_posterior / total
+    assert new_value <= old_value + 1e-12
+    assert new_value == pytest.approx(old_value, abs=1e-10)
+
+
+def test_map_exact_hessian_matches_differences_of_the_gradient() -> None:
+    # _map_derivatives' Hessian in (alpha, h), against central differences of its gradient.
+    prob = _problem(4)
+    rng = np.random.default_rng(7)
+    for beta, power in [(0.0, 1.0), (10.0, 1.0), (10.0, 1.5), (1e3, 2.0), (5.0, 3.0)]:
+        total = prob.counts.sum()
+        data = sm._MapData(
+            share=prob.counts / total,
+            mass_neg=prob.mass_neg,
+            cell_basis=prob.basis,
+            prior_weights=prob.prior_w,
+            prior_scale=beta / total * prob.prior_w,
+            prior=sm.PriorBasis.of(prob.prior_basis),
+            reference_density=prob.reference_density,
+            beta_per_count=beta / total,
+            power=power,
+        )
+        x = np.concatenate(([0.1], rng.random(prob.nodes.size) + 0.2))
+
+        def grad(z: np.ndarray) -> np.ndarray:
+            _, ga, gh, _ = sm._map_derivatives(float(z[0]), z[1:], data)  # noqa: B023
+            return np.concatenate(([ga], gh))
+
+        hessian = sm._map_derivatives(float(x[0]), x[1:], data)[3]()
+        steps = np.eye(x.size) * 1e-6
+        numeric = np.column_stack([(grad(x + e) - grad(x - e)) / 2e-6 for e in steps])
+        np.testing.assert_allclose(hessian, numeric, atol=1e-7 * np.abs(hessian).max())
+
+
+def test_prior_basis_gram_is_the_dense_product() -> None:
+    rng = np.random.default_rng(8)
+    nodes = np.sort(np.concatenate(([0.0, 1.0], rng.random(6))))
+    z = np.concatenate(([0.0, 1.0], nodes[1:-1], rng.random(50)))
+    dense = sm.interp_basis(z, nodes)
+    s = rng.random(z.size)
+    banded = sm.PriorBasis.of(dense)
+    assert banded.products is not None
+    np.testing.assert_allclose(banded.gram(s), (dense.T * s) @ dense, rtol=1e-13, atol=1e-15)
+    general = sm.PriorBasis.of(dense @ rng.random((nodes.size, nodes.size)))
+    assert general.products is None
+    np.testing.assert_allclose(general.gram(s), (general.matrix.T * s) @ general.matrix, rtol=1e-13)
+    keep = s > 0.5
+    np.testing.assert_allclose(
+        banded.take(keep).gram(s[keep]), (dense[keep].T * s[keep]) @ dense[keep]
+    )

@@ -184,8 +184,10 @@ IDENTIFIABILITY_LEVEL = 0.05
 #: Newton step of its log-likelihood, the distance to the maximiser, is at most this.
 ROOT_TOL = 1e-10
 #: Projected-gradient tolerance of ``map`` fits in bootstrap replicates (the point estimate
-#: uses ``shift_map.TOL``): a replicate's error then moves the prevalence by about 1e-7 at
-#: most, against a bootstrap spread of 1e-3 or more.
+#: uses ``shift_map.TOL``). The residual is a gradient per count in coordinates of unit
+#: curvature, where the sampling noise of that gradient is about 1 / sqrt(n) (1e-3 or more
+#: for up to a million rows); the same inverse Hessian carries both to the estimate, so a
+#: replicate's own error is about 1e-3 of the bootstrap spread or less.
 REPLICATE_TOL = 1e-6
 
 _METHODS = ("auto", "mle", "em", "acc", "pacc", "map")
@@ -405,6 +407,7 @@ class _MapSetup:
     fitted_on: FloatArray
     beta: float
     power: float
+    prior: shift_map.PriorBasis  # prior_basis with its Gram products, built once
 
 
 # --------------------------------------------------------------------------------------------
@@ -1339,6 +1342,7 @@ def _map_setup(
         ref.fine_weight_pos,
         float(beta),
         float(power),
+        shift_map.PriorBasis.of(prior_basis),
     )
 
 
@@ -1372,7 +1376,7 @@ def _estimate_map(
         ref.mass_neg,
         setup.cell_basis,
         prior_weights[keep],
-        setup.prior_basis[keep],
+        setup.prior.take(keep),
         reference_fit,
         beta=setup.beta,
         power=setup.power,

@@ -59,14 +59,19 @@ With :math:`S = w \\cdot v` and :math:`G = \\nabla_h` of the objective,
 
 (log-posterior; :math:`D = f_1(\\cdot; h) - f_1^{\\mathrm{ref}}`,
 :math:`m_k = (1-\\alpha) P_{0k} + \\alpha P_{1k}`). The fit minimises the negative
-log-posterior divided by the total count with L-BFGS-B under the bounds.
+log-posterior divided by the total count under the bounds by projected Newton steps with the
+exact Hessian (Bertsekas 1982, :func:`calib_cli.core.convergence.projected_newton`): eleven
+coordinates with the default nodes, so a dense factorisation per iteration costs less than the
+objective.
 
 Convergence is the project's own (:mod:`calib_cli.core.convergence`): the infinity norm of
 the projected gradient of that *mean* objective in :math:`(\\alpha, v)` at the returned point,
-at most ``tol``; a fit that fails it is restarted once from its point. The reference density
-:func:`fit_piecewise_linear` is the same kind of fit without the scale problem: it maximises
-the concave :math:`\\sum_k n_k \\log (A v)_k - N\\, w \\cdot v` over :math:`v \\ge 0`, whose
-maximiser has :math:`w \\cdot v = 1` and is the constrained maximum-likelihood density.
+at most ``tol``; a fit that fails it is restarted once from its point, by L-BFGS-B. The
+reference density :func:`fit_piecewise_linear` is the same kind of fit without the scale
+problem: it maximises the concave :math:`\\sum_k n_k \\log (A v)_k - N\\, w \\cdot v` over
+:math:`v \\ge 0`, whose maximiser has :math:`w \\cdot v = 1` and is the constrained
+maximum-likelihood density (the same solver, its Hessian
+:math:`A^\\top \\operatorname{diag}(n / (N (Av)^2)) A`).
 
 Small fits run with single-threaded BLAS (``threadpoolctl``, when installed): starting a pool
 of threads costs more than the products of a few thousand numbers it would share out.
@@ -86,16 +91,24 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from scipy.optimize import minimize
 from scipy.special import expit
 
-from calib_cli.core.convergence import projected_gradient_residual, with_one_restart
+from calib_cli.core.convergence import (
+    Convergence,
+    NewtonObjective,
+    projected_gradient_residual,
+    projected_newton,
+    with_one_restart,
+)
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray
 
 __all__ = [
     "MapFit",
     "PiecewiseLinearFit",
+    "PriorBasis",
     "cdf_basis",
     "check_nodes",
     "fit_map",
@@ -112,6 +125,7 @@ __all__ = [
 Q_BOUND = 40.0
 #: Bounds on logit(alpha) of :func:`map_objective`.
 LOGIT_BOUND = 30.0
+_TINY = float(np.finfo(np.float64).tiny)
 #: Default tolerance on the projected gradients (of the mean objectives, per unit count; for
 #: :func:`fit_map` in coordinates scaled by the Gauss-Newton diagonal, where a component g
 #: means a possible gain of about g^2 / 2 per count). The objectives are known to about
@@ -120,6 +134,7 @@ LOGIT_BOUND = 30.0
 TOL = 1e-7
 
 _CONTROLLER: Any = None
+_DEPTH = 0
 
 
 @contextmanager
@@ -130,7 +145,10 @@ def single_threaded_blas() -> Iterator[None]:
     wake than it saves, and on a busy machine waiting for its threads dominates the fit.
     Threads do not change the criterion of convergence, only the time.
     """
-    global _CONTROLLER
+    global _CONTROLLER, _DEPTH
+    if _DEPTH > 0:  # already inside such a block: nothing to change
+        yield
+        return
     if _CONTROLLER is None:
         try:
             from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
@@ -142,7 +160,11 @@ def single_threaded_blas() -> Iterator[None]:
         yield
         return
     with _CONTROLLER.limit(limits=1, user_api="blas"):
-        yield
+        _DEPTH += 1
+        try:
+            yield
+        finally:
+            _DEPTH -= 1
 
 
 @dataclass(frozen=True)
@@ -329,7 +351,8 @@ Objective = Callable[[FloatArray], tuple[float, FloatArray]]
 def _lbfgsb(
     objective: Objective, lower: FloatArray, upper: FloatArray, tol: float
 ) -> Callable[[FloatArray, int], tuple[FloatArray, int]]:
-    """An L-BFGS-B run from a point with an iteration budget (for :func:`with_one_restart`).
+    """An L-BFGS-B run from a point with an iteration budget (the fallback restart of
+    :func:`_newton_then_lbfgsb`).
 
     Its own stopping rule is a quarter of ``tol`` on the same projected gradient, and no
     relative-decrease rule (``ftol=0``): whether it stopped for that or because its line
@@ -349,6 +372,62 @@ def _lbfgsb(
         return x, min(int(result.nit), budget)
 
     return solve
+
+
+class _LastPoint:
+    """``fun`` remembering its last evaluation: the criterion and the value at the returned
+    point, evaluated after the solver, cost nothing more (the point is the solver's last)."""
+
+    def __init__(self, fun: NewtonObjective) -> None:
+        self.fun = fun
+        self.x: FloatArray | None = None
+        self.result: tuple[float, FloatArray, Callable[[], FloatArray]] | None = None
+
+    def __call__(self, x: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
+        if self.result is not None and self.x is not None and np.array_equal(x, self.x):
+            return self.result
+        self.result = self.fun(x)
+        self.x = np.array(x, dtype=np.float64, copy=True)
+        return self.result
+
+
+def _newton_then_lbfgsb(
+    fun: NewtonObjective,
+    x0: FloatArray,
+    *,
+    lower: FloatArray,
+    upper: FloatArray,
+    tol: float,
+    max_iter: int,
+) -> tuple[FloatArray, Convergence, float]:
+    """Projected Newton from ``x0``; L-BFGS-B from its point only if that fails the criterion.
+
+    The criterion (:func:`projected_gradient_residual` of ``fun``'s gradient at most ``tol``)
+    is evaluated on the returned point, never taken from a solver; ``max_iter`` caps the
+    iterations of both solvers together (:func:`with_one_restart`). Returns the point, how
+    the fit ended and the objective's value there.
+    """
+    remembered = _LastPoint(fun)
+
+    def newton(x: FloatArray, budget: int) -> tuple[FloatArray, int]:
+        return projected_newton(remembered, x, lower=lower, upper=upper, tol=tol, max_iter=budget)
+
+    def value_and_gradient(x: FloatArray) -> tuple[float, FloatArray]:
+        value, grad, _ = remembered(x)
+        return value, grad
+
+    def residual(x: FloatArray) -> float:
+        return projected_gradient_residual(x, remembered(x)[1], lower=lower, upper=upper)
+
+    x, conv = with_one_restart(
+        newton,
+        residual,
+        x0,
+        tol=tol,
+        max_iter=max_iter,
+        restart=_lbfgsb(value_and_gradient, lower, upper, tol),
+    )
+    return x, conv, remembered(x)[0]
 
 
 def _heights_start(start: FloatArray | None, weights: FloatArray) -> FloatArray:
@@ -384,11 +463,14 @@ def fit_piecewise_linear(
 
         F(v) = -\\sum_k \\frac{n_k}{N} \\log (A v)_k + w \\cdot v, \\qquad v \\ge 0,
 
-    (:math:`N = \\sum_k n_k`) by L-BFGS-B: the normalisation is a Lagrange term whose
-    multiplier is known (at a minimiser :math:`v \\cdot \\nabla F = 0` gives
+    (:math:`N = \\sum_k n_k`) by projected Newton steps with the exact Hessian
+    :math:`A^\\top \\operatorname{diag}(n / (N (A v)^2)) A`
+    (:func:`calib_cli.core.convergence.projected_newton`): the normalisation is a Lagrange
+    term whose multiplier is known (at a minimiser :math:`v \\cdot \\nabla F = 0` gives
     :math:`w \\cdot v = 1`), so there is no scale direction and zero heights are ordinary
     bound-constrained points. Converged when the projected gradient of :math:`F` at the fit
-    has infinity norm at most ``tol`` (one restart from the returned point otherwise).
+    has infinity norm at most ``tol`` (one restart from the returned point by L-BFGS-B
+    otherwise).
 
     Parameters
     ----------
@@ -403,7 +485,7 @@ def fit_piecewise_linear(
     tol : float, default TOL (1e-7)
         Tolerance on the projected gradient of :math:`F` (per unit count).
     max_iter : int, default 5000
-        Cap on L-BFGS-B iterations, the restart included.
+        Cap on iterations (Newton, and L-BFGS-B in a restart), the restart included.
 
     Returns
     -------
@@ -428,22 +510,25 @@ def fit_piecewise_linear(
     a_used = np.ascontiguousarray(cell_basis[used])
     tiny = np.finfo(np.float64).tiny
 
-    def objective(v: FloatArray) -> tuple[float, FloatArray]:
+    def objective(v: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
         prob = np.maximum(a_used @ v, tiny)
-        value = -float(share @ np.log(prob)) + float(weights @ v)
-        grad: FloatArray = weights - a_used.T @ (share / prob)
-        return value, grad
+        ratio = share / prob
+        value = float(weights @ v) - float(share @ np.log(prob))
+        grad: FloatArray = weights - ratio @ a_used
 
-    def residual(v: FloatArray) -> float:
-        return projected_gradient_residual(v, objective(v)[1], lower=0.0)
+        def hessian() -> FloatArray:
+            result: FloatArray = (a_used.T * (ratio / prob)) @ a_used
+            return result
+
+        return value, grad, hessian
 
     m1 = nodes.size
-    lower, upper = np.zeros(m1), np.full(m1, np.inf)
     with single_threaded_blas():
-        v, conv = with_one_restart(
-            _lbfgsb(objective, lower, upper, tol),
-            residual,
+        v, conv, _ = _newton_then_lbfgsb(
+            objective,
             _heights_start(start, weights),
+            lower=np.zeros(m1),
+            upper=np.full(m1, np.inf),
             tol=tol,
             max_iter=max_iter,
         )
@@ -507,6 +592,161 @@ def _map_terms(
     return _MapTerms(value, grad_alpha, grad_h, penalty)
 
 
+@dataclass(frozen=True)
+class PriorBasis:
+    """The basis ``B`` of the prior's points (:math:`f_1(z_j) = (B h)_j`), ready for products.
+
+    Build it with :meth:`of`; :func:`fit_map` accepts it in place of the matrix (a bootstrap
+    builds it once and takes rows with :meth:`take`). When every row has its non-zeros in two
+    adjacent columns (hat functions, :func:`interp_basis`), the Gram matrix
+    :math:`B^\\top \\operatorname{diag}(s) B` is tridiagonal, its diagonal ``s @ (B * B)``
+    and its off-diagonal ``s @ (B[:, :-1] * B[:, 1:])``: ``products`` holds those columns,
+    one matrix-vector product instead of a product of (m + 1, n) by (n, m + 1).
+
+    Attributes
+    ----------
+    matrix : ndarray of shape (n, m + 1)
+        ``B``.
+    products : ndarray of shape (n, 2m + 1) or None
+        ``[B * B, B[:, :-1] * B[:, 1:]]`` when ``B`` is banded so, else None.
+
+    Examples
+    --------
+    >>> basis = PriorBasis.of(interp_basis(np.array([0.25, 0.5]), uniform_nodes(2)))
+    >>> basis.gram(np.array([1.0, 2.0])).tolist()
+    [[0.25, 0.25, 0.0], [0.25, 2.25, 0.0], [0.0, 0.0, 0.0]]
+    """
+
+    matrix: FloatArray
+    products: FloatArray | None
+
+    @classmethod
+    def of(cls, basis: FloatArray) -> PriorBasis:
+        """From the matrix ``B`` (the products only when its rows are banded as above)."""
+        matrix = np.ascontiguousarray(basis, dtype=np.float64)
+        m1 = matrix.shape[1]
+        nonzero = matrix != 0.0
+        first = np.argmax(nonzero, axis=1)
+        last = m1 - 1 - np.argmax(nonzero[:, ::-1], axis=1)
+        if m1 < 2 or not np.all(last - first <= 1):
+            return cls(matrix, None)
+        return cls(matrix, np.hstack((matrix * matrix, matrix[:, :-1] * matrix[:, 1:])))
+
+    def take(self, rows: npt.NDArray[np.bool_]) -> PriorBasis:
+        """The basis of a subset of the points (a boolean mask)."""
+        products = None if self.products is None else self.products[rows]
+        return PriorBasis(self.matrix[rows], products)
+
+    def apply(self, h: FloatArray) -> FloatArray:
+        """``B h``."""
+        result: FloatArray = self.matrix @ h
+        return result
+
+    def rapply(self, u: FloatArray) -> FloatArray:
+        """``u B`` (that is ``B^T u``)."""
+        result: FloatArray = u @ self.matrix
+        return result
+
+    def gram(self, s: FloatArray) -> FloatArray:
+        """``B^T diag(s) B``, shape (m + 1, m + 1)."""
+        if self.products is None:
+            dense: FloatArray = (self.matrix.T * s) @ self.matrix
+            return dense
+        m1 = self.matrix.shape[1]
+        sums = s @ self.products
+        out = np.diag(sums[:m1])
+        band = np.arange(m1 - 1)
+        out[band, band + 1] = sums[m1:]
+        out[band + 1, band] = sums[m1:]
+        result: FloatArray = out
+        return result
+
+
+@dataclass(frozen=True)
+class _MapData:
+    """One MAP problem's arrays, with the constants of :func:`_map_derivatives` computed once.
+
+    ``share``: the target's counts over their total (positive cells only), ``mass_neg`` and
+    ``cell_basis`` of those cells; ``prior_scale``: :math:`\\beta \\pi_{0j} / C` at the prior's
+    points; ``beta_per_count``: :math:`\\beta / C`.
+    """
+
+    share: FloatArray
+    mass_neg: FloatArray
+    cell_basis: FloatArray
+    prior_weights: FloatArray
+    prior_scale: FloatArray
+    prior: PriorBasis
+    reference_density: FloatArray
+    beta_per_count: float
+    power: float
+
+
+def _map_derivatives(
+    alpha: float, h: FloatArray, data: _MapData
+) -> tuple[float, float, FloatArray, Callable[[], FloatArray]]:
+    """:func:`_map_terms`' value and gradients, and the exact Hessian in ``(alpha, h)``.
+
+    With :math:`r = c / (m C)`, :math:`q = c / (m^2 C)`, :math:`\\delta = A h - P_0` and
+    :math:`\\phi = g^p` (convex: :math:`\\phi'' = p g^{p-1} / s^3 + p (p-1) g^{p-1}
+    (s + 1) / s^2`, :math:`s = \\sqrt{1 + D^2}`),
+
+    .. math::
+
+        H_{\\alpha\\alpha} = q \\cdot \\delta^2, \\quad
+        H_{h\\alpha} = -A^\\top r + \\alpha A^\\top (q \\delta), \\quad
+        H_{hh} = \\alpha^2 A^\\top \\operatorname{diag}(q) A
+               + \\frac{\\beta}{C} B^\\top \\operatorname{diag}(\\pi_0 \\phi''(D)) B.
+
+    Returns ``(value, grad_alpha, grad_h, hessian)``, ``hessian()`` of shape (m + 2, m + 2),
+    alpha first (computed once, on the first call).
+    """
+    power, cell_basis = data.power, data.cell_basis
+    delta = cell_basis @ h - data.mass_neg
+    mix = np.maximum(data.mass_neg + alpha * delta, _TINY)
+    ratio = data.share / mix
+    grad_alpha = -float(ratio @ delta)
+    grad_h: FloatArray = (-alpha) * (ratio @ cell_basis)
+    value = -float(data.share @ np.log(mix))
+    lifted: FloatArray | None = None
+    if data.beta_per_count > 0.0:
+        diff = data.prior.apply(h) - data.reference_density
+        root = np.sqrt(1.0 + diff * diff)
+        gd = diff * diff / (root + 1.0)
+        if power == 1.0:
+            value += data.beta_per_count * float(data.prior_weights @ gd)
+            grad_h += data.prior.rapply(data.prior_scale * (diff / root))
+        else:
+            lifted = gd if power == 2.0 else gd ** (power - 1.0)
+            value += data.beta_per_count * float(data.prior_weights @ (lifted * gd))
+            grad_h += data.prior.rapply((power * data.prior_scale) * lifted * (diff / root))
+    cache: list[FloatArray] = []
+
+    def hessian() -> FloatArray:
+        if cache:
+            return cache[0]
+        share = ratio / mix
+        out = np.empty((h.size + 1, h.size + 1))
+        out[0, 0] = float(share @ (delta * delta))
+        cross = (alpha * share * delta - ratio) @ cell_basis
+        out[0, 1:] = cross
+        out[1:, 0] = cross
+        block = (alpha * alpha) * ((cell_basis.T * share) @ cell_basis)
+        if data.beta_per_count > 0.0:
+            if lifted is None:  # p = 1
+                second = 1.0 / (root * root * root)
+            else:
+                second = power * lifted / (root * root * root) + power * (power - 1.0) * lifted * (
+                    root + 1.0
+                ) / (root * root)
+            block += data.prior.gram(data.prior_scale * second)
+        out[1:, 1:] = block
+        cache.append(out)
+        return out
+
+    return value, grad_alpha, grad_h, hessian
+
+
 def map_objective(
     theta: FloatArray,
     counts: FloatArray,
@@ -550,15 +790,7 @@ def map_objective(
     return terms.value, np.concatenate(([grad_t], _chain_to_q(terms.grad_h, h, weights)))
 
 
-def _map_scale(
-    alpha: float,
-    v: FloatArray,
-    data: tuple[FloatArray, ...],
-    weights: FloatArray,
-    *,
-    beta: float,
-    power: float,
-) -> FloatArray:
+def _map_scale(curvature: FloatArray, s: float) -> FloatArray:
     """Scales ``d = 1 / sqrt(H_jj)`` of ``(alpha, v)`` from the Gauss-Newton diagonal at a point.
 
     ``H_jj`` is the diagonal of the mean objective's Gauss-Newton Hessian (likelihood:
@@ -566,28 +798,11 @@ def _map_scale(
     derivative along the coordinate), floored at ``1e-6`` times the largest. In ``x / d`` the
     problem is about equally curved in every coordinate, and a gradient component
     :math:`g_j d_j` has the meaning of a Newton decrement: moving along coordinate ``j`` can
-    lower the mean objective by about :math:`(g_j d_j)^2 / 2`.
+    lower the mean objective by about :math:`(g_j d_j)^2 / 2`. ``curvature`` is the diagonal
+    of the exact Hessian in ``(alpha, h)`` (:func:`_map_derivatives`), which is that
+    Gauss-Newton diagonal; in ``v`` it is divided by :math:`S^2`, ``S = w . v``.
     """
-    counts, mass_neg, cell_basis, prior_weights, prior_basis, reference_density = data
-    s = float(weights @ v)
-    h = v / s
-    total = float(counts.sum())
-    mass_pos = cell_basis @ h
-    mix = np.maximum((1.0 - alpha) * mass_neg + alpha * mass_pos, np.finfo(np.float64).tiny)
-    share = counts / (mix * mix) / total
-    h_alpha = float(share @ (mass_pos - mass_neg) ** 2)
-    h_v = alpha * alpha * (share @ (cell_basis * cell_basis)) / (s * s)
-    if beta > 0.0:
-        diff = prior_basis @ h - reference_density
-        root = np.sqrt(1.0 + diff * diff)
-        gd = _g(diff)
-        second = power * gd ** (power - 1.0) / (root * root * root)
-        if power > 1.0:
-            second += power * (power - 1.0) * gd ** (power - 1.0) * (root + 1.0) / (root * root)
-        h_v = h_v + beta * ((prior_weights * second) @ (prior_basis * prior_basis)) / total / (
-            s * s
-        )
-    diag = np.concatenate(([h_alpha], h_v))
+    diag = np.concatenate((curvature[:1], curvature[1:] / (s * s)))
     top = float(np.max(diag)) if np.all(np.isfinite(diag)) else 0.0
     if not top > 0.0:
         return np.ones(diag.size)
@@ -600,7 +815,7 @@ def fit_map(
     mass_neg: FloatArray,
     cell_basis: FloatArray,
     prior_weights: FloatArray,
-    prior_basis: FloatArray,
+    prior_basis: FloatArray | PriorBasis,
     reference: PiecewiseLinearFit,
     *,
     beta: float,
@@ -610,7 +825,7 @@ def fit_map(
     tol: float = TOL,
     max_iter: int = 5000,
 ) -> tuple[float, MapFit, bool, int]:
-    """Maximise reference 001's log-posterior in ``(alpha, h)`` (L-BFGS-B, bounds).
+    """Maximise reference 001's log-posterior in ``(alpha, h)`` (projected Newton, bounds).
 
     Works in :math:`x = (\\alpha, v_{-k^*})` with :math:`0 \\le \\alpha \\le 1`,
     :math:`v \\ge 0`, :math:`h = v / (w \\cdot v)` and :math:`v_{k^*}` fixed at the largest
@@ -620,8 +835,13 @@ def fit_map(
     the mean negative log-posterior in :math:`y = x / d` has infinity norm at most ``tol`` at
     the returned point: the KKT conditions of the box, in coordinates scaled by the
     Gauss-Newton diagonal at the start (:func:`_map_scale`), so that a component
-    :math:`g_j d_j` is the square root of twice the gain still possible along it. One restart
-    from the returned point when it fails.
+    :math:`g_j d_j` is the square root of twice the gain still possible along it.
+
+    The solver is :func:`calib_cli.core.convergence.projected_newton` with the exact Hessian
+    (:func:`_map_derivatives` in :math:`(\\alpha, h)`, carried to :math:`v` through
+    :math:`h = v / S`; eleven coordinates with the default nodes, so a dense factorisation per
+    iteration is cheap). When its point fails the criterion, one restart from it by L-BFGS-B.
+    ``prior_basis`` is ``B`` (shape (n_prior, m + 1)) or a :class:`PriorBasis` of it.
 
     Returns
     -------
@@ -653,19 +873,25 @@ def fit_map(
     tol, max_iter = _check_budget(tol, max_iter)
     nodes = reference.nodes
     weights = trapezoid_weights(nodes)
-    reference_density = prior_basis @ reference.heights
+    prior = prior_basis if isinstance(prior_basis, PriorBasis) else PriorBasis.of(prior_basis)
+    reference_density = prior.apply(reference.heights)
     used = counts > 0.0
-    data = (
-        counts[used],
-        mass_neg[used],
-        np.ascontiguousarray(cell_basis[used]),
-        prior_weights,
-        np.ascontiguousarray(prior_basis),
-        reference_density,
+    total = float(counts.sum())
+    data = _MapData(
+        share=counts[used] / total,
+        mass_neg=mass_neg[used],
+        cell_basis=np.ascontiguousarray(cell_basis[used]),
+        prior_weights=prior_weights,
+        prior_scale=(beta / total) * prior_weights,
+        prior=prior,
+        reference_density=reference_density,
+        beta_per_count=beta / total,
+        power=float(power),
     )
     pin = int(np.argmax(reference.heights))
     pinned = float(reference.heights[pin])
     free = np.arange(nodes.size) != pin
+    keep = np.r_[True, free]  # alpha and the free heights, in the order of y
 
     a0 = float(np.clip(start_prevalence, 1e-6, 1.0 - 1e-6))
     v0 = reference.heights
@@ -673,8 +899,15 @@ def fit_map(
         sh = np.asarray(start_heights, dtype=np.float64)
         if sh.shape == v0.shape and np.all(np.isfinite(sh)) and sh[pin] > 0.0:
             v0 = np.maximum(sh, 0.0) * (pinned / float(sh[pin]))
+    s0 = float(weights @ v0)
+    with single_threaded_blas():
+        start = _map_derivatives(a0, v0 / s0, data) if np.any(used) else None
+        curvature = np.diagonal(start[3]()) if start is not None else None
     # Coordinates y = x / d, d from the Gauss-Newton diagonal at the start (see _map_scale).
-    unit = _map_scale(a0, v0, data, weights, beta=beta, power=power)[np.r_[True, free]]
+    unit = _map_scale(curvature, s0)[keep] if curvature is not None else np.ones(keep.size)
+    unit_outer = np.outer(unit, unit)
+    eye, weights_outer = np.eye(nodes.size), np.outer(weights, weights)
+    y0 = np.concatenate(([a0], v0[free])) / unit
 
     def unpack(y: FloatArray) -> tuple[float, FloatArray, float]:
         v = np.empty(nodes.size)
@@ -683,28 +916,48 @@ def fit_map(
         s = float(weights @ v)
         return float(y[0] * unit[0]), v / s, s
 
-    def objective(y: FloatArray) -> tuple[float, FloatArray]:
+    def objective(y: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
         alpha, h, s = unpack(y)
-        if not np.any(used):
-            return 0.0, np.zeros(y.size)
-        t = _map_terms(alpha, h, *data, beta=beta, power=power)
-        grad_v = (t.grad_h - weights * float(t.grad_h @ h)) / s
-        return t.value, np.concatenate(([t.grad_alpha], grad_v[free])) * unit
+        nonlocal start
+        if start is not None and np.array_equal(y, y0):
+            derivatives, start = start, None  # the start's, computed for the scales
+        else:
+            derivatives = _map_derivatives(alpha, h, data)
+        value, grad_alpha, grad_h, hessian_ah = derivatives
+        gh = float(grad_h @ h)
+        grad = np.concatenate(([grad_alpha], ((grad_h - weights * gh) / s)[free])) * unit
+
+        def hessian() -> FloatArray:
+            # h = v / S: dh/dv = J = (I - h w^T) / S, and the curvature of h itself adds
+            # (2 (G.h) w w^T - G w^T - w G^T) / S^2 (G the gradient in h).
+            full = hessian_ah()
+            jac = (eye - np.outer(h, weights)) / s
+            out = np.empty_like(full)
+            out[0, 0] = full[0, 0]
+            cross = full[0, 1:] @ jac
+            out[0, 1:] = cross
+            out[1:, 0] = cross
+            bend = np.outer(grad_h, weights)
+            out[1:, 1:] = jac.T @ full[1:, 1:] @ jac + (
+                (2.0 * gh) * weights_outer - bend - bend.T
+            ) / (s * s)
+            result: FloatArray = out[np.ix_(keep, keep)] * unit_outer
+            return result
+
+        return value, grad, hessian
+
+    def no_data(y: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
+        return 0.0, np.zeros(y.size), lambda: np.zeros((y.size, y.size))
 
     lower = np.zeros(nodes.size)
     upper = np.concatenate(([1.0 / unit[0]], np.full(nodes.size - 1, np.inf)))
-
-    def residual(y: FloatArray) -> float:
-        return projected_gradient_residual(y, objective(y)[1], lower=lower, upper=upper)
-
-    x0 = np.concatenate(([a0], v0[free])) / unit
+    fun = objective if np.any(used) else no_data
     with single_threaded_blas():
-        x, conv = with_one_restart(
-            _lbfgsb(objective, lower, upper, tol), residual, x0, tol=tol, max_iter=max_iter
+        x, conv, value = _newton_then_lbfgsb(
+            fun, y0, lower=lower, upper=upper, tol=tol, max_iter=max_iter
         )
         alpha, h, _ = unpack(x)
-        value = objective(x)[0]
-    penalty = float(prior_weights @ _g(prior_basis @ h - reference_density) ** power)
+    penalty = float(prior_weights @ _g(prior.apply(h) - reference_density) ** power)
     fit = MapFit(
         nodes=nodes,
         heights=h,
