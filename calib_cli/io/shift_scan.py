@@ -105,24 +105,22 @@ def sink_mapped(
     path: str,
     output: str,
     *,
-    inputs: Sequence[str],
-    added: Sequence[tuple[str, Literal["float", "int"], Callable[[Table], Any]]],
+    added: Sequence[tuple[str, Literal["float", "int"], Sequence[str], Callable[[Table], Any]]],
     input_format: InputFormat | None = None,
     output_format: InputFormat | None = None,
     typed: bool = False,
 ) -> None:
-    """Stream ``path`` to ``output`` with columns appended: each ``(name, kind, function)``
-    maps a chunk (a Table of the ``inputs`` columns) to the new column's values (float64 or
-    int64). Row order and every
+    """Stream ``path`` to ``output`` with columns appended: each ``(name, kind, inputs,
+    function)`` maps a chunk (a Table of the ``inputs`` columns, which may be columns added
+    before it) to the new column's values (float64 or int64). Row order and every
     input column are kept; written atomically."""
     lazy, fmt_text = scan_table(path, input_format=input_format, typed=typed)
     fmt = cast(InputFormat, fmt_text)
     name = display_name(path)
     schema = lazy.collect_schema()
-    for column, _, _ in added:
+    for column, _, _, _ in added:
         if column in schema:
             raise UsageError(f"{name} already has a column '{column}'; choose another output name")
-    wanted = _present(lazy, inputs)
 
     def mapper(function: Callable[[Table], Any], dtype: type[np.generic]) -> Any:
         def run(series: pl.Series) -> pl.Series:
@@ -131,16 +129,17 @@ def sink_mapped(
 
         return run
 
-    mapped = lazy.with_columns(
-        pl.struct(wanted)
-        .map_batches(
-            mapper(function, np.float64 if kind == "float" else np.int64),
-            return_dtype=pl.Float64 if kind == "float" else pl.Int64,
-            is_elementwise=True,
+    mapped = lazy
+    for column, kind, inputs, function in added:
+        mapped = mapped.with_columns(
+            pl.struct(list(inputs))
+            .map_batches(
+                mapper(function, np.float64 if kind == "float" else np.int64),
+                return_dtype=pl.Float64 if kind == "float" else pl.Int64,
+                is_elementwise=True,
+            )
+            .alias(column)
         )
-        .alias(column)
-        for column, kind, function in added
-    )
     try:
         sink_table(mapped, output, output_format_override=output_format)
     except InputError as error:

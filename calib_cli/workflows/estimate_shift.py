@@ -480,18 +480,18 @@ def _sink_calibrated(
         return out
 
     def decided(table: Table) -> IntArray:
-        return flag_rows(calibrated(table), threshold if threshold is not None else 0.0)
+        values = table.frame.get_column(request.output_col).to_numpy()
+        return flag_rows(values, threshold if threshold is not None else 0.0)
 
     inputs = [request.score_col] + ([request.batch_col] if request.batch_col else [])
-    added: list[tuple[str, Literal["float", "int"], Callable[[Table], object]]] = [
-        (request.output_col, "float", calibrated)
+    added: list[tuple[str, Literal["float", "int"], list[str], Callable[[Table], object]]] = [
+        (request.output_col, "float", inputs, calibrated)
     ]
     if threshold is not None:
-        added.append(("decision", "int", decided))
+        added.append(("decision", "int", [request.output_col], decided))
     sink_mapped(
         request.target,
         output,
-        inputs=inputs,
         added=added,
         input_format=request.input_format,
         output_format=request.output_format,
