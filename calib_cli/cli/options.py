@@ -106,3 +106,26 @@ EngineOpt = Annotated[
 ]
 DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of an internal error.")]
 DEFAULT_SEED = 0
+
+# ------------------------------------------------------------------------------- pictures
+# PlotScale is defined beside the pictures (calib_cli.report.plots, which imports matplotlib
+# only when a picture is drawn); its choices are built from the alias like every other.
+PLOT_SCALES = ("linear", "logit")
+PlotScaleChoice: Any = Enum("PlotScaleChoice", {value: value for value in PLOT_SCALES}, type=str)
+PlotOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--plot",
+        help=(
+            "Also draw a picture to this file (.png, .svg or .pdf, by extension); needs "
+            "matplotlib: pip install 'calib-cli[plot]'."
+        ),
+    ),
+]
+PlotScaleOpt = Annotated[
+    PlotScaleChoice,
+    typer.Option(
+        "--plot-scale",
+        help="Probability axes of --plot: linear, or logit (keeps 0.1% and 1% apart).",
+    ),
+]

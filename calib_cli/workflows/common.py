@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import math
+import os
 import sys
 from collections.abc import Iterator, Sequence
 
@@ -128,3 +130,28 @@ def groups(
     for index, value in enumerate(values):
         selector: BoolArray = np.asarray(codes == index, dtype=np.bool_)
         yield (MISSING_GROUP if value is None else value), selector
+
+
+#: Picture formats of ``--plot``, by extension (the same table as calib_cli.report.plots).
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def check_plot(path: str | None) -> None:
+    """Before any work: ``--plot PATH`` names a picture format (.png, .svg, .pdf), matplotlib
+    is installed, and the path is writable. Pass the path to :func:`check_paths` too (in
+    ``files``), so that it is also checked against the inputs and the other outputs."""
+    if path is None:
+        return
+    if io.canonical_output(path) == io.STDIO:
+        raise UsageError("--plot needs a file path (.png, .svg or .pdf), not standard output")
+    suffix = os.path.splitext(path)[1].lower()
+    if suffix not in PLOT_SUFFIXES:
+        shown = f"'{suffix}'" if suffix else "no extension"
+        raise UsageError(f"--plot {path}: {shown} is not a picture format; use .png, .svg or .pdf")
+    try:
+        found = importlib.util.find_spec("matplotlib") is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise UsageError("--plot needs matplotlib: pip install 'calib-cli[plot]'")
+    io.check_destination(path)
