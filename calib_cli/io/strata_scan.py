@@ -456,13 +456,14 @@ def sink_reranked(
         # 3. chunks of whole histogram buckets, ranked from the top; ranks regrouped by row
         starts = _chunk_starts(histogram["n"].to_numpy(), chunk_rows)
         bounds = histogram["b"].to_numpy()[starts]  # the first bucket of each chunk
-        chunk_of = pl.lit(0, pl.Int32)
-        for b in bounds[1:]:
-            chunk_of = chunk_of + (bucket >= int(b)).cast(pl.Int32)
         parts = scratch / "chunks"
-        rows.select("row", "r", "s", chunk_of.alias("chunk")).sink_parquet(
-            pl.PartitionBy(parts, key="chunk", include_key=False), compression=_SCRATCH_CODEC
-        )
+        shift = 52 - RERANK_MANTISSA_BITS
+        for index, source in enumerate(mapped):  # split each part by chunk, in memory
+            part = pl.read_parquet(source, columns=["row", "r", "s"])
+            bits = part["r"].to_numpy().view(np.int64) >> shift
+            in_chunk = np.searchsorted(bounds, bits, side="right") - 1
+            _write_split(part, in_chunk, parts, index)
+            del part, bits, in_chunk
         counts = np.bincount(
             np.searchsorted(bounds, histogram["b"].to_numpy(), side="right") - 1,
             weights=histogram["n"].to_numpy(),
@@ -471,7 +472,7 @@ def sink_reranked(
         above = np.concatenate((np.cumsum(counts[::-1])[::-1][1:], [0]))
         by_row = scratch / "by_row"
         for k in range(bounds.size):
-            files = sorted((parts / f"chunk={k}").glob("*.parquet"))
+            files = sorted((parts / f"{k:06d}").glob("*.parquet"))
             if not files:
                 continue
             chunk = pl.scan_parquet(files).collect()
@@ -481,16 +482,12 @@ def sink_reranked(
                 chunk["r"].to_numpy().astype(np.float64),
                 chunk["s"].to_numpy().astype(np.float64),
             ) + int(above[k])
-            pl.DataFrame({"row": chunk["row"], "rank": ranks}).with_columns(
-                (pl.col("row") // chunk_rows).alias("range")
-            ).lazy().sink_parquet(
-                pl.PartitionBy(by_row / f"from{k:06d}", key="range", include_key=False),
-                compression=_SCRATCH_CODEC,
-            )
-            del chunk, ranks
+            row = chunk["row"].to_numpy()
+            _write_split(pl.DataFrame({"row": row, "rank": ranks}), row // chunk_rows, by_row, k)
+            del chunk, ranks, row
         ranked: list[Path] = []
         for j in range(math.ceil(n_rows / chunk_rows)):
-            files = sorted(by_row.glob(f"from*/range={j}/*.parquet"))
+            files = sorted((by_row / f"{j:06d}").glob("*.parquet"))
             path = scratch / f"ranks{j:09d}.parquet"
             pl.scan_parquet(files).collect().sort("row").select(
                 pl.col("rank").alias(rank_name)
@@ -567,6 +564,23 @@ def _map_to_parts(
         offset += n
         del batch, frame, s, c, r, p
     return paths
+
+
+def _write_split(frame: pl.DataFrame, keys: IntArray, folder: Path, index: int) -> None:
+    """Write the rows of ``frame`` with key ``k`` to ``folder/k/index.parquet``, per key."""
+    order = np.argsort(keys, kind="stable")
+    sorted_keys = keys[order]
+    cuts = np.flatnonzero(np.diff(sorted_keys)) + 1
+    for start, stop in zip(
+        np.concatenate(([0], cuts)), np.concatenate((cuts, [keys.size])), strict=True
+    ):
+        if stop <= start:
+            continue
+        target = folder / f"{int(sorted_keys[start]):06d}"
+        target.mkdir(parents=True, exist_ok=True)
+        frame[order[start:stop]].write_parquet(
+            target / f"{index:09d}.parquet", compression=_SCRATCH_CODEC, statistics=False
+        )
 
 
 def _chunk_starts(counts: npt.NDArray[np.int64], chunk_rows: int) -> IntArray:
