@@ -174,3 +174,15 @@ def test_cli_command_modules_stay_thin() -> None:
         text = path.read_text()
         assert "import numpy" not in text and "np." not in text, path.name
         assert len(text.splitlines()) < 260, path.name
+
+
+def test_only_report_plots_imports_matplotlib_and_only_when_drawing() -> None:
+    files = sorted(PACKAGE.rglob("*.py"))
+    users = {str(f.relative_to(PACKAGE)) for f in files if "matplotlib" in _imported_modules(f)}
+    assert users <= {"report/plots.py"}, sorted(users)
+    code = (
+        "import sys, calib_cli.report.plots, calib_cli.cli.app\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"

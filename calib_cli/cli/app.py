@@ -18,6 +18,7 @@ from calib_cli.cli import (
     reliability,
     rerank_strata,
     resample,
+    show,
     summarize,
 )
 from calib_cli.cli.session import BROKEN_PIPE_EXIT, run_interruptibly, silence_stdout
@@ -45,6 +46,7 @@ app.command(epilog=resample.EPILOG)(resample.resample)
 app.command(epilog=recalibrate.EPILOG)(recalibrate.recalibrate)
 app.command("rerank-strata", epilog=rerank_strata.EPILOG)(rerank_strata.rerank_strata)
 app.command("estimate-shift", epilog=estimate_shift.EPILOG)(estimate_shift.estimate_shift)
+app.command(epilog=show.EPILOG)(show.show)
 app.command(epilog=summarize.EPILOG)(summarize.summarize)
 
 

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
@@ -110,8 +110,7 @@ DEFAULT_SEED = 0
 # ------------------------------------------------------------------------------- pictures
 # PlotScale is defined beside the pictures (calib_cli.report.plots, which imports matplotlib
 # only when a picture is drawn); its choices are built from the alias like every other.
-PLOT_SCALES = ("linear", "logit")
-PlotScaleChoice: Any = Enum("PlotScaleChoice", {value: value for value in PLOT_SCALES}, type=str)
+PlotScaleChoice: Any = _choice_enum("PlotScaleChoice", Literal["linear", "logit"])
 PlotOpt = Annotated[
     str | None,
     typer.Option(

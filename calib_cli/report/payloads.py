@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from calib_cli.workflows.reliability import ReliabilityEntry, ReliabilityResult
     from calib_cli.workflows.rerank_strata import RerankStrataResult
     from calib_cli.workflows.resample import ResampleResult
+    from calib_cli.workflows.show import ShowResult
     from calib_cli.workflows.summarize import SummarizeResult
 
 
@@ -240,3 +241,24 @@ def summarize_payload(result: SummarizeResult) -> JsonObject:
             ],
         }
     )
+
+
+# ------------------------------------------------------------------------------------ show
+
+
+def show_payload(result: ShowResult) -> JsonObject:
+    """``calib show --json``: ``file``, ``kind``, ``schema_version``, ``calib_version``,
+    ``steps`` (each ``kind`` and ``details``: its fitted numbers in short), ``fitted_on`` (the
+    provenance: file, rows, positives, base rate, seed first) and ``params`` (in full)."""
+    artifact = result.artifact
+    return {
+        "file": result.path,
+        "kind": artifact.kind,
+        "schema_version": artifact.schema_version,
+        "calib_version": artifact.calib_version,
+        "steps": [
+            {"kind": step.kind, "details": to_json_object(step.details)} for step in result.steps
+        ],
+        "fitted_on": to_json_object(result.provenance),
+        "params": to_json_object(artifact.params),
+    }

@@ -937,7 +937,14 @@ def calibrator_figure(
     probability = kind == "probability"
     if probability:
         if scale == "logit":
-            inside = np.concatenate([grid, *curves.values()])
+            # where the map changes (a step map is flat beyond its knots), within 1e-6
+            changing = np.zeros(grid.size, dtype=bool)
+            for values in curves.values():
+                moves = np.flatnonzero(np.diff(values) != 0.0)
+                if moves.size:
+                    changing[moves[0] : moves[-1] + 2] = True
+            shown = [grid[changing], *(v[changing] for v in curves.values())]
+            inside = np.concatenate(shown) if changing.any() else grid
             low, high = _logit_limits(inside[(inside >= 1e-6) & (inside <= 1 - 1e-6)])
         else:
             low, high = 0.0, 1.0
@@ -949,7 +956,7 @@ def calibrator_figure(
             values,
             color=COLOURS[position % len(COLOURS)],
             linewidth=1.5,
-            label=label if len(curves) > 1 else _describe_kind(artifact),
+            label=label if len(curves) > 1 else "map",
         )
         line.set_gid(_gid("map", label))
     if probability:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from calib_cli.workflows.estimate_shift import BatchEstimate
     from calib_cli.workflows.recalibrate import FileEffect
     from calib_cli.workflows.resample import ResampleResult
+    from calib_cli.workflows.show import ShowResult
 
 MISSING = "—"
 
@@ -487,4 +488,47 @@ def decision_table(
                     fmt(decision.realised_cost_shifted),
                 ]
         table.add_row(*cells)
+    return table
+
+
+# ------------------------------------------------------------------------------------ show
+
+
+def _detail(value: object) -> str:
+    """A fitted number or setting in short: figures to four significant digits, pairs as
+    ``[lo, hi]``, mappings as ``key: value`` pairs.
+
+    >>> _detail(0.123456), _detail([0.5, 2]), _detail({"A": 0.25}), _detail(True)
+    ('0.1235', '[0.5, 2]', 'A: 0.25', 'yes')
+    """
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_detail(v) for v in value) + "]"
+    if isinstance(value, Mapping):
+        return ", ".join(f"{k}: {_detail(v)}" for k, v in value.items())
+    return str(value)
+
+
+def show_table(result: ShowResult) -> Table:
+    """``calib show``: kind, steps with their fitted numbers, and provenance."""
+    artifact = result.artifact
+    table = Table(
+        title=f"{result.path}: {artifact.kind} (schema {artifact.schema_version}, "
+        f"calib {artifact.calib_version or MISSING})",
+        title_justify="left",
+        show_header=False,
+    )
+    table.add_column("", style="bold")
+    table.add_column("")
+    for index, step in enumerate(result.steps, start=1):
+        name = f"step {index}: {step.kind}" if len(result.steps) > 1 else step.kind
+        details = "\n".join(f"{k} {_detail(v)}" for k, v in step.details.items())
+        table.add_row(name, details or MISSING, end_section=True)
+    for key, value in result.provenance.items():
+        if isinstance(value, Mapping):
+            value = {k: v for k, v in value.items() if v is not None}
+        table.add_row(key.replace("_", " "), _detail(value))
     return table
