@@ -143,7 +143,15 @@ def scored_scan(
             if count:
                 raise InputError(
                     _first_bad(
-                        lazy, name, column, problem, expr, count, schema[column] == pl.String
+                        lazy,
+                        name,
+                        column,
+                        problem,
+                        expr,
+                        count,
+                        # text values show as text where the in-memory check sees text
+                        schema[column] == pl.String
+                        and (column == label_col or problem == "that are not numbers"),
                     )
                 )
     if rows == 0:

@@ -21,9 +21,8 @@ from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
 from calib_cli.summaries import (
     Exactness,
-    ResolvedCells,
+    RefinementLevel,
     ScoreSummary,
-    cells_to_resolve,
     reliability_from_summary,
 )
 from calib_cli.types import BinStrategy, Engine, GroupValue, InputFormat, OnInvalid, Warn
@@ -41,11 +40,13 @@ from calib_cli.workflows.summarize import Step, load_summaries, summarize_scan, 
 #: How the figures were computed: rows in memory, a streaming summary, or summary files.
 ReliabilityEngine = Literal["memory", "streaming", "summary"]
 
-#: The streaming path refines the AUC (a second pass) until its bound is below this.
+#: The streaming path refines the AUC (passes over the rows of the cells that carry its bound,
+#: on finer grids, in memory bounded by the keys of a pass) until its bound is below this.
 AUC_TOLERANCE = 1e-6
-#: At most this many rows are brought back by the second pass (memory stays bounded); the
-#: cells with the largest AUC terms first. The bound reported says what is left.
-RESOLVE_ROW_BUDGET = 1_000_000
+#: Keys of one refinement pass. Polars' streaming group-by holds about 3 KB per key at 1e8
+#: rows (4.9 GB at the summaries' default of 2**21 keys): 2**18 keeps a 1e8-row run under
+#: 1 GB, at the cost of more passes.
+REFINE_MAX_KEYS = 1 << 18
 
 
 @dataclass(frozen=True)
@@ -240,7 +241,8 @@ def _check_by(summary: ScoreSummary, by: str | None, source: str) -> None:
 def _figures(
     summary: ScoreSummary,
     request: ReliabilityRequest,
-    resolved: ResolvedCells | None = None,
+    *,
+    refinement: Sequence[RefinementLevel] = (),
 ) -> tuple[ReliabilitySummary, Exactness]:
     figures = reliability_from_summary(
         summary,
@@ -248,7 +250,7 @@ def _figures(
         strategy=request.strategy,
         n_bootstrap=request.n_bootstrap,
         rng=np.random.default_rng(request.seed),
-        resolved=resolved,
+        refinement=refinement,
     )
     return figures.reliability, figures.exactness
 
@@ -292,41 +294,13 @@ def assess_summary_files(
 # ------------------------------------------------------------------------------ streaming
 
 
-def _within_budget(
-    summary: ScoreSummary, bins: np.ndarray, cells: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """The (bin, cell) keys to bring back, at most :data:`RESOLVE_ROW_BUDGET` rows: all of
-    them when they fit, else those with the largest AUC terms (positive x negative weight)."""
-    stride = len(summary.bin_edges) + 1
-    key = summary.cell * stride + summary.bin
-    wanted = cells * stride + bins
-    chosen = np.isin(key, wanted)
-    unique, index = np.unique(key[chosen], return_inverse=True)
-    rows = np.bincount(index, weights=summary.n_rows[chosen], minlength=unique.size)
-    if float(rows.sum()) <= RESOLVE_ROW_BUDGET:
-        return bins, cells
-    pos = np.bincount(
-        index,
-        weights=np.where(summary.label[chosen] == 1, summary.weight[chosen], 0.0),
-        minlength=unique.size,
-    )
-    neg = np.bincount(
-        index,
-        weights=np.where(summary.label[chosen] == 0, summary.weight[chosen], 0.0),
-        minlength=unique.size,
-    )
-    order = np.argsort(-(pos * neg), kind="stable")
-    keep = order[np.cumsum(rows[order]) <= RESOLVE_ROW_BUDGET]
-    picked = np.sort(unique[keep])
-    return (picked % stride).astype(np.int64), (picked // stride).astype(np.int64)
-
-
 def assess_streaming(
     file: str, request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
 ) -> ReliabilityResult:
     """The figures by a streaming summary of ``file`` (pass 1) and, where the AUC bound is
-    above :data:`AUC_TOLERANCE`, the rows of the cells that carry it (pass 2)."""
-    from calib_cli.summaries.scan import rows_in_cells
+    above :data:`AUC_TOLERANCE`, refinement passes over the rows of the cells that carry it, on
+    finer grids (pass 2; :func:`~calib_cli.summaries.scan.refine_lazy`)."""
+    from calib_cli.summaries.scan import refine_lazy
 
     name = io.display_name(file)
     score_cols = request.score_cols or ("score",)
@@ -349,23 +323,16 @@ def assess_streaming(
         for group, part in _parts(summaries[column], request.by):
             where = name if group is None else f"{name} ({request.by}={group})"
             with io.naming(where):
-                bins, cells = cells_to_resolve(
+                progress(f"pass 2/2: refining {where}")
+                levels = refine_lazy(
+                    scan.lazy,
                     part,
                     auc_tolerance=AUC_TOLERANCE,
+                    max_keys=REFINE_MAX_KEYS,
                     n_bins=request.n_bins,
                     strategy=request.strategy,
                 )
-                resolved = None
-                if cells.size:
-                    bins, cells = _within_budget(part, bins, cells)
-                    progress(f"pass 2/2: refining {cells.size} cells of {where}")
-                    resolved = rows_in_cells(
-                        scan.lazy,
-                        (bins, cells),
-                        summary=part,
-                        group=part.groups[0] if group is not None else None,
-                    )
-                figures, exactness = _figures(part, request, resolved)
+                figures, exactness = _figures(part, request, refinement=levels)
             entries.append(
                 ReliabilityEntry(
                     score_column=column,

@@ -92,7 +92,7 @@ def summarize_scan(
 
     Returns the summaries and the checked scan (for a second pass over chosen cells).
     """
-    from calib_cli.summaries.scan import summarize_lazy
+    from calib_cli.summaries.scan import summarize_lazy_many
 
     lazy, _ = io.scan_table(path, input_format=input_format)
     name = io.display_name(path)
@@ -111,17 +111,15 @@ def summarize_scan(
             f"{name}: dropped {scan.dropped} invalid {'row' if scan.dropped == 1 else 'rows'} "
             f"of {scan.dropped + scan.rows}"
         )
-    summaries: dict[str, ScoreSummary] = {}
-    for column in dict.fromkeys(score_cols):
-        with io.naming(name):
-            summaries[column] = summarize_lazy(
-                scan.lazy,
-                score_column=column,
-                label_column=label_col,
-                weight_column=weight_col,
-                group_column=by,
-                bin_edges=bin_edges,
-            )
+    with io.naming(name):  # every score column in one streaming run over the rows
+        summaries = summarize_lazy_many(
+            scan.lazy,
+            list(dict.fromkeys(score_cols)),
+            label_column=label_col,
+            weight_column=weight_col,
+            group_column=by,
+            bin_edges=bin_edges,
+        )
     return summaries, scan
 
 
