@@ -168,10 +168,6 @@ def test_a_missing_matplotlib_is_refused_before_any_work(tmp_path: Path) -> None
     assert not (tmp_path / "m.png").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="cli/session.py prints error messages as Rich markup, which eats '[plot]'",
-)
 def test_the_missing_matplotlib_message_names_the_extra(tmp_path: Path) -> None:
     done = _without_matplotlib(tmp_path)
     assert done.stderr.strip() == "error: --plot needs matplotlib: pip install 'calib-cli[plot]'"

@@ -19,6 +19,7 @@ from typing import NoReturn
 
 import typer
 from rich.console import Console, RenderableType
+from rich.markup import escape
 
 from calib_cli import interrupts
 from calib_cli.errors import CalibError, CheckFailedError, ExitCode
@@ -37,7 +38,7 @@ class Session:
     def warn(self, message: str) -> None:
         """A warning line on standard error (silenced by --quiet)."""
         if not self.quiet:
-            self.err.print(f"[yellow]warning:[/yellow] {message}", highlight=False)
+            self.err.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
 
     def info(self, renderable: RenderableType | str) -> None:
         """Diagnostics (tables, notes) on standard error (silenced by --quiet)."""
@@ -186,7 +187,8 @@ def command_session(*, quiet: bool, no_color: bool, debug: bool) -> Iterator[Ses
 
 def _fail(session: Session, message: str, code: ExitCode, *, checked: bool = False) -> NoReturn:
     prefix = "check failed" if checked else "error"
-    session.err.print(f"[red]{prefix}:[/red] {message}", highlight=False, soft_wrap=True)
+    # messages are text, not markup: "calib-cli[plot]" must keep its brackets
+    session.err.print(f"[red]{prefix}:[/red] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(int(code))
 
 
