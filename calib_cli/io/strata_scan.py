@@ -39,6 +39,7 @@ from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.scan import ROW_INDEX, collect
 from calib_cli.io.sink import sink_table
+from calib_cli.summaries.grid import cell_index
 from calib_cli.summaries.scan import cell_expr
 from calib_cli.types import FloatArray, InputFormat, IntArray, ScoreKind
 
@@ -433,15 +434,21 @@ def sink_reranked(
         # 1. the map, batch by batch, to scratch files in row order: row, r, p, s[, y, w]
         (scratch / "mapped").mkdir()
         mapped = _map_to_parts(
-            lazy.select(inputs), scratch / "mapped", rerank_map, codes, name, _MAP_BATCH_ROWS
+            lazy.select(inputs),
+            scratch / "mapped",
+            rerank_map,
+            codes,
+            name,
+            _MAP_BATCH_ROWS,
+            cells=(score_kind, mantissa_bits) if label_col is not None else None,
         )
         rows = pl.scan_parquet(mapped)
         # 2. a histogram of the rerank scores (and the comparison counts)
         bucket = _bits_key(pl.col("r"), RERANK_MANTISSA_BITS)
         queries = [rows.group_by(bucket.alias("b")).agg(pl.len().alias("n")).sort("b")]
         if label_col is not None:
-            cell = cell_expr(_cell_score(pl.col("s"), score_kind), mantissa_bits=mantissa_bits)
-            for key in (cell, bucket):
+            # keys computed per part in NumPy (the grid's expression held the rows in memory)
+            for key in (pl.col("cell"), pl.col("bucket")):
                 queries.append(
                     rows.group_by(key.alias("k"))
                     .agg(
@@ -528,6 +535,8 @@ def _map_to_parts(
     codes: Mapping[str, int],
     name: str,
     part_rows: int,
+    *,
+    cells: tuple[ScoreKind, int] | None = None,
 ) -> list[Path]:
     """Stream ``inputs`` (s, g[, y, w]; ``g`` the stratum, coded by ``codes``) through
     ``rerank_map``; write the rows, in order, with
@@ -558,6 +567,13 @@ def _map_to_parts(
         )
         if "y" in batch.columns:
             frame = frame.with_columns(batch["y"], batch["w"])
+        if cells is not None:
+            kind, bits = cells
+            grid_score = s if kind == "probability" else 1.0 / (1.0 + np.exp(-s))
+            frame = frame.with_columns(
+                pl.Series("cell", cell_index(grid_score, mantissa_bits=bits)),
+                pl.Series("bucket", r.view(np.int64) >> (52 - RERANK_MANTISSA_BITS)),
+            )
         path = folder / f"{index:09d}.parquet"
         frame.write_parquet(path, compression=_SCRATCH_CODEC, statistics=False)
         paths.append(path)
