@@ -75,8 +75,8 @@ def test_streaming_refuses_bad_rows_like_memory(run_calib: RunCalib, tmp_path: P
         assert done.returncode == 65 and done.stdout == b""
         lines.add(done.stderr.decode().strip())
     assert lines == {
-        f"error: {path}: column 'label' has 2 values that are not 0/1 or true/false (first at row 2: '2'); "
-        "name the positive value with --positive-label"
+        f"error: {path}: column 'label' has 2 values that are not 0/1 or true/false "
+        "(first at row 2: '2'); name the positive value with --positive-label"
     }
 
 

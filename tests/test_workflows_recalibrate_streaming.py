@@ -174,6 +174,25 @@ def test_cross_fit_is_refused_with_the_streaming_engine(tmp_path: Path) -> None:
         )
 
 
+def test_method_auto_is_refused_streaming_and_kept_in_memory_by_auto(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = _write(_frame(), tmp_path / "fit.parquet")
+    with pytest.raises(UsageError, match="--method auto fits in memory only"):
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source), save_model=str(tmp_path / "m.json"), engine="streaming"
+            )
+        )
+    # --engine auto on a file "too big for memory" keeps auto's cross-validation in memory
+    from calib_cli.workflows import common
+
+    monkeypatch.setattr(common, "STREAMING_ROWS", 1)
+    run_recalibrate(RecalibrateRequest(fit=str(source), save_model=str(tmp_path / "m.json")))
+    saved = json.loads((tmp_path / "m.json").read_text())
+    assert "engine" not in saved["fitted_on"]
+
+
 def _held_out_log_loss(steps: Any, scores: Any, labels: Any) -> float:
     p = np.clip(apply_chain(steps, scores), 1e-15, 1.0 - 1e-15)
     return float(-np.mean(labels * np.log(p) + (1 - labels) * np.log1p(-p)))

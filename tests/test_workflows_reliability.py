@@ -216,3 +216,18 @@ def test_streaming_reports_progress_steps(tmp_path: Path) -> None:
     steps: list[str] = []
     run_reliability(ReliabilityRequest(file=str(path), engine="streaming"), progress=steps.append)
     assert steps[0] == f"pass 1/2: summarising {path}"
+
+
+def test_default_score_column_is_checked_when_dropping_bad_rows(tmp_path: Path) -> None:
+    # the CLI passes no --score-col as an empty tuple: the default column must still be the
+    # one whose bad values are dropped (a regression: nothing was dropped, then exit 65)
+    bad = tmp_path / "bad.csv"
+    lines = ["score,label", *(f"{0.1 * (i % 9):.1f},{i % 2}" for i in range(17))]
+    bad.write_text("\n".join([*lines, "1.2,0", "1.5,1", "-0.1,0"]) + "\n")
+    warnings: list[str] = []
+    result = run_reliability(
+        ReliabilityRequest(file=str(bad), score_cols=(), on_invalid="drop"),
+        warn=warnings.append,
+    )
+    assert result.entries[0].summary.n == 17
+    assert any(w.endswith("dropped 3 invalid rows of 20") for w in warnings), warnings

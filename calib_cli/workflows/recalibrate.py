@@ -613,6 +613,14 @@ def _engines(request: RecalibrateRequest, plan: RecalibrationPlan) -> _Engines:
                     f"--score-kind {request.score_kind} use --engine memory"
                 )
             fit = "memory"
+        if fit == "streaming" and plan.method == "auto":
+            # auto's cross-validation is not yet run on summaries (its folds are)
+            if request.engine == "streaming":
+                raise UsageError(
+                    "--method auto fits in memory only for now: use --engine memory, "
+                    "or name the method (platt, isotonic, beta, histogram)"
+                )
+            fit = "memory"
     apply: Engine = "memory"
     if request.file is not None:
         apply = choose_engine(request.engine, [request.file], input_format=fmt)
@@ -762,9 +770,7 @@ def _stream_fit(
         def map_input(scores: FloatArray, strata: Strata | None) -> FloatArray:
             return apply_step(step, scores, score_kind=request.score_kind, strata=strata)
 
-    method = cast("FittedMethod", run.plan.method)
-    if run.plan.method == "auto":
-        raise UsageError("--method auto fits in memory only for now: use --engine memory")
+    method = cast("FittedMethod", run.plan.method)  # not auto: _engines keeps it in memory
     summary = summarize_for_fit(
         scan,
         map_input,

@@ -125,7 +125,7 @@ def run_reliability(
     table = read_scored_table(
         file,
         input_format=request.input_format,
-        score_cols=request.score_cols,
+        score_cols=request.score_cols or ("score",),
         label_col=request.label_col,
         weight_col=request.weight_col,
         positive_label=request.positive_label,
