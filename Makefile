@@ -16,7 +16,7 @@ NUMERIC_TESTS := calib_cli/core $(filter-out tests/test_cli_% tests/test_docs.py
                  tests/test_architecture.py tests/test_io.py,$(wildcard tests/test_*.py))
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-fast test-kernels test-lowest check lint format typecheck \
+.PHONY: help install demo test test-slow test-kernels test-lowest check lint format typecheck \
         lock bench sample-data clean
 
 help: ## List the targets
@@ -34,18 +34,18 @@ install: $(STAMP) ## Create .venv and install calib with its test tools
 demo: $(STAMP) ## Run the whole pipeline on sample_data/, printing what each step finds
 	@CALIB=$(CALIB) OUT=$(DEMO) sh sample_data/demo.sh
 
-test: $(STAMP) ## Run the whole test suite
-	$(BIN)/pytest -q -n 2
-
-test-fast: $(STAMP) ## Run the tests without the slow statistical ones
+test: $(STAMP) ## Run the test suite (all but the slow checks, which test-slow runs)
 	$(BIN)/pytest -q -n 2 -m "not slow"
+
+test-slow: $(STAMP) ## Run the slow checks (interval coverage over many repetitions, big fits)
+	$(BIN)/pytest -q -n 2 -m slow
 
 test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS kernels and one thread
 	@if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
-	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(BIN)/pytest -q -n 2 $(NUMERIC_TESTS) || exit 1; \
+	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS) || exit 1; \
 	else echo "no AVX2 on this CPU: the Haswell kernel cannot run here"; fi
-	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 $(NUMERIC_TESTS)
-	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 $(NUMERIC_TESTS)
+	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS)
 
 test-lowest: ## Run the tests at the lowest runtime versions pyproject.toml allows (own venv)
 	@test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)

@@ -98,8 +98,17 @@ def test_show_json_has_steps_and_provenance(
     assert list(report["fitted_on"])[:4] == ["file", "rows", "positives", "base_rate"]
 
 
-@pytest.mark.parametrize("kind", ["platt", "isotonic", "sampling", "chain"])
-@pytest.mark.parametrize("scale", ["linear", "logit"])
+# two pictures in the fast suite; the other kind-scale pairs (a subprocess and matplotlib each)
+# run with the slow checks (make test-slow, in CI)
+_MAPS = [
+    pytest.param(scale, kind, marks=() if (scale, kind) in _FAST_MAPS else pytest.mark.slow)
+    for _FAST_MAPS in [{("logit", "isotonic"), ("linear", "chain")}]
+    for scale in ("linear", "logit")
+    for kind in ("platt", "isotonic", "sampling", "chain")
+]
+
+
+@pytest.mark.parametrize(("scale", "kind"), _MAPS)
 def test_show_draws_the_map(
     run_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path, kind: str, scale: str
 ) -> None:
