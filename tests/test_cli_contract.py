@@ -542,8 +542,15 @@ def test_short_version_help_without_bool_metavars_and_completion(run_calib: RunC
     for command in ("reliability", "recalibrate", "resample", "estimate-shift", "rerank-strata"):
         text = run_calib([command, "--help"]).stdout.decode()
         assert "<bool>" not in text, command
-    script = run_calib(["--show-completion", "bash"])
-    assert script.returncode == 0 and b"_calib_completion" in script.stdout
+    # Typer guesses the shell from the parent process (sh under make); naming it must not
+    # depend on which shell runs the tests, so detection is off and the shell is given
+    shown = subprocess.run(
+        [CALIB, "--show-completion", "bash"],
+        env={**os.environ, "_TYPER_COMPLETE_TEST_DISABLE_SHELL_DETECTION": "1"},
+        capture_output=True,
+        check=False,
+    )
+    assert shown.returncode == 0 and b"_calib_completion" in shown.stdout, shown.stderr
     env = {
         **os.environ,
         "COMP_WORDS": "calib reliability --scor",

@@ -5,11 +5,10 @@ from __future__ import annotations
 import difflib
 import sys
 from types import SimpleNamespace
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 import typer.main
-from typer.exceptions import TyperException
 
 from calib_cli import __version__
 from calib_cli.cli import (
@@ -78,13 +77,25 @@ def main() -> None:
     raise SystemExit(run_interruptibly(_run))
 
 
+def _usage_error_type() -> type[Exception]:
+    """The base class of Click's usage and file errors: Typer's own since Typer vendored Click
+    (0.26.8 and later), Click's before (pyproject.toml allows both)."""
+    try:
+        from typer.exceptions import TyperException
+    except ImportError:
+        import click  # type: ignore[import-not-found, unused-ignore]
+
+        return cast("type[Exception]", click.ClickException)
+    return TyperException
+
+
 def _run() -> int:
     """Run the application and return its exit code; usage errors become one line."""
     try:
         command = typer.main.get_command(app)
         hide_flag_metavars(command)
         returned = command.main(standalone_mode=False, prog_name="calib")
-    except TyperException as error:  # Click's usage errors and file errors
+    except _usage_error_type() as error:  # Click's usage errors and file errors
         if type(error).__name__ == "NoArgsIsHelpError":  # `calib` alone: the help was shown
             return int(ExitCode.USAGE)
         code = int(getattr(error, "exit_code", ExitCode.USAGE))
@@ -124,12 +135,14 @@ def _exit_code(code: object) -> int:
     return 1
 
 
-def one_line_error(error: TyperException) -> str:
+def one_line_error(error: Exception) -> str:
     """A usage error in one line, naming the subcommand and the closest option
     (instead of Rich's boxed usage, hint and message)."""
     option = getattr(error, "option_name", None)
     possibilities = getattr(error, "possibilities", None)
-    message = error.message if possibilities else error.format_message()
+    message = str(getattr(error, "message", error))
+    if not possibilities and hasattr(error, "format_message"):
+        message = str(error.format_message())
     context = getattr(error, "ctx", None)
     command = context.command_path if context is not None else "calib"
     known = list(possibilities or [])
