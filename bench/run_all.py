@@ -121,6 +121,8 @@ def main() -> int:
 
     if options.results != "-":
         size = "quick sizes (`--quick`)" if options.quick else "full sizes"
+        if options.only:
+            size += ", only " + ", ".join(f"`{word}`" for word in options.only)
         header = (
             "# Benchmark results\n\n"
             f"Written by `make bench` (`python bench/run_all.py`) on {started}, {size}.\n"
