@@ -213,16 +213,21 @@ def test_several_score_columns_in_one_scan() -> None:
 
 
 def test_parquet_round_trip_merge_and_refusals(tmp_path: Path) -> None:
-    from calib_cli.summaries.scan import read_summary_parquet, write_summary_parquet
+    # the one file form of summaries lives in io (io.write_summary / io.read_summary);
+    # merging files per score column, refusing those that disagree, is load_summaries'
+    import json
+
+    from calib_cli import io
+    from calib_cli.workflows.summarize import load_summaries
 
     frame = _frame(11, 9000)
     parts = [frame[:3000], frame[3000:]]
     summaries = [summarize_lazy(f.lazy(), weight_column="w", group_column="day") for f in parts]
     paths = [tmp_path / f"part{i}.parquet" for i in range(2)]
     for s, path in zip(summaries, paths, strict=True):
-        write_summary_parquet(s, path)
+        io.write_summary(s, str(path))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["part0.parquet", "part1.parquet"]
-    back = read_summary_parquet(paths[0])
+    back = io.read_summary(str(paths[0]))
     assert back.metadata() == summaries[0].metadata() and back.groups == summaries[0].groups
     for name, values in summaries[0].to_columns().items():
         got = back.to_columns()[name]
@@ -232,21 +237,19 @@ def test_parquet_round_trip_merge_and_refusals(tmp_path: Path) -> None:
             assert got.tolist() == values.tolist(), name
     meta = pl.read_parquet_metadata(paths[0])["calib.summary"]
     assert '"kind": "calib.score_summary"' in meta
-    merged = read_summary_parquet(*paths)
+    merged, files = load_summaries([str(p) for p in paths])["score"]
     whole = merge_summaries(summaries)
-    assert merged.cell.tolist() == whole.cell.tolist()
+    assert len(files) == 2 and merged.cell.tolist() == whole.cell.tolist()
     np.testing.assert_allclose(merged.weight, whole.weight, rtol=1e-12)
 
     plain = tmp_path / "plain.parquet"
     frame.write_parquet(plain)
     with pytest.raises(InputError, match=r"plain\.parquet: not a calib summary"):
-        read_summary_parquet(plain)
+        io.read_summary(str(plain))
     text = tmp_path / "text.parquet"
     text.write_text("hello")
-    with pytest.raises(InputError, match=r"text\.parquet: not a Parquet file"):
-        read_summary_parquet(text)
-    import json
-
+    with pytest.raises(InputError, match=r"text\.parquet: not a calib summary"):
+        io.read_summary(str(text))
     for field, value, message in [
         ("schema_version", 2, "schema_version 2 is not supported"),
         ("grid", {"kind": "uniform", "mantissa_bits": 12}, "grid must be"),
@@ -258,11 +261,11 @@ def test_parquet_round_trip_merge_and_refusals(tmp_path: Path) -> None:
             bad, metadata={"calib.summary": json.dumps(bad_meta)}
         )
         with pytest.raises(InputError, match=rf"bad_{field}\.parquet: {message}"):
-            read_summary_parquet(bad)
+            io.read_summary(str(bad))
     finer = tmp_path / "finer.parquet"
-    write_summary_parquet(
+    io.write_summary(
         summarize_lazy(parts[1].lazy(), weight_column="w", group_column="day", mantissa_bits=14),
-        finer,
+        str(finer),
     )
-    with pytest.raises(InputError, match=r"finer\.parquet: field 'grid'"):
-        read_summary_parquet(paths[0], finer)
+    with pytest.raises(InputError, match=r"finer\.parquet: summary field 'grid'"):
+        load_summaries([str(paths[0]), str(finer)])

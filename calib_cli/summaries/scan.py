@@ -15,11 +15,7 @@ pass, naming the column: labels other than 0/1, missing or out-of-range scores.
 
 from __future__ import annotations
 
-import json
-import os
-import tempfile
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -49,15 +45,12 @@ from calib_cli.summaries.summary import (
     SCHEMA_VERSION,
     SUMMARY_KIND,
     ScoreSummary,
-    merge_summaries,
 )
 from calib_cli.types import BinStrategy
 
 __all__ = [
-    "SUMMARY_METADATA_KEY",
     "bin_expr",
     "cell_expr",
-    "read_summary_parquet",
     "refine_lazy",
     "refinement_level_lazy",
     "rows_in_cells",
@@ -65,11 +58,9 @@ __all__ = [
     "summarize_lazy_many",
     "summary_from_frame",
     "summary_plan",
-    "write_summary_parquet",
 ]
 
 #: The Parquet key-value metadata key holding a summary's metadata (JSON text).
-SUMMARY_METADATA_KEY = "calib.summary"
 
 
 def cell_expr(score: pl.Expr, *, mantissa_bits: int = DEFAULT_MANTISSA_BITS) -> pl.Expr:
@@ -502,100 +493,6 @@ def refine_lazy(
 # ---------------------------------------------------------------------------------------------
 # The Parquet file form
 # ---------------------------------------------------------------------------------------------
-
-_NULLABLE = ("weight_min", "score_min", "score_max")
-_SCHEMA: dict[str, Any] = {
-    "group": pl.String,
-    "cell": pl.Int64,
-    "bin": pl.Int32,
-    "label": pl.Int8,
-    "n_rows": pl.Int64,
-    "n_rows_weighted": pl.Int64,
-}
-
-
-def write_summary_parquet(summary: ScoreSummary, path: str | os.PathLike[str]) -> None:
-    """Write a summary as one Parquet file, atomically (a temporary file, then ``os.replace``).
-
-    One row per key with the columns of the format (NaN minima and maxima as nulls); the
-    metadata (:meth:`ScoreSummary.metadata`) as JSON text under the key-value metadata key
-    ``calib.summary``.
-    """
-    target = Path(path)
-    columns = summary.to_columns()
-    data: dict[str, pl.Series] = {}
-    for name, values in columns.items():
-        dtype = _SCHEMA.get(name, pl.Float64)
-        series = pl.Series(name, values.tolist() if name == "group" else values, dtype=dtype)
-        data[name] = series.fill_nan(None) if name in _NULLABLE else series
-    frame = pl.DataFrame(data)
-    handle, temporary = tempfile.mkstemp(
-        prefix=f".{target.name}.", suffix=".tmp", dir=target.parent or Path(".")
-    )
-    os.close(handle)
-    try:
-        frame.write_parquet(
-            temporary, metadata={SUMMARY_METADATA_KEY: json.dumps(summary.metadata())}
-        )
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def _read_one(path: Path) -> ScoreSummary:
-    try:
-        meta = pl.read_parquet_metadata(path)
-    except FileNotFoundError:
-        raise InputError(f"{path}: no such file") from None
-    except Exception as exc:  # any reader failure is a bad file
-        raise InputError(f"{path}: not a Parquet file ({exc})") from None
-    text = meta.get(SUMMARY_METADATA_KEY)
-    if text is None:
-        raise InputError(f"{path}: not a calib summary (no {SUMMARY_METADATA_KEY!r} metadata)")
-    try:
-        metadata = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path}: field {SUMMARY_METADATA_KEY!r} is not JSON: {exc}") from None
-    if not isinstance(metadata, dict):
-        raise InputError(f"{path}: field {SUMMARY_METADATA_KEY!r} is not a JSON object")
-    try:
-        frame = pl.read_parquet(path)
-        cols: dict[str, npt.ArrayLike] = {}
-        for name in frame.columns:
-            series = frame[name]
-            if name == "group":
-                cols[name] = np.array([*series.to_list(), None], dtype=object)[:-1]
-            elif name in _NULLABLE:
-                cols[name] = series.cast(pl.Float64).fill_null(np.nan).to_numpy()
-            else:
-                cols[name] = series.to_numpy()
-        return ScoreSummary.from_columns(cols, metadata)
-    except InputError as exc:
-        raise InputError(f"{path}: {exc}") from None
-    except pl.exceptions.PolarsError as exc:
-        raise InputError(f"{path}: unreadable summary ({exc})") from None
-
-
-def read_summary_parquet(*paths: str | os.PathLike[str]) -> ScoreSummary:
-    """Read one or more summary files (:func:`write_summary_parquet`) as their merge.
-
-    Every file is validated (kind, ``schema_version``, grid, bin edges, columns); a file that
-    is not a calib summary, or that disagrees with the first on a field, is refused with an
-    :class:`~calib_cli.errors.InputError` naming the file and the field.
-    """
-    if not paths:
-        raise InputError("read_summary_parquet needs at least one path")
-    summaries = [_read_one(Path(p)) for p in paths]
-    first = summaries[0]
-    want = first.metadata()
-    for path, other in zip(paths[1:], summaries[1:], strict=True):
-        for field, value in other.metadata().items():
-            if value != want[field]:
-                raise InputError(
-                    f"{path}: field {field!r} is {value!r}, but {want[field]!r} in {paths[0]}"
-                )
-    return merge_summaries(summaries)
 
 
 def rows_in_cells(
