@@ -9,6 +9,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# Hypothesis draws the same examples on every run and every machine (derandomize), so CI is a
+# function of the commit. `HYPOTHESIS_PROFILE=explore make test` searches with fresh random
+# examples, to find new counterexamples; add any it finds as explicit tests.
+settings.register_profile("deterministic", derandomize=True, database=None, print_blob=True)
+settings.register_profile("explore", print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 CALIB = str(Path(sys.executable).with_name("calib"))
 SAMPLE_DATA = Path(__file__).resolve().parent.parent / "sample_data"

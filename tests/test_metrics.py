@@ -588,6 +588,17 @@ def test_hosmer_lemeshow_hand_worked() -> None:
     assert r2.hosmer_lemeshow == pytest.approx(2 * expected, abs=1e-12)
 
 
+def test_hosmer_lemeshow_overflowing_sum_is_infinite_without_warning() -> None:
+    # Positives at subnormal scores: each group's term is near or past the largest double, and
+    # their sum overflows. The statistic is inf and the p-value 0, with no RuntimeWarning (the
+    # suite turns warnings into errors). Found by Hypothesis in CI.
+    p = [0.0] + [1.0] * 20 + [1.11253693e-308, 1.11253693e-308, 5e-324, 2.22507386e-308]
+    y = [0] * 22 + [1] * 3
+    r = hosmer_lemeshow(y, p)  # deciles of equal mass fall into three groups of distinct scores
+    assert r.hosmer_lemeshow == math.inf and r.n_groups == 3
+    assert r.hosmer_lemeshow_pvalue == 0.0
+
+
 def test_hosmer_lemeshow_deciles_and_chi_square() -> None:
     y, p, _ = _data(1000, 25)
     r = hosmer_lemeshow(y, p)

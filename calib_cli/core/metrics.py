@@ -1473,7 +1473,10 @@ def _hosmer_lemeshow(stats: _BinStats, w: FloatArray, p: FloatArray) -> HosmerLe
     with np.errstate(over="ignore"):
         ratio = num / np.where(denom > 0.0, denom, 1.0)
     terms = np.where(denom > 0.0, ratio, np.where(num > 0.0, np.inf, 0.0))
-    statistic = float(np.sum(terms))
+    # Terms near the largest double may add up past it: the statistic is then inf, like a
+    # single infinite term (the p-value is 0 either way).
+    with np.errstate(over="ignore"):
+        statistic = float(np.sum(terms))
     groups = int(count.size)
     df = groups - 2
     pvalue = float(chdtrc(df, statistic)) if df > 0 else NAN

@@ -117,8 +117,7 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 from scipy.optimize import brentq, isotonic_regression
-from scipy.special import expit, logit, xlogy
-from scipy.stats import chi2
+from scipy.special import chdtri, expit, logit, xlogy
 
 from calib_cli.core import shift_map
 from calib_cli.core.checks import (
@@ -1475,7 +1474,7 @@ def _profile_interval(
     """{a : 2 (l(a_hat) - l(a)) <= chi2_1(level)} for the mle likelihood."""
     counts = _cell_sum(stats.weight, ref.cell_bounds)
     scale = stats.n_eff / stats.weight_total  # likelihood in effective rows
-    cut = 0.5 * float(chi2.ppf(level, 1))
+    cut = 0.5 * float(chdtri(1, 1.0 - level))  # the chi-square(1) quantile at `level`
     top = scale * _loglik(counts, ref.mass_neg, ref.mass_pos, a_hat)
 
     def drop(a: float) -> float:
