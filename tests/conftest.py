@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -20,6 +21,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 CALIB = str(Path(sys.executable).with_name("calib"))
 SAMPLE_DATA = Path(__file__).resolve().parent.parent / "sample_data"
+
+CALL_LOG = os.environ.get("CALIB_TEST_CALL_LOG")
 
 RunCalib = Callable[..., subprocess.CompletedProcess[bytes]]
 
@@ -37,7 +40,8 @@ def run_calib() -> RunCalib:
     def run(
         args: Sequence[str], *, stdin: bytes | None = None, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[bytes]:
-        return subprocess.run(
+        started = time.perf_counter()
+        done = subprocess.run(
             [CALIB, *args],
             input=stdin,
             capture_output=True,
@@ -46,5 +50,10 @@ def run_calib() -> RunCalib:
             timeout=300,
             check=False,
         )
+        if CALL_LOG:  # CALIB_TEST_CALL_LOG=FILE: one line per call (seconds, test, arguments)
+            with open(CALL_LOG, "a", encoding="utf-8") as log:
+                test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
+                log.write(f"{time.perf_counter() - started:.2f}\t{test}\t{' '.join(args)}\n")
+        return done
 
     return run
