@@ -30,6 +30,9 @@ CiMethod = Literal["bootstrap", "profile"]
 #: How a command reads its rows: ``memory`` (exact, every row in memory), ``streaming`` (a
 #: summary in bounded memory, then a streaming pass for row-wise outputs) or ``auto``.
 Engine = Literal["auto", "memory", "streaming"]
+#: Axis scale of a picture's probability axes (``--plot-scale``): ``logit`` keeps 0.1% and 1%
+#: apart for rare events.
+PlotScale = Literal["linear", "logit"]
 
 #: A plain JSON value: what report payloads and artifacts are made of.
 JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
@@ -37,6 +40,8 @@ JsonObject: TypeAlias = dict[str, "JsonValue"]
 #: The value of a group (``--by``, ``--batch-col``) as read: numbers stay numbers; None for
 #: all rows.
 GroupValue: TypeAlias = str | int | float | bool | None
+#: A histogram of scores for a picture: bin edges, shape (k + 1,), and weighted counts, (k,).
+ScoreHistogram: TypeAlias = tuple[FloatArray, FloatArray]
 #: Where a workflow sends a warning line as it happens (the CLI prints it on stderr).
 Warn: TypeAlias = Callable[[str], None]
 

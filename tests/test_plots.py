@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 from calib_cli.core.metrics import ReliabilitySummary, reliability_summary
-from calib_cli.core.shift import estimate_prevalence, fit_reference
+from calib_cli.core.shift import count_target, estimate_prevalence, fit_reference
 from calib_cli.core.strata import compare_rankings, fit_strata
 from calib_cli.errors import UsageError
 from calib_cli.report import plots
 from calib_cli.workflows.common import check_plot
+from calib_cli.workflows.rerank_strata import ROC_FPRS
 
 pytest.importorskip("matplotlib")
 
@@ -126,10 +127,11 @@ def test_shift_mixture_and_rerank_pictures(tmp_path: Path) -> None:
     svg = _write(plots.shift_figure(batches, batch_col="day"), tmp_path / "s.svg")
     assert b'id="estimates"' in svg
     estimate = estimate_prevalence(model, scores, n_bootstrap=20)
-    svg = _write(plots.mixture_figure(model, estimate, scores), tmp_path / "m.svg")
+    (counts,) = count_target(model, scores)
+    svg = _write(plots.mixture_figure(model, estimate, counts), tmp_path / "m.svg")
     assert b'id="component-positive"' in svg and b'id="mixture"' in svg
     strata = np.where(np.arange(4000) % 2 == 0, "A", "B")
-    comparison = compare_rankings(y, scores, scores * (1 + (strata == "A")), fprs=plots.ROC_FPRS)
+    comparison = compare_rankings(y, scores, scores * (1 + (strata == "A")), fprs=ROC_FPRS)
     svg = _write(plots.roc_figure(comparison), tmp_path / "roc.svg")
     assert b'id="roc-reranked"' in svg
     svg = _write(plots.slopes_figure(fit_strata(scores, y, strata)), tmp_path / "sl.svg")

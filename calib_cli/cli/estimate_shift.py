@@ -16,6 +16,7 @@ from calib_cli.cli.options import (
     LabelColOpt,
     NoColorOpt,
     OutputFormatOpt,
+    PlotOpt,
     PositiveLabelOpt,
     QuietOpt,
     ReportOpt,
@@ -32,7 +33,7 @@ from calib_cli.types import CiMethod, Engine, InputFormat, ScoreKind, ShiftMetho
 EPILOG = (
     "Examples: calib estimate-shift --reference calibration.csv --target today.parquet  |  "
     "calib estimate-shift --reference ref.csv --target batch.csv --batch-col day "
-    "--costs 1:20 -o decided.csv --report shift.json"
+    "--costs 1:20 -o decided.csv --report shift.json --plot shift.png"
 )
 
 
@@ -140,6 +141,7 @@ def estimate_shift(
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
     report: ReportOpt = None,
+    plot: PlotOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
     engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
@@ -178,8 +180,13 @@ def estimate_shift(
             report=report,
             seed=seed,
             engine=cast(Engine, chosen(engine)),
+            plot=plot,
         )
         result = run_estimate_shift(request, warn=session.warn)
+        if plot is not None:
+            from calib_cli.report.plots import save_figure, shift_result_figure
+
+            save_figure(shift_result_figure(result), plot)
         emit_report(session, estimate_shift_payload(result), as_json=as_json, report_path=report)
         show = session.result if output is None else session.info
         if not as_json:

@@ -17,6 +17,8 @@ from calib_cli.cli.options import (
     LabelColOpt,
     NoColorOpt,
     OnInvalidOpt,
+    PlotOpt,
+    PlotScaleOpt,
     PositiveLabelOpt,
     QuietOpt,
     ReportOpt,
@@ -27,11 +29,11 @@ from calib_cli.cli.options import (
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.errors import CheckFailedError, UsageError
-from calib_cli.types import BinStrategy, Engine, InputFormat, OnInvalid
+from calib_cli.types import BinStrategy, Engine, InputFormat, OnInvalid, PlotScale
 
 EPILOG = (
     "Example: calib reliability scores.csv --score-col model_a --score-col model_b "
-    "--by segment --bootstrap 200 --fail-above-ece 0.02; "
+    "--by segment --bootstrap 200 --fail-above-ece 0.02 --plot reliability.png; "
     "calib reliability --from-summary summaries/2026-11-*.parquet --by segment"
 )
 
@@ -89,6 +91,8 @@ def reliability(
     on_invalid: OnInvalidOpt = "error",
     as_json: JsonOpt = False,
     report: ReportOpt = None,
+    plot: PlotOpt = None,
+    plot_scale: PlotScaleOpt = "linear",
     seed: SeedOpt = DEFAULT_SEED,
     engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
@@ -129,9 +133,15 @@ def reliability(
             seed=seed,
             engine=cast(Engine, chosen(engine)),
             from_summaries=summaries,
+            plot=plot,
+            plot_scale=cast(PlotScale, chosen(plot_scale)),
         )
         with session.progress(f"reliability of {rows[0] if rows else 'summaries'}") as step:
             result = run_reliability(request, warn=session.warn, progress=step)
+        if plot is not None:
+            from calib_cli.report.plots import reliability_result_figure, save_figure
+
+            save_figure(reliability_result_figure(result, scale=request.plot_scale), plot)
         emit_report(session, reliability_payload(result), as_json=as_json, report_path=report)
         if not as_json:
             title = f"Reliability of {result.source} ({result.n_bins} {result.strategy} bins)"

@@ -14,6 +14,8 @@ from calib_cli.cli.options import (
     LabelColOpt,
     NoColorOpt,
     OutputFormatOpt,
+    PlotOpt,
+    PlotScaleOpt,
     PositiveLabelOpt,
     QuietOpt,
     ReportOpt,
@@ -26,12 +28,13 @@ from calib_cli.cli.options import (
     chosen_or_none,
 )
 from calib_cli.cli.session import command_session, emit_report
-from calib_cli.types import Engine, InputFormat, ScoreKind, SlopeSmoothing
+from calib_cli.types import Engine, InputFormat, PlotScale, ScoreKind, SlopeSmoothing
 
 EPILOG = (
     "Examples: calib rerank-strata --reference tune.csv --target test.csv --strata-col "
-    "segment -o reranked.csv  |  calib rerank-strata --reference tune.parquet --target "
-    "test.parquet --pca-features age,income,tenure --n-strata 3 -o reranked.parquet"
+    "segment -o reranked.csv --plot rerank.png  |  calib rerank-strata --reference "
+    "tune.parquet --target test.parquet --pca-features age,income,tenure --n-strata 3 "
+    "-o reranked.parquet"
 )
 
 
@@ -105,6 +108,8 @@ def rerank_strata(
     input_format: InputFormatOpt = None,
     output_format: OutputFormatOpt = None,
     report: ReportOpt = None,
+    plot: PlotOpt = None,
+    plot_scale: PlotScaleOpt = "linear",
     seed: SeedOpt = DEFAULT_SEED,
     engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
@@ -144,8 +149,14 @@ def rerank_strata(
             report=report,
             seed=seed,
             engine=cast(Engine, chosen(engine)),
+            plot=plot,
+            plot_scale=cast(PlotScale, chosen(plot_scale)),
         )
         result = run_rerank_strata(request, warn=session.warn)
+        if plot is not None:
+            from calib_cli.report.plots import rerank_result_figure, save_figure
+
+            save_figure(rerank_result_figure(result, scale=request.plot_scale), plot)
         if result.pca is not None:
             session.info(pca_note(result.pca))
         if result.target_prevalence is not None:

@@ -39,11 +39,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec
+from typing import TYPE_CHECKING, Any, ParamSpec
 
 import numpy as np
 
 from calib_cli.errors import UsageError
+from calib_cli.types import PlotScale as PlotScale
+from calib_cli.types import ScoreHistogram as ScoreHistogram
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -51,14 +53,15 @@ if TYPE_CHECKING:
 
     from calib_cli.artifacts import Artifact
     from calib_cli.core.metrics import ReliabilitySummary
-    from calib_cli.core.shift import ReferenceModel, ShiftEstimate
+    from calib_cli.core.shift import ReferenceModel, ShiftEstimate, TargetCounts
     from calib_cli.core.strata import RankingComparison, StratumSlope
     from calib_cli.types import FloatArray
+    from calib_cli.workflows.estimate_shift import EstimateShiftResult
+    from calib_cli.workflows.reliability import ReliabilityResult
+    from calib_cli.workflows.rerank_strata import RerankStrataResult
 
 _P = ParamSpec("_P")
 
-#: Axis scale of a reliability diagram or a calibrator's map (``--plot-scale``).
-PlotScale = Literal["linear", "logit"]
 #: Picture formats, by file extension.
 PLOT_FORMATS: Mapping[str, str] = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
 #: What to install when matplotlib is missing.
@@ -244,6 +247,17 @@ def _probability_axes(axes: Axes, *, scale: PlotScale, low: float, high: float, 
         set_lim(0.0, high)
 
 
+def _rate_label(value: float) -> str:
+    """A tick on a log axis of rates, as the logit axes write them: 1e-5, 0.001, 0.1, 1.
+
+    >>> [_rate_label(v) for v in (1e-5, 1e-4, 0.001, 0.1, 1.0)]
+    ['1e-5', '1e-4', '0.001', '0.1', '1']
+    """
+    if 0.0 < value < 1e-3 * 0.999:
+        return f"1e{round(math.log10(value))}"
+    return f"{value:g}"
+
+
 def _count_label(value: float) -> str:
     """A count tick: 1, 10, 100, 1k, 10k, 1M.
 
@@ -268,9 +282,6 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 
 # -------------------------------------------------------------------------- reliability
-
-#: A histogram of scores: bin edges, shape (k + 1,), and weighted counts, shape (k,).
-ScoreHistogram = tuple["FloatArray", "FloatArray"]
 
 
 @dataclass(frozen=True)
@@ -327,7 +338,11 @@ def reliability_title(
 
 @_styled
 def reliability_figure(
-    panels: Sequence[ReliabilityPanel], *, scale: PlotScale = "linear", title: str = ""
+    panels: Sequence[ReliabilityPanel],
+    *,
+    scale: PlotScale = "linear",
+    title: str = "",
+    count_label: str = "rows",
 ) -> Figure:
     """Reliability diagrams: one panel per group, every score column overlaid in each.
 
@@ -340,6 +355,8 @@ def reliability_figure(
         Both probability axes on this scale (logit: rare events stay readable).
     title : str
         The figure's heading (see :func:`reliability_title`).
+    count_label : str
+        What the histograms count (``"weighted rows"`` when the figures are weighted).
     """
     if not panels or not any(curves for _, curves in panels):
         raise ValueError("a reliability picture needs at least one curve")
@@ -363,6 +380,11 @@ def reliability_figure(
     n_rows = math.ceil(n_panels / n_cols)
     figure = _figure(3.4 * n_cols + 0.6 if n_panels > 1 else 6.4, 4.6 * n_rows + 0.5)
     grid = figure.add_gridspec(2 * n_rows, n_cols, height_ratios=[3.2, 1.0] * n_rows)
+    steps = [_histogram_steps(curves, scale=scale, low=low, high=high) for curves in arrays]
+    positive = np.concatenate([c[c > 0] for panel in steps for _, _, _, c in panel])
+    floor = float(positive.min()) / 3.0 if positive.size else 0.3
+    top = float(positive.max()) * 2.0 if positive.size else 10.0
+    fine = all(c.histogram is not None for curves in arrays for c, _ in curves)
     first_curve: Axes | None = None
     first_hist: Axes | None = None
     any_edge = False
@@ -375,7 +397,7 @@ def reliability_figure(
         curve_ax.set_gid(_gid("reliability", index))
         hist_ax.set_gid(_gid("histogram", index))
         any_edge |= _draw_curves(curve_ax, curves, scale=scale, low=low, high=high)
-        fine = _draw_histogram(hist_ax, curves, scale=scale, low=low, high=high)
+        _draw_histogram(hist_ax, steps[index], floor=floor, top=top)
         handles, labels = curve_ax.get_legend_handles_labels()
         hist_ax.legend(
             handles,
@@ -395,7 +417,7 @@ def reliability_figure(
             curve_ax.set_title(heading, loc="left")
         if col == 0:
             curve_ax.set_ylabel("observed positive rate")
-            hist_ax.set_ylabel("rows" if fine else "rows per bin")
+            hist_ax.set_ylabel(count_label if fine else f"{count_label} per bin")
         hist_ax.set_xlabel("score")
     note = ""
     if any_edge:
@@ -481,20 +503,19 @@ def _draw_curves(
     return drew_bound
 
 
-def _draw_histogram(
-    axes: Axes,
+#: One histogram beneath a panel: (label, colour, edges, counts).
+_Steps = list[tuple[str, str, "FloatArray", "FloatArray"]]
+
+
+def _histogram_steps(
     curves: Sequence[tuple[ReliabilityCurve, _BinArrays]],
     *,
     scale: PlotScale,
     low: float,
     high: float,
-) -> bool:
-    """Rows per bin on a log axis: each curve's own histogram when it has one, else its bin
-    table's (weighted) counts; empty bins left out. True when every curve had a histogram."""
-    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
-
-    single = len(curves) == 1
-    steps: list[tuple[str, str, FloatArray, FloatArray]] = []
+) -> _Steps:
+    """Each curve's own histogram when it has one, else its bin table's (weighted) counts."""
+    steps: _Steps = []
     for position, (curve, bins) in enumerate(curves):
         colour = COLOURS[position % len(COLOURS)]
         if curve.histogram is not None:
@@ -506,8 +527,16 @@ def _draw_histogram(
         if scale == "logit":
             edges = np.clip(edges, low, high)
         steps.append((curve.label, colour, edges, counts))
-    positive = np.concatenate([c[c > 0] for _, _, _, c in steps])
-    floor = float(positive.min()) / 3.0 if positive.size else 0.3
+    return steps
+
+
+def _draw_histogram(axes: Axes, steps: _Steps, *, floor: float, top: float) -> None:
+    """Counts per bin on a log axis from ``floor`` to ``top`` (the same for every panel);
+    empty bins left out, not drawn as zeros. One filled histogram, or outlines when several
+    columns share the panel."""
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
+
+    single = len(steps) == 1
     for label, colour, edges, counts in steps:
         shown = np.where(counts > 0, counts, np.nan)
         patch = axes.stairs(
@@ -522,12 +551,10 @@ def _draw_histogram(
         )
         patch.set_gid(_gid("histogram", label))
     axes.set_yscale("log")
-    if positive.size:
-        axes.set_ylim(floor, float(positive.max()) * 2.0)
+    axes.set_ylim(floor, top)
     axes.yaxis.set_major_locator(LogLocator(base=10.0, numticks=4))
     axes.yaxis.set_major_formatter(FuncFormatter(lambda v, _: _count_label(v)))
     axes.yaxis.set_minor_locator(NullLocator())
-    return all(curve.histogram is not None for curve, _ in curves)
 
 
 def reliability_panels(
@@ -556,6 +583,27 @@ def reliability_panels(
         )
         panels.append((heading, curves[key]))
     return panels
+
+
+def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) -> Figure:
+    """The picture of a ``reliability`` run: every column overlaid, ``--by`` groups as small
+    multiples, each entry's fine histogram beneath, and a title with n, base rate, weighting."""
+    entries = [(e.score_column, e.group, e.summary, e.histogram) for e in result.entries]
+    weighted = result.weight_col is not None
+    weighting = f"weighted by '{result.weight_col}'" if weighted else "unweighted"
+    title = reliability_title(
+        Path(result.source).name,
+        result.entries[0].summary,
+        weighting=weighting,
+        n_bins=result.n_bins,
+        strategy=result.strategy,
+    )
+    return reliability_figure(
+        reliability_panels(entries, by=result.by),
+        scale=scale,
+        title=title,
+        count_label="weighted rows" if weighted else "rows",
+    )
 
 
 # ---------------------------------------------------------------------------- label shift
@@ -681,40 +729,34 @@ def shift_figure(
     return figure
 
 
-def _to_logit(scores: FloatArray, model: ReferenceModel) -> FloatArray:
-    if model.score_kind != "probability":
-        return scores
-    clipped = np.clip(scores, model.eps, 1.0 - model.eps)
-    result: FloatArray = np.log(clipped) - np.log1p(-clipped)
-    return result
-
-
 @_styled
 def mixture_figure(
     model: ReferenceModel,
     estimate: ShiftEstimate,
-    scores: FloatArray,
+    counts: TargetCounts,
     *,
-    sample_weight: FloatArray | None = None,
     n_bars: int = 64,
+    true_rate: float | None = None,
     title: str = "",
 ) -> Figure:
     """One batch's scores against the fitted mixture :math:`(1-\\alpha) f_0 + \\alpha f_1`.
 
     All densities are per unit of the score's logit ``u`` (the scale the estimate works on):
-    the batch's histogram on ``n_bars`` equal steps of ``u`` over the reference's range (rows
-    outside it in the end bars, as the estimate counts them), and the mixture and its
+    the batch's histogram on ``n_bars`` steps of ``u`` over the reference's range, summed from
+    the fine cells the estimate counted the batch in (``counts``, from
+    :func:`~calib_cli.core.shift.count_target`: rows outside the range in the end cells, as
+    the estimate counts them; the same picture from either engine), and the mixture and its
     components piecewise constant on the model's cells, scaled by the estimated rate.
+    ``true_rate``: the batch's labelled positive rate, when it has labels (in the heading).
     """
-    u = _to_logit(np.asarray(scores, dtype=np.float64), model)
-    weight = np.ones_like(u) if sample_weight is None else np.asarray(sample_weight, float)
     low, high = model.logit_low, model.logit_high
-    edges = np.linspace(low, high, n_bars + 1)
-    index = np.clip(((u - low) / (high - low) * n_bars).astype(np.int64), 0, n_bars - 1)
-    counts = np.bincount(index, weights=weight, minlength=n_bars)
-    total = float(counts.sum())
-    bar_density = counts / (total * np.diff(edges)) if total > 0 else counts
     fine_width = (high - low) / model.n_fine
+    bounds = np.unique(np.round(np.linspace(0, model.n_fine, n_bars + 1)).astype(np.int64))
+    edges = low + bounds.astype(np.float64) * fine_width
+    weights = np.asarray(counts.weight, dtype=np.float64)
+    bar_counts = np.add.reduceat(weights, bounds[:-1]) if weights.size else np.zeros(1)
+    total = float(bar_counts.sum())
+    bar_density = bar_counts / (total * np.diff(edges)) if total > 0 else bar_counts
     cell_edges = low + model.cell_bounds.astype(np.float64) * fine_width
     cell_width = np.diff(cell_edges)
     alpha = float(estimate.prevalence)
@@ -723,10 +765,15 @@ def mixture_figure(
     figure = _figure(6.4, 4.4)
     axes = figure.add_subplot()
     axes.set_gid("mixture")
-    shown = np.where(bar_density > 0, bar_density, np.nan)
+    positive_values = np.concatenate(
+        [bar_density[bar_density > 0], positive[positive > 0], negative[negative > 0]]
+    )
+    top = float(positive_values.max()) if positive_values.size else 1.0
+    bottom = max(float(positive_values.min()) / 2.0, top * 1e-6) if positive_values.size else 1e-6
     bars = axes.stairs(
-        np.nan_to_num(shown, nan=0.0),
+        np.where(bar_density > 0, bar_density, np.nan),  # empty bars left out, not zeros
         edges,
+        baseline=bottom,
         fill=True,
         color="#d9d9d9",
         label=f"batch scores (n = {estimate.n:,})",
@@ -740,13 +787,7 @@ def mixture_figure(
         step = axes.stairs(values, cell_edges, color=colour, linewidth=width, label=label)
         step.set_gid(gid)
     axes.set_yscale("log")
-    positive_values = np.concatenate(
-        [bar_density[bar_density > 0], positive[positive > 0], negative[negative > 0]]
-    )
-    if positive_values.size:
-        top = float(positive_values.max())
-        bottom = max(float(positive_values.min()) / 2.0, top * 1e-6)
-        axes.set_ylim(bottom, top * 2.5)
+    axes.set_ylim(bottom, top * 2.5)
     axes.set_xlim(low, high)
     axes.set_ylabel("density per unit logit")
     if model.score_kind == "probability":
@@ -764,27 +805,64 @@ def mixture_figure(
     if math.isfinite(estimate.ci_low) and math.isfinite(estimate.ci_high):
         interval = f" [{_fmt(estimate.ci_low)}, {_fmt(estimate.ci_high)}]"
     heading = title or "Label shift"
+    labelled = "" if true_rate is None else f"; labelled {_fmt(true_rate)}"
     axes.set_title(
         f"{heading}\nestimated rate {_fmt(alpha)}{interval} ({estimate.method}); "
-        f"reference {_fmt(estimate.reference_prevalence)}",
+        f"reference {_fmt(estimate.reference_prevalence)}{labelled}",
         loc="left",
     )
     axes.legend(loc="upper right", frameon=False)
     return figure
 
 
+def shift_result_figure(result: EstimateShiftResult) -> Figure:
+    """The picture of an ``estimate-shift`` run: with ``--batch-col`` each batch's estimated
+    rate (and its labelled rate when the target has labels); else the batch's scores against
+    the fitted mixture."""
+    source = Path(result.source).name
+    if result.batch_col is not None:
+        return shift_figure(
+            [(batch.batch, batch.estimate) for batch in result.batches],
+            batch_col=result.batch_col,
+            true_rates=[batch.true_prevalence for batch in result.batches],
+            title=f"Positive rate of {source} by {result.batch_col}",
+        )
+    if result.model is None or result.counts is None:
+        raise ValueError("a mixture picture needs the reference model and the batch's counts")
+    batch = result.batches[0]
+    return mixture_figure(
+        result.model,
+        batch.estimate,
+        result.counts,
+        true_rate=batch.true_prevalence,
+        title=f"Label shift of {source}",
+    )
+
+
 # ---------------------------------------------------------------------------- rerank strata
 
-#: False-positive rates at which :func:`roc_figure` wants the TPR (pass to compare_rankings).
-ROC_FPRS: tuple[float, ...] = tuple(
-    sorted({0.0, 1.0, *np.geomspace(1e-5, 1.0, 121).tolist(), *np.linspace(0.0, 1.0, 101).tolist()})
-)
+
+def rerank_result_figure(result: RerankStrataResult, *, scale: PlotScale) -> Figure:
+    """The picture of a ``rerank-strata`` run: the raw and re-ranked ROC curves on a labelled
+    target, else each stratum's ROC slope against its score (``scale``: the score axis)."""
+    if result.roc is not None:
+        return roc_figure(result.roc, title="Raw and re-ranked ROC on the target")
+    if result.slopes is None:
+        raise ValueError("a re-ranking picture needs the strata's slopes or the ROC curves")
+    odds = {s.stratum: s.stratum_odds for s in result.strata}
+    return slopes_figure(
+        result.slopes,
+        stratum_odds=odds,
+        scale=scale,
+        title=f"ROC slope per stratum (odds from the {result.odds_source})",
+    )
 
 
 @_styled
 def roc_figure(comparison: RankingComparison, *, title: str = "") -> Figure:
     """Raw and re-ranked ROC curves of a labelled target: whole, and at low false-positive
-    rates on a log axis. ``comparison`` should be sampled densely (see :data:`ROC_FPRS`)."""
+    rates on a log axis. ``comparison`` should be sampled densely (the ``rerank-strata``
+    workflow's ``ROC_FPRS``: every 1%, and log steps down to 1e-5)."""
     fpr = np.asarray(comparison.fpr, dtype=np.float64)
     curves = (
         ("raw score", np.asarray(comparison.tpr_raw), comparison.auc_raw, COLOURS[0], "roc-raw"),
@@ -817,8 +895,12 @@ def roc_figure(comparison: RankingComparison, *, title: str = "") -> Figure:
     # from the decade where either ranking first finds 1% of the positives
     found = fpr[(fpr > 0) & ((curves[0][1] >= 0.01) | (curves[1][1] >= 0.01))]
     start = float(found.min()) if found.size else 1e-3
+    from matplotlib.ticker import FuncFormatter, LogLocator
+
     low_fpr.set_xscale("log")
     low_fpr.set_xlim(max(1e-5, 10.0 ** math.floor(math.log10(start) + 1e-9)), 1.0)
+    low_fpr.xaxis.set_major_locator(LogLocator(base=10.0))
+    low_fpr.xaxis.set_major_formatter(FuncFormatter(lambda v, _: _rate_label(v)))
     low_fpr.set_xlabel("false-positive rate (log axis)")
     low_fpr.set_title("at low false-positive rates", loc="left")
     if title:

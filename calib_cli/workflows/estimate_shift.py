@@ -46,7 +46,14 @@ from calib_cli.types import (
     ShiftMethod,
     Warn,
 )
-from calib_cli.workflows.common import MISSING_GROUP, check_paths, choose_engine, groups, ignore
+from calib_cli.workflows.common import (
+    MISSING_GROUP,
+    check_paths,
+    check_plot,
+    choose_engine,
+    groups,
+    ignore,
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +84,8 @@ class EstimateShiftRequest:
     report: str | None = None
     seed: int = 0
     engine: Engine = "auto"
+    #: ``--plot PATH``: each batch's rate over the batches, or one batch's fitted mixture
+    plot: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,7 +101,10 @@ class BatchEstimate:
 
 @dataclass(frozen=True)
 class EstimateShiftResult:
-    """Every batch's estimate; ``decision_threshold`` is the Bayes threshold with costs."""
+    """Every batch's estimate; ``decision_threshold`` is the Bayes threshold with costs.
+
+    ``model`` is the reference's fit and, without ``--batch-col``, ``counts`` the batch's
+    fine-cell counts on its grid (what the estimate saw; the mixture picture draws them)."""
 
     source: str
     batch_col: str | None
@@ -100,6 +112,8 @@ class EstimateShiftResult:
     decision_threshold: float | None
     output: str | None
     engine: Engine = "memory"
+    model: ReferenceModel | None = None
+    counts: TargetCounts | None = None
 
 
 def parse_costs(text: str) -> tuple[float, float]:
@@ -125,11 +139,12 @@ def run_estimate_shift(
 ) -> EstimateShiftResult:
     """Fit the reference, estimate each batch, recalibrate it, write the rows (with -o)."""
     output = request.output
+    check_plot(request.plot)
     check_paths(
         inputs=[request.reference, request.target],
         table_output=output,
         output_format=request.output_format,
-        files=[request.report],
+        files=[request.report, request.plot],
     )
     if request.ci_method == "profile" and request.method != "mle":
         raise UsageError(
@@ -256,8 +271,10 @@ def _run_memory(
         else []
     )
     batches: list[BatchEstimate] = []
+    merged: TargetCounts | None = None
     for code, (batch, rows) in enumerate(selections):
-        estimate = _estimate(request, model, merge_target_counts(parts[code]))
+        merged = merge_target_counts(parts[code])
+        estimate = _estimate(request, model, merged)
         calibrated[rows] = posterior(model, estimate, scores[rows])
         truth = None if labels is None else float(np.mean(labels[rows]))
         decision = None
@@ -292,6 +309,8 @@ def _run_memory(
         decision_threshold=threshold,
         output=output,
         engine="memory",
+        model=model,
+        counts=merged if request.batch_col is None else None,
     )
 
 
@@ -456,6 +475,8 @@ def _run_streaming(
         decision_threshold=threshold,
         output=output,
         engine="streaming",
+        model=model,
+        counts=merge_target_counts(counts[None]) if request.batch_col is None else None,
     )
 
 

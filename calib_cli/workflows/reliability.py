@@ -25,10 +25,21 @@ from calib_cli.summaries import (
     ScoreSummary,
     reliability_from_summary,
 )
-from calib_cli.types import BinStrategy, Engine, GroupValue, InputFormat, OnInvalid, Warn
+from calib_cli.types import (
+    BinStrategy,
+    Engine,
+    FloatArray,
+    GroupValue,
+    InputFormat,
+    OnInvalid,
+    PlotScale,
+    ScoreHistogram,
+    Warn,
+)
 from calib_cli.workflows.common import (
     MISSING_GROUP,
     check_paths,
+    check_plot,
     choose_engine,
     finite_option,
     groups,
@@ -71,6 +82,9 @@ class ReliabilityRequest:
     engine: Engine = "auto"
     #: summary files to report on instead of ``file`` (``score_cols`` empty: every column)
     from_summaries: tuple[str, ...] = ()
+    #: ``--plot PATH``: each entry then carries a fine histogram of its scores for the picture
+    plot: str | None = None
+    plot_scale: PlotScale = "linear"
 
 
 @dataclass(frozen=True)
@@ -83,6 +97,8 @@ class ReliabilityEntry:
     summary: ReliabilitySummary
     #: how far each figure can be from the in-memory one (None: computed in memory, exact)
     exactness: Exactness | None = None
+    #: with ``--plot``: the (weighted) histogram of the scores, on the picture's scale
+    histogram: ScoreHistogram | None = None
 
     @property
     def label(self) -> str:
@@ -102,6 +118,8 @@ class ReliabilityResult:
     entries: tuple[ReliabilityEntry, ...]
     gate_failures: tuple[str, ...]
     engine: ReliabilityEngine = "memory"
+    #: the weight column of the figures (of the rows, or of the summaries); None: unweighted
+    weight_col: str | None = None
 
 
 def run_reliability(
@@ -111,15 +129,16 @@ def run_reliability(
     by a streaming summary of the file, or with the file in memory (see the module)."""
     finite_option(request.fail_above_ece, "--fail-above-ece")
     finite_option(request.fail_below_auc, "--fail-below-auc")
+    check_plot(request.plot)
     if request.from_summaries:
         if request.file is not None:
             raise UsageError("give either FILE or --from-summary, not both")
-        check_paths(inputs=list(request.from_summaries), files=[request.report])
+        check_paths(inputs=list(request.from_summaries), files=[request.report, request.plot])
         return assess_summary_files(request, progress=progress)
     if request.file is None:
         raise UsageError("give a FILE of scored rows, or --from-summary SUMMARY")
     file = request.file
-    check_paths(inputs=[file], files=[request.report])
+    check_paths(inputs=[file], files=[request.report, request.plot])
     if choose_engine(request.engine, [file], input_format=request.input_format) == "streaming":
         return assess_streaming(file, request, warn=warn, progress=progress)
     table = read_scored_table(
@@ -163,6 +182,7 @@ def assess_table(table: Table, request: ReliabilityRequest) -> ReliabilityResult
                     group=group,
                     heading=_heading(column, by, group),
                     summary=summary,
+                    histogram=_rows_histogram(scores[rows], weights[rows], request),
                 )
             )
     return _result(table.name, request, entries, engine="memory")
@@ -180,6 +200,7 @@ def _result(
     entries: Sequence[ReliabilityEntry],
     *,
     engine: ReliabilityEngine,
+    weight_col: str | None = None,
 ) -> ReliabilityResult:
     failures = gate_failures(
         [(e.label, e.summary.ece, e.summary.auc) for e in entries],
@@ -195,6 +216,7 @@ def _result(
         entries=tuple(entries),
         gate_failures=failures,
         engine=engine,
+        weight_col=weight_col if engine == "summary" else request.weight_col,
     )
 
 
@@ -285,10 +307,13 @@ def assess_summary_files(
                     heading=_heading(column, request.by, group),
                     summary=figures,
                     exactness=exactness,
+                    histogram=_summary_histogram(part, request),
                 )
             )
     source = names[0] if len(names) == 1 else f"{len(names)} summaries"
-    return _result(source, request, entries, engine="summary")
+    weighted = (loaded[column][0].weight_column for column in columns)
+    weight_col = next((w for w in weighted if w is not None), None)
+    return _result(source, request, entries, engine="summary", weight_col=weight_col)
 
 
 # ------------------------------------------------------------------------------ streaming
@@ -340,6 +365,75 @@ def assess_streaming(
                     heading=_heading(column, request.by, group),
                     summary=figures,
                     exactness=exactness,
+                    histogram=_summary_histogram(part, request),
                 )
             )
     return _result(name, request, entries, engine="streaming")
+
+
+# ------------------------------------------------------------------------------- pictures
+
+#: Steps of a picture's score histogram: 50 equal steps of the score on a linear axis; steps
+#: of 0.2 in the logit on a logit axis, on the scores' range clipped to [1e-6, 1 - 1e-6].
+HISTOGRAM_STEPS = 50
+LOGIT_STEP = 0.2
+LOGIT_CLIP = 1e-6
+
+
+def histogram_edges(scores: FloatArray, scale: PlotScale) -> FloatArray:
+    """Edges of a picture's histogram of ``scores`` (probabilities): equal steps on ``scale``.
+
+    On the logit scale the edges are multiples of :data:`LOGIT_STEP` in the logit (so every
+    column and group shares one grid), from below the smallest score to above the largest.
+
+    >>> histogram_edges(np.array([0.3]), "linear")[[0, 1, -1]].tolist()
+    [0.0, 0.02, 1.0]
+    >>> edges = histogram_edges(np.array([0.5, 0.6]), "logit")
+    >>> np.round(np.log(edges / (1 - edges)), 6).tolist()
+    [0.0, 0.2, 0.4, 0.6]
+    """
+    if scale == "linear":
+        return np.linspace(0.0, 1.0, HISTOGRAM_STEPS + 1)
+    finite = scores[np.isfinite(scores)]
+    if not finite.size:
+        finite = np.array([0.5])
+    ends = np.clip(np.array([finite.min(), finite.max()]), LOGIT_CLIP, 1.0 - LOGIT_CLIP)
+    u = np.log(ends) - np.log1p(-ends)
+    first = int(np.floor(u[0] / LOGIT_STEP + 1e-9))
+    last = max(int(np.ceil(u[1] / LOGIT_STEP - 1e-9)), first + 1)
+    steps = np.arange(first, last + 1, dtype=np.float64) * LOGIT_STEP
+    edges: FloatArray = 1.0 / (1.0 + np.exp(-steps))
+    return edges
+
+
+def score_histogram(scores: FloatArray, weights: FloatArray, scale: PlotScale) -> ScoreHistogram:
+    """The weighted histogram of ``scores`` on :func:`histogram_edges`; scores beyond the
+    ends (on the logit scale: below 1e-6 or above 1 - 1e-6) count in the end bins.
+
+    >>> edges, counts = score_histogram(np.array([0.01, 0.03, 0.99]), np.ones(3), "linear")
+    >>> counts[[0, 1, -1]].tolist(), float(counts.sum())
+    ([1.0, 1.0, 1.0], 3.0)
+    """
+    edges = histogram_edges(scores, scale)
+    index = np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, edges.size - 2)
+    counts = np.bincount(index, weights=weights, minlength=edges.size - 1)
+    return edges, np.asarray(counts, dtype=np.float64)
+
+
+def _rows_histogram(
+    scores: FloatArray, weights: FloatArray, request: ReliabilityRequest
+) -> ScoreHistogram | None:
+    """With ``--plot``: the histogram of one entry's rows (memory engine)."""
+    if request.plot is None:
+        return None
+    return score_histogram(scores, weights, request.plot_scale)
+
+
+def _summary_histogram(summary: ScoreSummary, request: ReliabilityRequest) -> ScoreHistogram | None:
+    """With ``--plot``: the histogram of one entry's summary, each cell's weight at the middle
+    of its scores (the cells are far finer than the histogram's steps)."""
+    if request.plot is None:
+        return None
+    seen = (summary.weight > 0.0) & np.isfinite(summary.score_min)
+    middle = 0.5 * (summary.score_min[seen] + summary.score_max[seen])
+    return score_histogram(middle, summary.weight[seen], request.plot_scale)

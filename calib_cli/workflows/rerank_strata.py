@@ -46,11 +46,25 @@ from calib_cli.types import (
     FloatArray,
     InputFormat,
     IntArray,
+    PlotScale,
     ScoreKind,
     SlopeSmoothing,
     Warn,
 )
-from calib_cli.workflows.common import check_paths, choose_engine, data_destination, ignore
+from calib_cli.workflows.common import (
+    check_paths,
+    check_plot,
+    choose_engine,
+    data_destination,
+    ignore,
+)
+
+#: False-positive rates at which a picture's ROC curves are drawn (``--plot``, labelled
+#: target): every 1% of the axis, and 120 steps per five decades down to 1e-5 for the
+#: picture's log axis.
+ROC_FPRS: tuple[float, ...] = tuple(
+    sorted({0.0, 1.0, *np.geomspace(1e-5, 1.0, 121).tolist(), *np.linspace(0.0, 1.0, 101).tolist()})
+)
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,9 @@ class RerankStrataRequest:
     report: str | None = None
     seed: int = 0
     engine: Engine = "auto"
+    #: ``--plot PATH``: ROC curves of a labelled target, else the strata's ROC slopes
+    plot: str | None = None
+    plot_scale: PlotScale = "linear"
 
 
 @dataclass(frozen=True)
@@ -105,7 +122,11 @@ class StreamingApproximation:
 
 @dataclass(frozen=True)
 class RerankStrataResult:
-    """The strata, where their odds came from, and (on a labelled target) the comparison."""
+    """The strata, where their odds came from, and (on a labelled target) the comparison.
+
+    ``slopes`` are the fitted ROC slopes per stratum; with ``--plot`` and a labelled target,
+    ``roc`` is the comparison again at :data:`ROC_FPRS` (for the picture; the report keeps
+    ``comparison``'s few rates)."""
 
     seed: int
     smoothing: SlopeSmoothing
@@ -116,6 +137,8 @@ class RerankStrataResult:
     comparison: RankingComparison | None
     output: str
     streaming: StreamingApproximation | None = None
+    slopes: Mapping[str, StratumSlope] | None = None
+    roc: RankingComparison | None = None
 
 
 def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> RerankStrataResult:
@@ -133,11 +156,12 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
                 raise UsageError(
                     f"--engine streaming does not support {option} yet; use --engine memory"
                 )
+    check_plot(request.plot)
     check_paths(
         inputs=[request.reference, request.target, request.prevalence_file],
         table_output=request.output,
         output_format=request.output_format,
-        files=[request.report],
+        files=[request.report, request.plot],
     )
     engine: Engine = "memory"
     if request.pca_features is None and not request.estimate_target_prevalence:
@@ -200,14 +224,21 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         odds = stratum_odds(ref_labels, ref_strata, sample_weight=ref_weights)
         odds_source = "reference"
     result = rerank(tgt_scores, tgt_strata, slopes, odds)
-    comparison = None
+    comparison = roc = None
     if tgt.has_column(request.label_col):
+        tgt_labels = tgt.labels(request.label_col, positive_label=request.positive_label)
+        tgt_weights = tgt.weights(request.weight_col)
         comparison = compare_rankings(
-            tgt.labels(request.label_col, positive_label=request.positive_label),
-            tgt_scores,
-            result.rerank_score,
-            sample_weight=tgt.weights(request.weight_col),
+            tgt_labels, tgt_scores, result.rerank_score, sample_weight=tgt_weights
         )
+        if request.plot is not None:
+            roc = compare_rankings(
+                tgt_labels,
+                tgt_scores,
+                result.rerank_score,
+                sample_weight=tgt_weights,
+                fprs=ROC_FPRS,
+            )
     added.update(
         {
             "rerank_score": result.rerank_score,
@@ -228,6 +259,8 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         strata=summarise_strata(slopes, odds, tgt_strata),
         comparison=comparison,
         output=destination,
+        slopes=slopes,
+        roc=roc,
     )
 
 
@@ -381,16 +414,19 @@ def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
         chunk_rows=STREAMING_CHUNK_ROWS,
         mantissa_bits=STREAMING_MANTISSA_BITS,
     )
-    comparison = None
+    comparison = roc = None
     raw_bound = reranked_bound = None
     if counts is not None:
+        ranked = (
+            counts.raw_positives,
+            counts.raw_negatives,
+            counts.reranked_positives,
+            counts.reranked_negatives,
+        )
         with io.naming(tgt_name):
-            comparison, raw_bound, reranked_bound = compare_rankings_from_counts(
-                counts.raw_positives,
-                counts.raw_negatives,
-                counts.reranked_positives,
-                counts.reranked_negatives,
-            )
+            comparison, raw_bound, reranked_bound = compare_rankings_from_counts(*ranked)
+            if request.plot is not None:
+                roc = compare_rankings_from_counts(*ranked, fprs=ROC_FPRS)[0]
     return RerankStrataResult(
         seed=request.seed,
         smoothing=request.smoothing,
@@ -401,6 +437,8 @@ def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
         comparison=comparison,
         output=destination,
         streaming=_approximation(cells, raw_bound, reranked_bound),
+        slopes=slopes,
+        roc=roc,
     )
 
 
