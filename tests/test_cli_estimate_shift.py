@@ -1,4 +1,11 @@
-"""`calib estimate-shift` end to end through the installed command."""
+"""`calib estimate-shift` end to end through the installed command.
+
+Each run here checks the command-line contract (where tables, JSON and warnings go, exit
+codes, exact error lines, standard input) and that the options reach the workflow: its
+report and rows equal those of :func:`run_estimate_shift` called in-process with the same
+options. The figures themselves (one call per batch, tiny targets, intervals, the two
+engines alike) are checked in-process in tests/test_workflows_estimate_shift.py.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,9 @@ import numpy as np
 import polars as pl
 import pytest
 
+from calib_cli.report.payloads import dumps, estimate_shift_payload
+from calib_cli.types import JsonValue
+from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
 from tests.conftest import SAMPLE_DATA, RunCalib
 
 REFERENCE = SAMPLE_DATA / "transactions.csv"
@@ -16,48 +26,20 @@ BATCHES = SAMPLE_DATA / "shifted_batch.csv"
 FAST = ["--bootstrap", "40", "--seed", "5"]
 
 
-def test_one_call_with_batch_col_equals_one_call_per_batch(
-    run_calib: RunCalib, tmp_path: Path
-) -> None:
-    done = run_calib(
-        [
-            "estimate-shift",
-            "--reference",
-            str(REFERENCE),
-            "--target",
-            str(BATCHES),
-            "--batch-col",
-            "day",
-            "--json",
-            *FAST,
-        ]
-    )
-    assert done.returncode == 0, done.stderr
-    together = json.loads(done.stdout)
-    assert together["batch_col"] == "day"
-    days = sorted(pl.read_csv(BATCHES)["day"].unique().to_list())
-    assert [b["batch"] for b in together["batches"]] == days
-    for batch in together["batches"]:
-        alone = tmp_path / f"{batch['batch']}.parquet"
-        pl.read_csv(BATCHES).filter(pl.col("day") == batch["batch"]).write_parquet(alone)
-        single = run_calib(
-            [
-                "estimate-shift",
-                "--reference",
-                str(REFERENCE),
-                "--target",
-                str(alone),
-                "--json",
-                *FAST,
-            ]
-        )
-        assert single.returncode == 0, single.stderr
-        assert json.loads(single.stdout) == {k: v for k, v in batch.items() if k != "batch"}
+def _in_process(request: EstimateShiftRequest, warnings: list[str] | None = None) -> JsonValue:
+    """The workflow's report for ``request`` (``FAST``'s bootstrap and seed), as the command
+    prints it."""
+    warn = warnings.append if warnings is not None else (lambda message: None)
+    result = run_estimate_shift(request, warn=warn)
+    parsed: JsonValue = json.loads(dumps(estimate_shift_payload(result)))
+    return parsed
 
 
-def test_estimates_track_the_true_rates_and_report_the_required_keys(
+def test_tables_on_stdout_and_a_report_equal_to_the_workflow_s(
     run_calib: RunCalib, tmp_path: Path
 ) -> None:
+    """Without -o the tables are the product (stdout); --report holds every batch's keys and
+    the workflow's figures, which track the batches' true rates."""
     report = tmp_path / "r.json"
     done = run_calib(
         [
@@ -74,8 +56,18 @@ def test_estimates_track_the_true_rates_and_report_the_required_keys(
         ]
     )
     assert done.returncode == 0, done.stderr
-    assert "Positive rate of" in done.stdout.decode()  # the report is the product: stdout
-    for batch in json.loads(report.read_text())["batches"]:
+    assert "Positive rate of" in done.stdout.decode()
+    assert done.stderr == b""
+    figures = json.loads(report.read_text())
+    assert figures == _in_process(
+        EstimateShiftRequest(
+            reference=str(REFERENCE), target=str(BATCHES), batch_col="day", n_bootstrap=40, seed=5
+        )
+    )
+    assert figures["batch_col"] == "day"
+    days = sorted(pl.read_csv(BATCHES)["day"].unique().to_list())
+    assert [b["batch"] for b in figures["batches"]] == days
+    for batch in figures["batches"]:
         for key in (
             "prevalence",
             "ci_low",
@@ -94,14 +86,19 @@ def test_estimates_track_the_true_rates_and_report_the_required_keys(
         assert batch["reference_prevalence"] == pytest.approx(0.02555, abs=1e-4)
 
 
-def test_output_rows_calibrated_and_decided(run_calib: RunCalib, tmp_path: Path) -> None:
-    out = tmp_path / "out.csv"
-    report = tmp_path / "r.json"
+def test_output_rows_calibrated_and_decided_with_tables_on_stderr(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    """With -o the tables go to stderr; --engine streaming, --weight-col and --costs reach the
+    workflow: the rows and report equal the in-memory engine's, in-process."""
+    out, report = tmp_path / "out.csv", tmp_path / "r.json"
     done = run_calib(
         [
             "estimate-shift",
             "--reference",
             str(REFERENCE),
+            "--weight-col",
+            "weight",
             "--target",
             str(BATCHES),
             "--batch-col",
@@ -112,277 +109,148 @@ def test_output_rows_calibrated_and_decided(run_calib: RunCalib, tmp_path: Path)
             str(out),
             "--report",
             str(report),
+            "--engine",
+            "streaming",
             *FAST,
         ]
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout == b""  # with -o the tables go to stderr
+    assert done.stdout == b""
+    assert "Positive rate of" in done.stderr.decode()
     assert "Decisions at the Bayes threshold" in done.stderr.decode()
+    memory_out = tmp_path / "memory.csv"
+    figures = json.loads(report.read_text())
+    assert figures == _in_process(
+        EstimateShiftRequest(
+            reference=str(REFERENCE),
+            weight_col="weight",
+            target=str(BATCHES),
+            batch_col="day",
+            costs="1:20",
+            output=str(memory_out),
+            engine="memory",
+            n_bootstrap=40,
+            seed=5,
+        )
+    )
+    assert out.read_bytes() == memory_out.read_bytes()
+    written = pl.read_csv(out, infer_schema=False)
+    original = pl.read_csv(BATCHES, infer_schema=False)
+    assert written.columns == [*original.columns, "calibrated", "decision"]
+    assert written.select(original.columns).equals(original)
     frame = pl.read_csv(out)
-    assert frame.columns == [*pl.read_csv(BATCHES).columns, "calibrated", "decision"]
     threshold = 1 / 21
     np.testing.assert_array_equal(
         frame["decision"].to_numpy(), (frame["calibrated"].to_numpy() >= threshold).astype(int)
     )
-    for batch in json.loads(report.read_text())["batches"]:
+    for batch in figures["batches"]:
         decision = batch["decision"]
         assert decision["threshold"] == pytest.approx(threshold)
         rows = frame.filter(pl.col("day") == batch["batch"])
         assert decision["flagged_shifted"] == pytest.approx(rows["decision"].mean())
-        # re-estimating the prior lowers the realised cost once the rate has moved a lot
-    last = json.loads(report.read_text())["batches"][-1]["decision"]
+    # re-estimating the prior lowers the realised cost once the rate has moved a lot
+    last = figures["batches"][-1]["decision"]
     assert last["realised_cost_shifted"] < last["realised_cost_static"]
 
 
-def test_uninformative_scores_warn_and_give_a_wide_interval(
+def test_json_on_stdout_warnings_on_stderr_and_a_target_on_standard_input(
     run_calib: RunCalib, tmp_path: Path
 ) -> None:
+    """Uninformative scores: each warning of the workflow is a `warning:` line on stderr, the
+    JSON on stdout and the -o file are the workflow's. The target comes on standard input
+    (read into memory although --engine streaming is asked), and --method mle --ci-method
+    profile reach the workflow."""
     rng = np.random.default_rng(2)
     pl.DataFrame(
         {"score": rng.random(3000), "label": (rng.random(3000) < 0.1).astype(int)}
     ).write_csv(tmp_path / "ref.csv")
     pl.DataFrame({"score": rng.random(1000)}).write_csv(tmp_path / "tgt.csv")
+    out = tmp_path / "o.csv"
     done = run_calib(
         [
             "estimate-shift",
             "--reference",
             str(tmp_path / "ref.csv"),
             "--target",
-            str(tmp_path / "tgt.csv"),
+            "-",
             "--json",
-            *FAST,
-        ]
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    assert result["ci_high"] - result["ci_low"] > 0.5
-    assert "warning:" in done.stderr.decode()
-
-
-@pytest.mark.parametrize("rows", [["0.3"], ["0.2", "0.2", "0.2", "0.2"]])
-def test_tiny_and_constant_targets(run_calib: RunCalib, tmp_path: Path, rows: list[str]) -> None:
-    target = tmp_path / "t.csv"
-    target.write_text("score\n" + "\n".join(rows) + "\n")
-    done = run_calib(
-        ["estimate-shift", "--reference", str(REFERENCE), "--target", str(target), "--json", *FAST]
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout)
-    assert result["n"] == len(rows)
-    assert 0 <= result["ci_low"] <= result["prevalence"] <= result["ci_high"] <= 1
-
-
-def test_reference_without_positives_is_exit_65(run_calib: RunCalib, tmp_path: Path) -> None:
-    (tmp_path / "ref.csv").write_text("score,label\n0.1,0\n0.4,0\n")
-    done = run_calib(
-        ["estimate-shift", "--reference", str(tmp_path / "ref.csv"), "--target", str(BATCHES)]
-    )
-    assert done.returncode == 65
-    assert done.stderr.decode().startswith("error: ")
-    assert "no positive rows" in done.stderr.decode()
-
-
-def test_bad_costs_are_a_usage_error(run_calib: RunCalib) -> None:
-    done = run_calib(
-        [
-            "estimate-shift",
-            "--reference",
-            str(REFERENCE),
-            "--target",
-            str(BATCHES),
-            "--costs",
-            "1-20",
-        ]
-    )
-    assert done.returncode == 2
-    assert "--costs must look like FP:FN" in done.stderr.decode()
-
-
-def test_profile_likelihood_interval_for_mle(run_calib: RunCalib) -> None:
-    done = run_calib(
-        [
-            "estimate-shift",
-            "--reference",
-            str(REFERENCE),
-            "--target",
-            str(BATCHES),
+            "-o",
+            str(out),
+            "--engine",
+            "streaming",
             "--method",
             "mle",
             "--ci-method",
             "profile",
-            "--json",
             *FAST,
-        ]
+        ],
+        stdin=(tmp_path / "tgt.csv").read_bytes(),
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
-    assert result["ci_method"] == "profile"
-    assert result["ci_low"] < result["prevalence"] < result["ci_high"]
-    refused = run_calib(
-        [
-            "estimate-shift",
-            "--reference",
-            str(REFERENCE),
-            "--target",
-            str(BATCHES),
-            "--method",
-            "em",
-            "--ci-method",
-            "profile",
-        ]
+    warnings: list[str] = []
+    from_file = tmp_path / "from_file.csv"
+    assert result == _in_process(
+        EstimateShiftRequest(
+            reference=str(tmp_path / "ref.csv"),
+            target=str(tmp_path / "tgt.csv"),
+            output=str(from_file),
+            method="mle",
+            ci_method="profile",
+            n_bootstrap=40,
+            seed=5,
+        ),
+        warnings,
     )
-    assert refused.returncode == 2
-    assert refused.stderr.decode().startswith("error: ")
+    assert out.read_bytes() == from_file.read_bytes()
+    assert result["ci_method"] == "profile"
+    assert result["ci_high"] - result["ci_low"] > 0.5
+    assert warnings
+    stderr = " ".join(done.stderr.decode().split())  # Rich wraps long lines at 160 columns
+    for warning in warnings:
+        assert f"warning: {warning}" in stderr
 
 
-def test_json_with_an_output_file_and_map_power_bounds(run_calib: RunCalib, tmp_path: Path) -> None:
-    out = tmp_path / "o.csv"
+def test_usage_errors_are_exit_2_with_one_error_line(run_calib: RunCalib) -> None:
+    """A bad value found by calib (--costs) and one refused by the option parser (the bound
+    of --map-power). The other usage errors are raised in-process by the workflow
+    (tests/test_workflows_estimate_shift.py)."""
+    base = ["estimate-shift", "--reference", str(REFERENCE), "--target", str(BATCHES)]
+    costs = run_calib([*base, "--costs", "1-20"])
+    assert (costs.returncode, costs.stdout) == (2, b"")
+    assert costs.stderr.decode() == "error: --costs must look like FP:FN (e.g. 1:20), got '1-20'\n"
+    power = run_calib([*base, "--map-power", "0.5"])
+    assert (power.returncode, power.stdout) == (2, b"")
+    assert len(power.stderr.decode().splitlines()) == 1
+    assert power.stderr.decode().startswith(
+        "error: calib estimate-shift: invalid value for '--map-power'"
+    )
+
+
+def test_bad_input_is_exit_65_and_writes_nothing(run_calib: RunCalib, tmp_path: Path) -> None:
+    """A score outside [0, 1] deep in the file, with the streaming engine; both engines refuse
+    it with the same line (in-process, tests/test_workflows_estimate_shift.py)."""
+    bad = tmp_path / "bad.csv"
+    lines = BATCHES.read_text().splitlines()
+    lines[12000] = lines[12000].replace(lines[12000].split(",")[2], "1.7")
+    bad.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out.csv"
     done = run_calib(
         [
             "estimate-shift",
             "--reference",
             str(REFERENCE),
             "--target",
-            str(BATCHES),
-            "--json",
+            str(bad),
             "-o",
             str(out),
+            "--engine",
+            "streaming",
             *FAST,
         ]
     )
-    assert done.returncode == 0, done.stderr
-    assert "prevalence" in json.loads(done.stdout)
-    assert out.exists()
-    both = run_calib(
-        [
-            "estimate-shift",
-            "--reference",
-            str(REFERENCE),
-            "--target",
-            str(BATCHES),
-            "--json",
-            "-o",
-            "-",
-        ]
+    assert (done.returncode, done.stdout) == (65, b"")
+    assert done.stderr.decode() == (
+        f"error: {bad}: column 'score' has 1 value outside [0, 1] (first at row 12000: 1.7)\n"
     )
-    assert both.returncode == 2
-    power = run_calib(
-        [
-            "estimate-shift",
-            "--reference",
-            str(REFERENCE),
-            "--target",
-            str(BATCHES),
-            "--map-power",
-            "0.5",
-        ]
-    )
-    assert power.returncode == 2
-
-
-# ------------------------------------------------------------------ engines (issue 10)
-
-
-@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
-def test_streaming_engine_gives_the_memory_engine_s_report_and_rows(
-    run_calib: RunCalib, tmp_path: Path, suffix: str
-) -> None:
-    """20,000 rows span one counting chunk either way: identical JSON, identical output bytes
-    for CSV (the same table for Parquet), the input's columns and row order first."""
-    target = BATCHES
-    if suffix == ".parquet":
-        target = tmp_path / "batches.parquet"
-        pl.read_csv(BATCHES).write_parquet(target)
-    reports = {}
-    for engine in ("memory", "streaming"):
-        done = run_calib(
-            [
-                "estimate-shift",
-                "--reference",
-                str(REFERENCE),
-                "--weight-col",
-                "weight",
-                "--target",
-                str(target),
-                "--batch-col",
-                "day",
-                "--costs",
-                "1:20",
-                "--json",
-                "-o",
-                str(tmp_path / f"out_{engine}{suffix}"),
-                "--engine",
-                engine,
-                *FAST,
-            ]
-        )
-        assert done.returncode == 0, done.stderr
-        reports[engine] = json.loads(done.stdout)
-    assert reports["memory"] == reports["streaming"]
-    memory_out, streaming_out = (tmp_path / f"out_{e}{suffix}" for e in ("memory", "streaming"))
-    if suffix == ".csv":
-        assert memory_out.read_bytes() == streaming_out.read_bytes()
-        written = pl.read_csv(streaming_out, infer_schema=False)
-        original = pl.read_csv(target, infer_schema=False)
-    else:
-        written = pl.read_parquet(streaming_out)
-        original = pl.read_parquet(target)
-        assert pl.read_parquet(memory_out).equals(written)
-    assert written.columns == [*original.columns, "calibrated", "decision"]
-    assert written.select(original.columns).equals(original)
-
-
-def test_streaming_engine_refuses_bad_input_like_the_memory_engine(
-    run_calib: RunCalib, tmp_path: Path
-) -> None:
-    bad = tmp_path / "bad.csv"
-    lines = BATCHES.read_text().splitlines()
-    lines[12000] = lines[12000].replace(lines[12000].split(",")[2], "1.7")
-    bad.write_text("\n".join(lines) + "\n")
-    errors = []
-    for engine in ("memory", "streaming"):
-        out = tmp_path / f"out_{engine}.csv"
-        done = run_calib(
-            [
-                "estimate-shift",
-                "--reference",
-                str(REFERENCE),
-                "--target",
-                str(bad),
-                "-o",
-                str(out),
-                "--engine",
-                engine,
-                *FAST,
-            ]
-        )
-        assert done.returncode == 65
-        assert not out.exists()
-        errors.append(done.stderr.decode())
-    assert errors[0] == errors[1]
-    assert "column 'score' has 1 value outside [0, 1] (first at row 12000: 1.7)" in errors[1]
-
-
-def test_streaming_engine_reads_a_target_on_standard_input_in_memory(
-    run_calib: RunCalib,
-) -> None:
-    """Standard input cannot be read twice: it is read into memory whatever the engine."""
-    reports = []
-    for engine in ("memory", "streaming"):
-        done = run_calib(
-            [
-                "estimate-shift",
-                "--reference",
-                str(REFERENCE),
-                "--target",
-                "-",
-                "--json",
-                "--engine",
-                engine,
-                *FAST,
-            ],
-            stdin=BATCHES.read_bytes(),
-        )
-        assert done.returncode == 0, done.stderr
-        reports.append(json.loads(done.stdout))
-    assert reports[0] == reports[1]
+    assert not out.exists()

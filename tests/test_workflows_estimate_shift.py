@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import io
+import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -10,12 +13,14 @@ import pytest
 from scipy.special import expit
 
 from calib_cli.errors import InputError, UsageError
-from calib_cli.report.payloads import estimate_shift_payload
+from calib_cli.report.payloads import dumps, estimate_shift_payload
 from calib_cli.workflows.estimate_shift import (
     EstimateShiftRequest,
+    EstimateShiftResult,
     parse_costs,
     run_estimate_shift,
 )
+from tests.conftest import SAMPLE_DATA
 
 
 def _rows(n: int, prevalence: float, rng: np.random.Generator) -> pl.DataFrame:
@@ -251,3 +256,228 @@ def test_a_missing_column_is_named_alike_by_both_engines(
         messages.append(str(caught.value))
     assert messages[0] == messages[1]
     assert "no column 'nope'" in messages[1] and "columns are: " in messages[1]
+
+
+# ------------------------------------------------- on the sample data (moved from the CLI tests)
+
+SAMPLE_REFERENCE = SAMPLE_DATA / "transactions.csv"
+SAMPLE_BATCHES = SAMPLE_DATA / "shifted_batch.csv"
+
+
+def _json(result: EstimateShiftResult) -> object:
+    """The report as the command prints it (``--json``)."""
+    return json.loads(dumps(estimate_shift_payload(result)))
+
+
+def test_one_run_with_batch_col_equals_one_run_per_batch(tmp_path: Path) -> None:
+    together = _json(
+        run_estimate_shift(
+            EstimateShiftRequest(
+                reference=str(SAMPLE_REFERENCE),
+                target=str(SAMPLE_BATCHES),
+                batch_col="day",
+                n_bootstrap=40,
+                seed=5,
+            )
+        )
+    )
+    assert isinstance(together, dict)
+    days = sorted(pl.read_csv(SAMPLE_BATCHES)["day"].unique().to_list())
+    assert [b["batch"] for b in together["batches"]] == days
+    for batch in together["batches"]:
+        alone = tmp_path / f"{batch['batch']}.parquet"
+        pl.read_csv(SAMPLE_BATCHES).filter(pl.col("day") == batch["batch"]).write_parquet(alone)
+        single = run_estimate_shift(
+            EstimateShiftRequest(
+                reference=str(SAMPLE_REFERENCE), target=str(alone), n_bootstrap=40, seed=5
+            )
+        )
+        assert _json(single) == {k: v for k, v in batch.items() if k != "batch"}
+
+
+@pytest.mark.parametrize("rows", [["0.3"], ["0.2", "0.2", "0.2", "0.2"]])
+def test_tiny_and_constant_targets(tmp_path: Path, rows: list[str]) -> None:
+    target = tmp_path / "t.csv"
+    target.write_text("score\n" + "\n".join(rows) + "\n")
+    result = _json(
+        run_estimate_shift(
+            EstimateShiftRequest(
+                reference=str(SAMPLE_REFERENCE), target=str(target), n_bootstrap=40, seed=5
+            )
+        )
+    )
+    assert isinstance(result, dict)
+    assert result["n"] == len(rows)
+    assert 0 <= result["ci_low"] <= result["prevalence"] <= result["ci_high"] <= 1
+
+
+def test_uninformative_scores_warn_and_give_a_wide_interval(tmp_path: Path) -> None:
+    rng = np.random.default_rng(2)
+    pl.DataFrame(
+        {"score": rng.random(3000), "label": (rng.random(3000) < 0.1).astype(int)}
+    ).write_csv(tmp_path / "ref.csv")
+    pl.DataFrame({"score": rng.random(1000)}).write_csv(tmp_path / "tgt.csv")
+    warnings: list[str] = []
+    result = run_estimate_shift(
+        EstimateShiftRequest(
+            reference=str(tmp_path / "ref.csv"),
+            target=str(tmp_path / "tgt.csv"),
+            n_bootstrap=40,
+            seed=5,
+        ),
+        warn=warnings.append,
+    )
+    estimate = result.batches[0].estimate
+    assert estimate.ci_high - estimate.ci_low > 0.5
+    assert warnings and warnings == list(estimate.warnings)
+
+
+def test_profile_likelihood_interval_for_mle() -> None:
+    result = run_estimate_shift(
+        EstimateShiftRequest(
+            reference=str(SAMPLE_REFERENCE),
+            target=str(SAMPLE_BATCHES),
+            method="mle",
+            ci_method="profile",
+            n_bootstrap=40,
+            seed=5,
+        )
+    )
+    estimate = result.batches[0].estimate
+    assert estimate.ci_method == "profile"
+    assert estimate.ci_low < estimate.prevalence < estimate.ci_high
+
+
+def test_a_reference_without_positives_is_refused(tmp_path: Path) -> None:
+    reference = tmp_path / "ref.csv"
+    reference.write_text("score,label\n0.1,0\n0.4,0\n")
+    request = EstimateShiftRequest(reference=str(reference), target=str(SAMPLE_BATCHES))
+    with pytest.raises(InputError) as caught:
+        run_estimate_shift(request)
+    assert (
+        str(caught.value)
+        == f"{reference}: the reference has no positive rows (with positive weight)"
+    )
+
+
+def test_json_and_rows_both_on_stdout_are_refused() -> None:
+    request = EstimateShiftRequest(
+        reference=str(SAMPLE_REFERENCE), target=str(SAMPLE_BATCHES), as_json=True, output="-"
+    )
+    with pytest.raises(UsageError) as caught:
+        run_estimate_shift(request)
+    assert str(caught.value) == "--json and -o - would both write to stdout; give -o a file"
+
+
+def test_profile_intervals_with_another_method_are_refused_with_the_full_line() -> None:
+    request = EstimateShiftRequest(
+        reference=str(SAMPLE_REFERENCE),
+        target=str(SAMPLE_BATCHES),
+        method="em",
+        ci_method="profile",
+    )
+    with pytest.raises(UsageError) as caught:
+        run_estimate_shift(request)
+    assert str(caught.value) == (
+        "--ci-method profile is the profile likelihood of --method mle; "
+        "use it with --method mle (other methods: bootstrap)"
+    )
+
+
+@pytest.mark.parametrize("text", ["1-20", "1:2:3"])
+def test_costs_without_one_colon_name_the_expected_form(text: str) -> None:
+    with pytest.raises(UsageError) as caught:
+        parse_costs(text)
+    assert str(caught.value) == f"--costs must look like FP:FN (e.g. 1:20), got {text!r}"
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".parquet"])
+def test_streaming_engine_gives_the_memory_engine_s_report_and_rows_on_the_sample(
+    tmp_path: Path, suffix: str
+) -> None:
+    """20,000 rows span one counting chunk either way: identical report, identical output
+    bytes for CSV (the same table for Parquet), the input's columns and row order first."""
+    target = SAMPLE_BATCHES
+    if suffix == ".parquet":
+        target = tmp_path / "batches.parquet"
+        pl.read_csv(SAMPLE_BATCHES).write_parquet(target)
+    reports = {}
+    for engine in ("memory", "streaming"):
+        result = run_estimate_shift(
+            EstimateShiftRequest(
+                reference=str(SAMPLE_REFERENCE),
+                weight_col="weight",
+                target=str(target),
+                batch_col="day",
+                costs="1:20",
+                as_json=True,
+                output=str(tmp_path / f"out_{engine}{suffix}"),
+                engine=engine,
+                n_bootstrap=40,
+                seed=5,
+            )
+        )
+        assert result.engine == engine
+        reports[engine] = _json(result)
+    assert reports["memory"] == reports["streaming"]
+    memory_out, streaming_out = (tmp_path / f"out_{e}{suffix}" for e in ("memory", "streaming"))
+    if suffix == ".csv":
+        assert memory_out.read_bytes() == streaming_out.read_bytes()
+        written = pl.read_csv(streaming_out, infer_schema=False)
+        original = pl.read_csv(target, infer_schema=False)
+    else:
+        written = pl.read_parquet(streaming_out)
+        original = pl.read_parquet(target)
+        assert pl.read_parquet(memory_out).equals(written)
+    assert written.columns == [*original.columns, "calibrated", "decision"]
+    assert written.select(original.columns).equals(original)
+
+
+def test_both_engines_refuse_a_bad_sample_row_with_the_same_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.csv"
+    lines = SAMPLE_BATCHES.read_text().splitlines()
+    lines[12000] = lines[12000].replace(lines[12000].split(",")[2], "1.7")
+    bad.write_text("\n".join(lines) + "\n")
+    errors = []
+    for engine in ("memory", "streaming"):
+        out = tmp_path / f"out_{engine}.csv"
+        request = EstimateShiftRequest(
+            reference=str(SAMPLE_REFERENCE),
+            target=str(bad),
+            output=str(out),
+            engine=engine,
+            n_bootstrap=40,
+            seed=5,
+        )
+        with pytest.raises(InputError) as caught:
+            run_estimate_shift(request)
+        assert not out.exists()
+        errors.append(str(caught.value))
+    assert errors[0] == errors[1]
+    assert (
+        errors[1] == f"{bad}: column 'score' has 1 value outside [0, 1] (first at row 12000: 1.7)"
+    )
+
+
+def test_a_target_on_standard_input_is_read_in_memory_whatever_the_engine(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Standard input cannot be read twice: --engine streaming reads it into memory, with the
+    memory engine's figures."""
+    reports, engines = [], []
+    for engine in ("memory", "streaming"):
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(SAMPLE_BATCHES.read_bytes())))
+        result = run_estimate_shift(
+            EstimateShiftRequest(
+                reference=str(SAMPLE_REFERENCE),
+                target="-",
+                as_json=True,
+                engine=engine,
+                n_bootstrap=40,
+                seed=5,
+            )
+        )
+        reports.append(_json(result))
+        engines.append(result.engine)
+    assert reports[0] == reports[1]
+    assert engines == ["memory", "memory"]

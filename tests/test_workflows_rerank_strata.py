@@ -7,10 +7,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from scipy.stats import rankdata
 
 from calib_cli.errors import InputError, UsageError
 from calib_cli.report.payloads import rerank_strata_payload
 from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+from tests.conftest import SAMPLE_DATA
 
 
 def _rows(n: int, rng: np.random.Generator) -> pl.DataFrame:
@@ -273,3 +275,189 @@ def test_streaming_honours_weights_like_memory(tmp_path: Path) -> None:
         frames.append(pl.read_parquet(out))
     assert frames[0].equals(frames[1])
     assert results[0].strata == results[1].strata
+
+
+# ------------------------------------------------- on the sample data (moved from the CLI tests)
+
+SAMPLE_REFERENCE = SAMPLE_DATA / "strata_reference.csv"
+SAMPLE_TARGET = SAMPLE_DATA / "strata_target.csv"
+
+
+def test_reranking_by_reference_odds_beats_pooled_scores_and_keeps_order_within_strata(
+    tmp_path: Path,
+) -> None:
+    out = tmp_path / "out.parquet"
+    result = run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(SAMPLE_REFERENCE),
+            target=str(SAMPLE_TARGET),
+            strata_col="stratum",
+            output=str(out),
+        )
+    )
+    frame = pl.read_parquet(out)
+    assert frame.columns == [
+        *pl.read_csv(SAMPLE_TARGET).columns,
+        "rerank_score",
+        "calibrated",
+        "rerank_rank",
+    ]
+    for _, group in frame.group_by("stratum"):
+        raw = rankdata(group["score"].to_numpy(), method="min")
+        reranked = rankdata(group["rerank_score"].to_numpy(), method="min")
+        np.testing.assert_array_equal(raw, reranked)
+    r = frame["rerank_score"].to_numpy()
+    np.testing.assert_allclose(frame["calibrated"].to_numpy(), r / (1 + r), rtol=1e-15)
+    assert sorted(frame["rerank_rank"].to_list())[0] == 1
+    assert result.odds_source == "reference"
+    assert result.comparison is not None
+    assert result.comparison.auc_reranked > result.comparison.auc_raw + 0.05
+    assert [s.stratum for s in result.strata] == ["A", "B", "C"]
+
+
+def test_one_stratum_keeps_the_raw_ranking(tmp_path: Path) -> None:
+    reference = pl.read_csv(SAMPLE_REFERENCE).with_columns(pl.lit("all").alias("stratum"))
+    target = pl.read_csv(SAMPLE_TARGET).with_columns(pl.lit("all").alias("stratum"))
+    reference.write_csv(tmp_path / "ref.csv")
+    target.write_csv(tmp_path / "tgt.csv")
+    out = tmp_path / "out.csv"
+    run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(tmp_path / "ref.csv"),
+            target=str(tmp_path / "tgt.csv"),
+            strata_col="stratum",
+            output=str(out),
+        )
+    )
+    frame = pl.read_csv(out)
+    expected = rankdata(-frame["score"].to_numpy(), method="min")
+    np.testing.assert_array_equal(frame["rerank_rank"].to_numpy(), expected)
+
+
+def test_a_target_stratum_missing_from_the_reference_is_refused_before_writing(
+    tmp_path: Path,
+) -> None:
+    target = (
+        pl.read_csv(SAMPLE_TARGET)
+        .head(5)
+        .with_columns(pl.Series("stratum", ["A", "Z", "Z", "B", "A"]))
+    )
+    target.write_csv(tmp_path / "tgt.csv")
+    out = tmp_path / "out.csv"
+    request = RerankStrataRequest(
+        reference=str(SAMPLE_REFERENCE),
+        target=str(tmp_path / "tgt.csv"),
+        strata_col="stratum",
+        output=str(out),
+    )
+    with pytest.raises(InputError) as caught:
+        run_rerank_strata(request)
+    assert str(caught.value) == (
+        "stratum 'Z' of the target has no rows in the reference (2 target rows)"
+    )
+    assert not out.exists()
+
+
+def test_prevalence_file_sets_the_odds(tmp_path: Path) -> None:
+    prevalence = tmp_path / "p.csv"
+    prevalence.write_text("stratum,prevalence\nA,0.01\nB,0.05\nC,0.2\n")
+    result = run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(SAMPLE_REFERENCE),
+            target=str(SAMPLE_TARGET),
+            strata_col="stratum",
+            prevalence_file=str(prevalence),
+            output=str(tmp_path / "o.csv"),
+        )
+    )
+    assert result.odds_source == "prevalence file"
+    odds = {s.stratum: s.stratum_odds for s in result.strata}
+    assert odds == pytest.approx({"A": 0.01 / 0.99, "B": 0.05 / 0.95, "C": 0.25}, rel=1e-12)
+
+
+@pytest.mark.parametrize(("strata_col", "pca_features"), [("stratum", "x"), (None, None)])
+def test_strata_come_from_exactly_one_source(
+    tmp_path: Path, strata_col: str | None, pca_features: str | None
+) -> None:
+    request = RerankStrataRequest(
+        reference=str(SAMPLE_REFERENCE),
+        target=str(SAMPLE_TARGET),
+        strata_col=strata_col,
+        pca_features=pca_features,
+        output="-",
+    )
+    with pytest.raises(UsageError) as caught:
+        run_rerank_strata(request)
+    assert str(caught.value) == "give --strata-col COL or --pca-features C1,C2,... (one of them)"
+
+
+def test_a_stratum_estimated_at_zero_still_ranks(tmp_path: Path) -> None:
+    """Stratum a's target scores lie below its reference negatives': its rate is estimated
+    at exactly 0, kept at 1e-6 for its odds (with a warning), and its rows stay ranked."""
+    rng = np.random.default_rng(3)
+    rows = []
+    for stratum, n, rate in (("a", 4000, 0.3), ("b", 4000, 0.3)):
+        y = rng.random(n) < rate
+        rows.append(
+            pl.DataFrame(
+                {
+                    "st": [stratum] * n,
+                    "label": y.astype(int),
+                    "score": np.where(y, rng.beta(5, 2, n), rng.beta(2, 5, n)),
+                }
+            )
+        )
+    pl.concat(rows).write_csv(tmp_path / "ref.csv")
+    target = pl.DataFrame(
+        {
+            "st": ["a"] * 3000 + ["b"] * 3000,
+            "score": np.r_[rng.beta(1, 6, 3000), rng.beta(3, 3, 3000)],
+        }
+    )
+    target.write_csv(tmp_path / "tgt.csv")
+    warnings: list[str] = []
+    result = run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(tmp_path / "ref.csv"),
+            target=str(tmp_path / "tgt.csv"),
+            strata_col="st",
+            estimate_target_prevalence=True,
+            output=str(tmp_path / "o.csv"),
+        ),
+        warn=warnings.append,
+    )
+    assert result.target_prevalence is not None
+    assert result.target_prevalence["a"].prevalence == 0.0
+    assert "stratum 'a': estimated positive rate 0; using 1e-06 for its odds" in warnings
+    assert pl.read_csv(tmp_path / "o.csv")["rerank_score"].is_finite().all()
+
+
+def test_streaming_engine_matches_memory_on_the_sample_strata(tmp_path: Path) -> None:
+    # scores of 3 decimals: every grid cell holds one score, so the outputs are equal
+    reference, target = tmp_path / "ref.csv", tmp_path / "target.csv"
+    for source, copy in ((SAMPLE_REFERENCE, reference), (SAMPLE_TARGET, target)):
+        pl.read_csv(source).with_columns(pl.col("score").round(3)).write_csv(copy)
+    results = {}
+    for engine in ("memory", "streaming"):
+        results[engine] = run_rerank_strata(
+            RerankStrataRequest(
+                reference=str(reference),
+                target=str(target),
+                strata_col="stratum",
+                engine=engine,
+                output=str(tmp_path / f"{engine}.csv"),
+            )
+        )
+    memory, streaming = results["memory"], results["streaming"]
+    assert (tmp_path / "memory.csv").read_bytes() == (tmp_path / "streaming.csv").read_bytes()
+    assert memory.strata == streaming.strata
+    note = streaming.streaming
+    assert note is not None and note.engine == "streaming"
+    assert note.exact_cells == note.reference_cells
+    assert memory.comparison is not None and streaming.comparison is not None
+    assert note.auc_raw_bound is not None and note.auc_reranked_bound is not None
+    assert abs(memory.comparison.auc_raw - streaming.comparison.auc_raw) <= note.auc_raw_bound
+    assert (
+        abs(memory.comparison.auc_reranked - streaming.comparison.auc_reranked)
+        <= note.auc_reranked_bound
+    )
