@@ -1,4 +1,11 @@
-"""`calib recalibrate` end to end through the installed command."""
+"""`calib recalibrate` end to end through the installed command.
+
+Each test spawns as few ``calib`` processes as the contract it checks needs (a process costs
+about a second to start): the numbers and the refusals of the workflow are checked in-process in
+``test_workflows_recalibrate.py`` (every method saved and applied, chains in both orders, each
+bad artifact field, each option combination refused, separable data, unknown strata); here one
+run per behaviour shows that the command wires it, often compared with the in-process result.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +19,8 @@ from scipy.special import expit
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss, roc_auc_score
 
+from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+from calib_cli.workflows.resample import ResampleRequest, run_resample
 from tests.conftest import RunCalib
 
 
@@ -84,6 +93,7 @@ def test_classic_negative_sampling_experiment(run_calib: RunCalib, tmp_path: Pat
         ]
     )
     assert done.returncode == 0, done.stderr
+    assert done.stdout == b""  # the rows go to -o, the tables to stderr
     calibrated = pl.read_csv(out)["calibrated"].to_numpy()
     y = holdout["label"].to_numpy()
 
@@ -120,29 +130,22 @@ def overconfident(tmp_path: Path) -> dict[str, Path]:
     return paths
 
 
-@pytest.mark.parametrize("method", ["platt", "isotonic", "beta", "histogram"])
-def test_save_load_apply_is_byte_identical_and_improves_log_loss(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path, method: str
+def test_model_applies_quietly_with_the_bytes_of_the_in_process_fit(
+    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
+    # every method's save/load/apply round trip: test_workflows_recalibrate.py
     model = tmp_path / "m.json"
     direct = tmp_path / "direct.csv"
-    done = run_calib(
-        [
-            "recalibrate",
-            str(overconfident["apply"]),
-            "--fit",
-            str(overconfident["fit"]),
-            "--method",
-            method,
-            "--weight-col",
-            "w",
-            "--save-model",
-            str(model),
-            "-o",
-            str(direct),
-        ]
+    run_recalibrate(
+        RecalibrateRequest(
+            file=str(overconfident["apply"]),
+            fit=str(overconfident["fit"]),
+            method="isotonic",
+            weight_col="w",
+            save_model=str(model),
+            output=str(direct),
+        )
     )
-    assert done.returncode == 0, done.stderr
     applied = tmp_path / "applied.csv"
     done = run_calib(
         [
@@ -156,14 +159,52 @@ def test_save_load_apply_is_byte_identical_and_improves_log_loss(
         ]
     )
     assert done.returncode == 0, done.stderr
+    assert (done.stdout, done.stderr) == (b"", b"")  # -q silences the tables and warnings
     assert applied.read_bytes() == direct.read_bytes()
+
+
+def test_fit_without_input_saves_the_chain_the_workflow_saves(
+    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+) -> None:
+    # both --fit-data orders, in-process: test_workflows_recalibrate.py
+    model = tmp_path / "chain.json"
+    done = run_calib(
+        [
+            "recalibrate",
+            "--fit",
+            str(overconfident["fit"]),
+            "--method",
+            "platt",
+            "--weight-col",
+            "w",
+            "--negative-rate",
+            "0.5",
+            "--fit-data",
+            "sampled",
+            "--save-model",
+            str(model),
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b""  # no INPUT: no rows to write
+    assert f"saved calibrator (platt -> prior): {model}" in done.stderr.decode()
     artifact = json.loads(model.read_text())
-    assert artifact["kind"] == method
-    assert artifact["schema_version"] == 1
-    assert artifact["fitted_on"]["rows"] == 6000
-    frame = pl.read_csv(applied)
-    y, before, after = (frame[c].to_numpy() for c in ("label", "score", "calibrated"))
-    assert log_loss(y, after) < log_loss(y, before)
+    assert artifact["kind"] == "chain"
+    assert [s["kind"] for s in artifact["params"]["steps"]] == ["platt", "prior"]
+    assert artifact["fitted_on"]["fit_data"] == "sampled"
+    assert artifact["fitted_on"]["columns"]["weight"] == "w"
+    in_process = tmp_path / "in_process.json"
+    run_recalibrate(
+        RecalibrateRequest(
+            fit=str(overconfident["fit"]),
+            method="platt",
+            weight_col="w",
+            negative_rate=0.5,
+            fit_data="sampled",
+            save_model=str(in_process),
+        )
+    )
+    assert artifact == json.loads(in_process.read_text())
 
 
 def test_auto_prints_the_comparison_and_cross_fit_gives_out_of_fold_scores(
@@ -187,6 +228,7 @@ def test_auto_prints_the_comparison_and_cross_fit_gives_out_of_fold_scores(
         ]
     )
     assert done.returncode == 0, done.stderr
+    assert done.stdout == b""
     stderr = done.stderr.decode()
     assert "cross-validated comparison" in stderr and "chosen" in stderr
     figures = json.loads(report.read_text())
@@ -198,49 +240,19 @@ def test_auto_prints_the_comparison_and_cross_fit_gives_out_of_fold_scores(
         "histogram",
     }
     assert figures["input"]["after"]["log_loss"] < figures["input"]["before"]["log_loss"]
-    again = run_calib(
-        [
-            "recalibrate",
-            str(overconfident["fit"]),
-            "--cross-fit",
-            "4",
-            "--method",
-            "auto",
-            "-o",
-            "-",
-            "--seed",
-            "9",
-            "-q",
-        ]
+    # the same seed gives the same out-of-fold scores (in-process, to another format)
+    again = tmp_path / "again.csv"
+    run_recalibrate(
+        RecalibrateRequest(
+            file=str(overconfident["fit"]),
+            cross_fit_folds=4,
+            method="auto",
+            output=str(again),
+            seed=9,
+        )
     )
     frame = pl.read_parquet(tmp_path / "oof.parquet")
-    assert pl.read_csv(again.stdout)["calibrated"].to_list() == frame["calibrated"].to_list()
-
-
-def test_prior_and_fitted_map_compose_in_one_chain(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
-) -> None:
-    model = tmp_path / "chain.json"
-    for order, kinds in (("population", ["prior", "platt"]), ("sampled", ["platt", "prior"])):
-        done = run_calib(
-            [
-                "recalibrate",
-                "--fit",
-                str(overconfident["fit"]),
-                "--method",
-                "platt",
-                "--negative-rate",
-                "0.5",
-                "--fit-data",
-                order,
-                "--save-model",
-                str(model),
-            ]
-        )
-        assert done.returncode == 0, done.stderr
-        artifact = json.loads(model.read_text())
-        assert artifact["kind"] == "chain"
-        assert [s["kind"] for s in artifact["params"]["steps"]] == kinds
+    assert pl.read_csv(again)["calibrated"].to_list() == frame["calibrated"].to_list()
 
 
 def test_train_and_target_priors_round_trip(run_calib: RunCalib, tmp_path: Path) -> None:
@@ -249,47 +261,34 @@ def test_train_and_target_priors_round_trip(run_calib: RunCalib, tmp_path: Path)
     pl.DataFrame({"score": scores}).write_csv(source)
     there = tmp_path / "there.csv"
     back = tmp_path / "back.csv"
-    assert (
-        run_calib(
-            [
-                "recalibrate",
-                str(source),
-                "--train-prior",
-                "0.5",
-                "--target-prior",
-                "0.02",
-                "-o",
-                str(there),
-                "-q",
-            ]
-        ).returncode
-        == 0
+    run_recalibrate(
+        RecalibrateRequest(file=str(source), train_prior=0.5, target_prior=0.02, output=str(there))
     )
-    assert (
-        run_calib(
-            [
-                "recalibrate",
-                str(there),
-                "--score-col",
-                "calibrated",
-                "--output-col",
-                "back",
-                "--train-prior",
-                "0.02",
-                "--target-prior",
-                "0.5",
-                "-o",
-                str(back),
-                "-q",
-            ]
-        ).returncode
-        == 0
+    done = run_calib(
+        [
+            "recalibrate",
+            str(there),
+            "--score-col",
+            "calibrated",
+            "--output-col",
+            "back",
+            "--train-prior",
+            "0.02",
+            "--target-prior",
+            "0.5",
+            "-o",
+            str(back),
+            "-q",
+        ]
     )
+    assert done.returncode == 0, done.stderr
     result = pl.read_csv(back)["back"].to_numpy()
     np.testing.assert_allclose(result, scores, rtol=1e-14, atol=0)
 
 
 def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: Path) -> None:
+    # the record of `calib resample --strata-col --rates-file` (end to end in
+    # test_cli_resample.py); a stratum the record does not know: test_workflows_recalibrate.py
     rng = np.random.default_rng(4)
     n = 4000
     frame = pl.DataFrame(
@@ -303,21 +302,13 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
     frame.write_csv(train)
     rates = tmp_path / "rates.csv"
     rates.write_text("stratum,negative_rate\nn,0.1\ns,0.5\n")
-    assert (
-        run_calib(
-            [
-                "resample",
-                str(train),
-                "-o",
-                str(tmp_path / "x.csv"),
-                "--strata-col",
-                "region",
-                "--rates-file",
-                str(rates),
-                "-q",
-            ]
-        ).returncode
-        == 0
+    run_resample(
+        ResampleRequest(
+            file=str(train),
+            output=str(tmp_path / "x.csv"),
+            strata_col="region",
+            rates_file=str(rates),
+        )
     )
     scored = tmp_path / "scored.csv"
     pl.DataFrame({"region": ["n", "s", "s"], "score": [0.5, 0.5, 0.0]}).write_csv(scored)
@@ -337,66 +328,19 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
     np.testing.assert_allclose(
         pl.read_csv(out)["calibrated"].to_numpy(), [0.1 / 1.1, 0.5 / 1.5, 0.0], rtol=1e-15
     )
-    unknown = tmp_path / "unknown.csv"
-    pl.DataFrame({"region": ["e"], "score": [0.5]}).write_csv(unknown)
-    done = run_calib(
-        [
-            "recalibrate",
-            str(unknown),
-            "--sampling-record",
-            str(tmp_path / "x.csv.sampling.json"),
-            "-o",
-            str(out),
-        ]
-    )
-    assert done.returncode == 65
-    assert b"stratum 'e' (1 rows)" in done.stderr
 
 
-@pytest.mark.parametrize(
-    ("mutate", "message"),
-    [
-        (
-            lambda d: d["params"]["y_knots"].__setitem__(1, None),
-            "params.y_knots[1] must be a number",
-        ),
-        (lambda d: d["params"]["x_knots"].reverse(), "params.x_knots[1]"),
-        (lambda d: d.__setitem__("schema_version", 9), "schema_version is 9"),
-        (lambda d: d.__setitem__("kind", "magic"), 'kind is "magic"'),
-        (lambda d: d["params"].pop("eps"), "params.eps is missing"),
-        (
-            lambda d: d["params"]["y_knots"].__setitem__(1, float("nan")),
-            "params.y_knots[1] is not a finite number",
-        ),
-        (lambda d: d.__setitem__("schema_version", True), "schema_version is true"),
-        (lambda d: d["params"].__setitem__("extra", 1), "params.extra is not a field"),
-    ],
-)
-def test_bad_artifacts_are_refused_naming_the_field(
-    run_calib: RunCalib,
-    overconfident: dict[str, Path],
-    tmp_path: Path,
-    mutate: object,
-    message: str,
+def test_bad_artifact_exits_65_naming_the_field_and_writes_nothing(
+    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
+    # each field of an artifact that is checked (knots, schema, kind, fit diagnostics):
+    # test_workflows_recalibrate.py
     model = tmp_path / "m.json"
-    assert (
-        run_calib(
-            [
-                "recalibrate",
-                "--fit",
-                str(overconfident["fit"]),
-                "--method",
-                "isotonic",
-                "--save-model",
-                str(model),
-                "-q",
-            ]
-        ).returncode
-        == 0
+    run_recalibrate(
+        RecalibrateRequest(fit=str(overconfident["fit"]), method="isotonic", save_model=str(model))
     )
     document = json.loads(model.read_text())
-    mutate(document)  # type: ignore[operator]
+    document["params"]["extra"] = 1
     model.write_text(json.dumps(document))
     done = run_calib(
         [
@@ -409,24 +353,25 @@ def test_bad_artifacts_are_refused_naming_the_field(
         ]
     )
     assert done.returncode == 65
-    assert message in done.stderr.decode()
+    assert done.stdout == b""
+    assert done.stderr.decode() == (
+        f"error: {model}: params.extra is not a field of this artifact "
+        "(known: x_knots, y_knots, eps, strict)\n"
+    )
     assert not (tmp_path / "o.csv").exists()
 
 
-@pytest.mark.parametrize(
-    "args",
-    [
-        ["--method", "platt"],
-        ["--fit", "x.csv", "--model", "m.json"],
-        ["--model", "m.json", "--method", "platt"],
-        ["--method", "prior"],
-        [],
-    ],
-)
-def test_usage_errors(run_calib: RunCalib, overconfident: dict[str, Path], args: list[str]) -> None:
-    done = run_calib(["recalibrate", str(overconfident["apply"]), *args, "-o", "-"])
+def test_options_that_do_not_fit_together_exit_2(
+    run_calib: RunCalib, overconfident: dict[str, Path]
+) -> None:
+    # every refused combination with its exact message: test_workflows_recalibrate.py
+    done = run_calib(["recalibrate", str(overconfident["apply"]), "--method", "prior", "-o", "-"])
     assert done.returncode == 2, done.stderr
-    assert done.stderr.decode().startswith("error: ")
+    assert done.stdout == b""
+    assert done.stderr.decode() == (
+        "error: nothing to do: give --sampling-record, --negative-rate, "
+        "--train-prior/--target-prior, --fit, --model or --cross-fit\n"
+    )
 
 
 def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Path) -> None:
@@ -438,80 +383,3 @@ def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Pa
     assert done.returncode == 0, done.stderr
     assert pl.read_csv(done.stdout)["score"].to_list() == [0.2, 0.3, 0.5]
     assert "dropped 3 invalid rows of 6" in done.stderr.decode()
-
-
-def test_separable_data_is_reported_and_too_many_folds_refused(
-    run_calib: RunCalib, tmp_path: Path
-) -> None:
-    source = tmp_path / "sep.csv"
-    source.write_text("score,label\n0.1,0\n0.2,0\n0.8,1\n0.9,1\n0.15,0\n0.85,1\n")
-    model = tmp_path / "m.json"
-    done = run_calib(
-        ["recalibrate", "--fit", str(source), "--method", "platt", "--save-model", str(model)]
-    )
-    assert done.returncode == 0, done.stderr
-    assert "separate the classes perfectly" in done.stderr.decode()
-    assert json.loads(model.read_text())["params"]["separable"] is True
-    folds = run_calib(["recalibrate", str(source), "--cross-fit", "50", "-o", "-"])
-    assert folds.returncode == 2
-    assert "--cross-fit 50 asks for more folds" in folds.stderr.decode()
-
-
-@pytest.mark.parametrize(
-    ("field", "value", "message"),
-    [
-        ("n_iter", "abc", "params.n_iter must be an integer"),
-        ("converged", "no", "params.converged must be true or false"),
-    ],
-)
-def test_fit_diagnostics_in_artifacts_are_validated(
-    run_calib: RunCalib,
-    overconfident: dict[str, Path],
-    tmp_path: Path,
-    field: str,
-    value: object,
-    message: str,
-) -> None:
-    model = tmp_path / "p.json"
-    assert (
-        run_calib(
-            [
-                "recalibrate",
-                "--fit",
-                str(overconfident["fit"]),
-                "--method",
-                "platt",
-                "--save-model",
-                str(model),
-                "-q",
-            ]
-        ).returncode
-        == 0
-    )
-    document = json.loads(model.read_text())
-    document["params"][field] = value
-    model.write_text(json.dumps(document))
-    done = run_calib(["recalibrate", str(overconfident["apply"]), "--model", str(model), "-o", "-"])
-    assert done.returncode == 65
-    assert message in done.stderr.decode()
-
-
-def test_positive_rate_alone_is_refused(
-    run_calib: RunCalib, overconfident: dict[str, Path]
-) -> None:
-    done = run_calib(
-        [
-            "recalibrate",
-            str(overconfident["apply"]),
-            "--fit",
-            str(overconfident["fit"]),
-            "--method",
-            "platt",
-            "--positive-rate",
-            "0.5",
-            "-o",
-            "-",
-        ]
-    )
-    assert done.returncode == 2
-    assert b"--positive-rate goes with --negative-rate" in done.stderr

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
 import pytest
 from scipy.special import expit, logit
+from sklearn.metrics import log_loss
 
 from calib_cli.artifacts import load_artifact, steps_of
-from calib_cli.errors import UsageError
+from calib_cli.errors import ArtifactError, UsageError
 from calib_cli.report.payloads import recalibrate_payload
 from calib_cli.workflows.recalibrate import (
     RecalibrateRequest,
@@ -113,3 +117,216 @@ def test_auto_cross_fit_reports_its_choice_and_the_folds(tmp_path: Path) -> None
     assert result.cross_fit == 3
     payload = recalibrate_payload(result)
     assert list(payload) == ["method", "seed", "auto", "cross_fit", "input", "steps"]
+
+
+# ------------------------------------------ checks of the numbers and refusals (moved here
+# from test_cli_recalibrate.py, which keeps one end-to-end run per behaviour)
+
+
+@pytest.fixture
+def overconfident(tmp_path: Path) -> dict[str, Path]:
+    """Over-confident scores (log-odds 2.5 times the true ones) with weights 1 or 2."""
+    rng = np.random.default_rng(3)
+    paths = {}
+    for name, n in (("fit", 6000), ("apply", 4000)):
+        z = rng.normal(-2.0, 1.5, n)
+        y = (rng.random(n) < expit(z)).astype(np.int64)
+        frame = pl.DataFrame(
+            {
+                "id": np.arange(n),
+                "score": expit(2.5 * z),
+                "label": y,
+                "w": rng.choice([1.0, 2.0], n),
+            }
+        )
+        paths[name] = tmp_path / f"{name}.csv"
+        frame.write_csv(paths[name])
+    return paths
+
+
+@pytest.mark.parametrize("method", ["platt", "isotonic", "beta", "histogram"])
+def test_save_load_apply_is_byte_identical_and_improves_log_loss(
+    overconfident: dict[str, Path], tmp_path: Path, method: str
+) -> None:
+    model, direct, applied = tmp_path / "m.json", tmp_path / "direct.csv", tmp_path / "a.csv"
+    run_recalibrate(
+        RecalibrateRequest(
+            file=str(overconfident["apply"]),
+            fit=str(overconfident["fit"]),
+            method=method,  # type: ignore[arg-type]
+            weight_col="w",
+            save_model=str(model),
+            output=str(direct),
+        )
+    )
+    run_recalibrate(
+        RecalibrateRequest(file=str(overconfident["apply"]), model=str(model), output=str(applied))
+    )
+    assert applied.read_bytes() == direct.read_bytes()
+    artifact = json.loads(model.read_text())
+    assert artifact["kind"] == method
+    assert artifact["schema_version"] == 1
+    assert artifact["fitted_on"]["rows"] == 6000
+    frame = pl.read_csv(applied)
+    y, before, after = (frame[c].to_numpy() for c in ("label", "score", "calibrated"))
+    assert log_loss(y, after) < log_loss(y, before)
+
+
+@pytest.mark.parametrize(
+    ("fit_data", "kinds"), [("population", ["prior", "platt"]), ("sampled", ["platt", "prior"])]
+)
+def test_prior_and_fitted_map_compose_in_one_chain(
+    overconfident: dict[str, Path], tmp_path: Path, fit_data: str, kinds: list[str]
+) -> None:
+    model = tmp_path / "chain.json"
+    result = run_recalibrate(
+        RecalibrateRequest(
+            fit=str(overconfident["fit"]),
+            method="platt",
+            negative_rate=0.5,
+            fit_data=fit_data,  # type: ignore[arg-type]
+            save_model=str(model),
+        )
+    )
+    assert list(result.step_kinds) == kinds
+    artifact = json.loads(model.read_text())
+    assert artifact["kind"] == "chain"
+    assert [s["kind"] for s in artifact["params"]["steps"]] == kinds
+
+
+def test_train_and_target_priors_round_trip_in_process(tmp_path: Path) -> None:
+    source = tmp_path / "s.csv"
+    scores = [0.0, 1e-12, 0.2, 0.5, 0.9, 1.0]
+    pl.DataFrame({"score": scores}).write_csv(source)
+    there, back = tmp_path / "there.csv", tmp_path / "back.csv"
+    run_recalibrate(
+        RecalibrateRequest(file=str(source), train_prior=0.5, target_prior=0.02, output=str(there))
+    )
+    run_recalibrate(
+        RecalibrateRequest(
+            file=str(there),
+            score_col="calibrated",
+            output_col="back",
+            train_prior=0.02,
+            target_prior=0.5,
+            output=str(back),
+        )
+    )
+    np.testing.assert_allclose(pl.read_csv(back)["back"].to_numpy(), scores, rtol=1e-14, atol=0)
+
+
+def test_separable_data_is_reported_and_saved_as_separable(tmp_path: Path) -> None:
+    source = tmp_path / "sep.csv"
+    source.write_text("score,label\n0.1,0\n0.2,0\n0.8,1\n0.9,1\n0.15,0\n0.85,1\n")
+    model = tmp_path / "m.json"
+    warnings: list[str] = []
+    run_recalibrate(
+        RecalibrateRequest(fit=str(source), method="platt", save_model=str(model)),
+        warn=warnings.append,
+    )
+    assert warnings == [
+        "the scores separate the classes perfectly: Platt's fit used target smoothing to "
+        "stay finite (its slope is a lower bound)"
+    ]
+    assert json.loads(model.read_text())["params"]["separable"] is True
+
+
+def test_too_many_cross_fit_folds_are_refused(tmp_path: Path) -> None:
+    source = tmp_path / "sep.csv"
+    source.write_text("score,label\n0.1,0\n0.2,0\n0.8,1\n0.9,1\n0.15,0\n0.85,1\n")
+    with pytest.raises(UsageError) as error:
+        run_recalibrate(RecalibrateRequest(file=str(source), cross_fit_folds=50, output="-"))
+    assert str(error.value) == f"--cross-fit 50 asks for more folds than {source} has rows (6)"
+    assert error.value.exit_code == 2
+
+
+FIT_FILE = "<the fit file of the fixture>"
+NOTHING_TO_DO = (
+    "nothing to do: give --sampling-record, --negative-rate, --train-prior/--target-prior, "
+    "--fit, --model or --cross-fit"
+)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"method": "platt"}, "--method platt needs --fit FILE or --cross-fit K"),
+        (
+            {"fit": "x.csv", "model": "m.json"},
+            "give one of --fit, --model, --cross-fit (got --fit and --model)",
+        ),
+        ({"model": "m.json", "method": "platt"}, "--model already holds its method; drop --method"),
+        ({"method": "prior"}, NOTHING_TO_DO),
+        ({}, NOTHING_TO_DO),
+        (
+            {"fit": FIT_FILE, "method": "platt", "positive_rate": 0.5},
+            "--positive-rate goes with --negative-rate (the rates of a sample)",
+        ),
+    ],
+)
+def test_usage_errors_name_the_options(
+    overconfident: dict[str, Path], options: dict[str, object], message: str
+) -> None:
+    if options.get("fit") == FIT_FILE:  # checked after the paths: a real file
+        options = {**options, "fit": str(overconfident["fit"])}
+    request = RecalibrateRequest(file=str(overconfident["apply"]), output="-", **options)  # type: ignore[arg-type]
+    with pytest.raises(UsageError) as error:
+        run_recalibrate(request)
+    assert str(error.value) == message
+    assert error.value.exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("method", "mutate", "message"),
+    [
+        (
+            "isotonic",
+            lambda d: d["params"]["y_knots"].__setitem__(1, None),
+            "params.y_knots[1] must be a number",
+        ),
+        ("isotonic", lambda d: d["params"]["x_knots"].reverse(), "params.x_knots[1]"),
+        ("isotonic", lambda d: d.__setitem__("schema_version", 9), "schema_version is 9"),
+        ("isotonic", lambda d: d.__setitem__("kind", "magic"), 'kind is "magic"'),
+        ("isotonic", lambda d: d["params"].pop("eps"), "params.eps is missing"),
+        (
+            "isotonic",
+            lambda d: d["params"]["y_knots"].__setitem__(1, float("nan")),
+            "params.y_knots[1] is not a finite number",
+        ),
+        ("isotonic", lambda d: d.__setitem__("schema_version", True), "schema_version is true"),
+        ("isotonic", lambda d: d["params"].__setitem__("extra", 1), "params.extra is not a field"),
+        (
+            "platt",
+            lambda d: d["params"].__setitem__("n_iter", "abc"),
+            "params.n_iter must be an integer",
+        ),
+        (
+            "platt",
+            lambda d: d["params"].__setitem__("converged", "no"),
+            "params.converged must be true or false",
+        ),
+    ],
+)
+def test_bad_artifacts_are_refused_naming_the_field(
+    overconfident: dict[str, Path],
+    tmp_path: Path,
+    method: str,
+    mutate: Callable[[dict[str, Any]], object],
+    message: str,
+) -> None:
+    model = tmp_path / "m.json"
+    run_recalibrate(
+        RecalibrateRequest(fit=str(overconfident["fit"]), method=method, save_model=str(model))  # type: ignore[arg-type]
+    )
+    document = json.loads(model.read_text())
+    mutate(document)
+    model.write_text(json.dumps(document))
+    out = tmp_path / "o.csv"
+    with pytest.raises(ArtifactError) as error:
+        run_recalibrate(
+            RecalibrateRequest(file=str(overconfident["apply"]), model=str(model), output=str(out))
+        )
+    assert str(error.value).startswith(f"{model}: ")
+    assert message in str(error.value)
+    assert error.value.exit_code == 65
+    assert not out.exists()

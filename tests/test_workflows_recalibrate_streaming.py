@@ -14,7 +14,9 @@ import pytest
 from calib_cli.core.chain import apply_chain
 from calib_cli.errors import InputError, UsageError
 from calib_cli.report.payloads import recalibrate_payload
+from calib_cli.types import Engine
 from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+from calib_cli.workflows.resample import ResampleRequest, run_resample
 
 
 def _scores(kind: str, n: int, seed: int) -> tuple[Any, Any]:
@@ -230,3 +232,41 @@ def test_fits_on_a_summary_are_within_1e_6_of_the_exact_fits(tmp_path: Path, kin
 def test_fits_on_a_summary_are_within_1e_6_at_2e5_rows(tmp_path: Path, kind: str) -> None:
     gaps = _compare_fits(tmp_path, kind, 200_000)
     assert max(gaps.values()) <= 1e-6, gaps
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_a_stratum_the_record_does_not_know_is_refused_before_any_output(
+    tmp_path: Path, engine: Engine
+) -> None:
+    train = tmp_path / "t.csv"
+    pl.DataFrame({"region": ["n", "s"] * 20, "label": [0, 0, 0, 1] * 10}).write_csv(train)
+    rates = tmp_path / "rates.csv"
+    rates.write_text("stratum,negative_rate\nn,0.1\ns,0.5\n")
+    run_resample(
+        ResampleRequest(
+            file=str(train),
+            output=str(tmp_path / "x.csv"),
+            strata_col="region",
+            rates_file=str(rates),
+        )
+    )
+    unknown = tmp_path / "unknown.csv"
+    pl.DataFrame({"region": ["e"], "score": [0.5]}).write_csv(unknown)
+    out = tmp_path / "out.csv"
+    with pytest.raises(InputError) as error:
+        run_recalibrate(
+            RecalibrateRequest(
+                file=str(unknown),
+                sampling_record=str(tmp_path / "x.csv.sampling.json"),
+                output=str(out),
+                engine=engine,
+            )
+        )
+    message = str(error.value)
+    assert error.value.exit_code == 65
+    assert message.endswith("that the sampling record does not know; it knows: n, s")
+    if engine == "memory":
+        assert "column 'region' has stratum 'e' (1 rows)" in message
+    else:
+        assert message.startswith(f"{unknown}: column 'region' has stratum 'e' that")
+    assert not out.exists()
