@@ -186,3 +186,38 @@ def test_only_report_plots_imports_matplotlib_and_only_when_drawing() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def test_commands_that_can_draw_import_matplotlib_only_with_plot(tmp_path: Path) -> None:
+    """reliability, estimate-shift and rerank-strata without --plot: matplotlib stays unloaded
+    (its import costs a second); with --plot it is loaded, in the same process."""
+    rows = ["stratum,score,label"] + [
+        f"{'AB'[i % 2]},{(i % 97 + 1) / 99:.4f},{int(i % 97 > 60 - 20 * (i % 2))}"
+        for i in range(400)
+    ]
+    data = tmp_path / "rows.csv"
+    data.write_text("\n".join(rows) + "\n")
+    pair = ["--reference", str(data), "--target", str(data)]
+    commands = [
+        ["reliability", str(data), "--by", "stratum"],
+        ["estimate-shift", *pair, "--bootstrap", "0"],
+        ["rerank-strata", *pair, "--strata-col", "stratum", "-o", str(tmp_path / "out.csv")],
+    ]
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from calib_cli.cli.app import app\n"
+        "for args in " + repr(commands) + ":\n"
+        "    done = CliRunner().invoke(app, [*args, '-q'])\n"
+        "    assert done.exit_code == 0, (args, done.output)\n"
+        "print('matplotlib' in sys.modules)\n"
+        "done = CliRunner().invoke(app, [*sys.argv[1:], '-q'])\n"
+        "assert done.exit_code == 0, done.output\n"
+        "print('matplotlib' in sys.modules)\n"
+    )
+    picture = ["reliability", str(data), "--plot", str(tmp_path / "r.svg")]
+    done = subprocess.run(
+        [sys.executable, "-c", code, *picture], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"]
