@@ -10,7 +10,7 @@ import polars as pl
 import pytest
 
 from calib_cli.core.metrics import ReliabilitySummary
-from calib_cli.errors import UsageError
+from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
 from calib_cli.report.payloads import reliability_payload
 from calib_cli.summaries import Exactness
@@ -231,3 +231,70 @@ def test_default_score_column_is_checked_when_dropping_bad_rows(tmp_path: Path) 
     )
     assert result.entries[0].summary.n == 17
     assert any(w.endswith("dropped 3 invalid rows of 20") for w in warnings), warnings
+
+
+# ------------------------------------------- streaming against memory, as the JSON reports them
+
+#: The figures of the JSON report the streaming path gives exactly with uniform bins.
+PAYLOAD_EXACT = (
+    "n",
+    "weight_total",
+    "positives",
+    "base_rate",
+    "mean_score",
+    "log_loss",
+    "brier",
+    "ece",
+)
+
+
+def labelled_frame(n: int = 2000, seed: int = 0) -> pl.DataFrame:
+    """Text labels ("yes"/"no": --positive-label) and an integer group column."""
+    rng = np.random.default_rng(seed)
+    score = rng.beta(1.0, 5.0, n)
+    return pl.DataFrame(
+        {
+            "score": score,
+            "label": np.where(rng.random(n) < score, "yes", "no"),
+            "day": rng.integers(1, 4, n),
+        }
+    )
+
+
+def payloads_agree(memory: object, streaming: object) -> None:
+    """Two ``reliability --json`` reports by group, by the memory and streaming engines."""
+    assert isinstance(memory, list) and isinstance(streaming, list)
+    assert [e["group"] for e in streaming] == [e["group"] for e in memory] == [None, 1, 2, 3]
+    for m, s in zip(memory, streaming, strict=True):
+        assert (m["engine"], s["engine"]) == ("memory", "streaming")
+        assert list(m) == list(s) and set(m["exactness"]) == set(s["exactness"])
+        for key in PAYLOAD_EXACT:
+            assert s[key] == pytest.approx(m[key], rel=1e-9, abs=1e-12), key
+        assert abs(s["auc"] - m["auc"]) <= s["exactness"]["auc_bound"] + 1e-12
+        assert m["exactness"]["auc_bound"] == 0.0
+
+
+@pytest.mark.parametrize("name", ["rows.csv", "rows.parquet", "rows.ndjson"])
+def test_streaming_report_gives_the_in_memory_figures_with_a_positive_label(
+    tmp_path: Path, name: str
+) -> None:
+    path = _write(labelled_frame(), tmp_path / name)
+    request = ReliabilityRequest(file=str(path), positive_label="yes", by="day", score_cols=())
+    memory = reliability_payload(run_reliability(replace(request, engine="memory")))
+    streaming = reliability_payload(run_reliability(replace(request, engine="streaming")))
+    payloads_agree(memory, streaming)
+
+
+def test_streaming_refuses_bad_rows_like_memory(tmp_path: Path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("score,label\n0.1,0\n0.2,2\n0.3,1\n0.4,3\n")
+    messages = set()
+    for engine in ("memory", "streaming"):
+        with pytest.raises(InputError) as refused:
+            run_reliability(ReliabilityRequest(file=str(path), engine=engine))
+        assert refused.value.exit_code == 65
+        messages.add(str(refused.value))
+    assert messages == {
+        f"{path}: column 'label' has 2 values that are not 0/1 or true/false "
+        "(first at row 2: '2'); name the positive value with --positive-label"
+    }
