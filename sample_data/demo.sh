@@ -13,7 +13,7 @@ run() { printf '$ calib %s\n' "$*"; "$CALIB" "$@"; }
 
 step "1. Is a rare-event model calibrated, overall and per segment? (weighted, equal-mass bins)"
 run reliability "$DATA/transactions.csv" --weight-col weight --by segment --bins 8 \
-    --strategy quantile
+    --strategy quantile --plot "$OUT/reliability.png" --plot-scale logit
 
 step "2. Downsample negatives at 10% for training, recording the rate"
 run resample "$DATA/train.csv" -o "$OUT/train_sample.csv" --negative-rate 0.1 --key-col id \
@@ -26,6 +26,7 @@ run recalibrate "$DATA/holdout_scored_sampled_model.csv" \
 step "4. An over-confident model: choose a calibrator by cross-validation, save it, get honest out-of-fold scores"
 run recalibrate "$DATA/overconfident.csv" --cross-fit 5 --method auto \
     --save-model "$OUT/overconfident.model.json" -o "$OUT/overconfident_calibrated.parquet"
+run show "$OUT/overconfident.model.json" --plot "$OUT/calibrator.png" --plot-scale logit
 
 step "5. Apply the saved calibrator without labels (here to the same rows; in production, to each new batch), then gate on ECE"
 printf '$ calib recalibrate %s --model %s -o - -q | calib reliability - --score-col score --score-col calibrated --bins 8 --strategy quantile --fail-above-ece 0.02\n' \
@@ -37,14 +38,15 @@ printf '$ calib recalibrate %s --model %s -o - -q | calib reliability - --score-
 
 step "6. The fraud rate moved: estimate each day's positive rate from the scores alone, recalibrate, move the threshold"
 run estimate-shift --reference "$DATA/transactions.csv" --target "$DATA/shifted_batch.csv" \
-    --batch-col day --costs 1:20 -o "$OUT/shifted_decided.csv" --report "$OUT/shift.json"
+    --batch-col day --costs 1:20 -o "$OUT/shifted_decided.csv" --report "$OUT/shift.json" \
+    --plot "$OUT/shift.png"
 
 step "7. One model per stratum, each trained on its own undersample: re-rank them together"
 run rerank-strata --reference "$DATA/strata_reference.csv" --target "$DATA/strata_target.csv" \
-    --strata-col stratum -o "$OUT/strata_reranked.csv"
+    --strata-col stratum -o "$OUT/strata_reranked.csv" --plot "$OUT/rerank.png"
 
 step "8. A real public table: ISLR's Default data, cross-fitted logistic scores"
 run reliability "$DATA/credit_default_scores.csv" --by student --bins 10 --strategy quantile \
     --bootstrap 200 --seed 1
 
-printf '\nDone: outputs and records are in %s/\n' "$OUT"
+printf '\nDone: outputs, records and pictures (*.png) are in %s/\n' "$OUT"

@@ -430,17 +430,28 @@ def reliability_figure(
     return figure
 
 
-def _histogram_extent(histogram: ScoreHistogram | None) -> FloatArray:
-    """The centres of a histogram's first and last non-empty bins, kept within
-    [1e-6, 1 - 1e-6] (so that the axes show where the scores are, not every last outlier)."""
+def _histogram_extent(histogram: ScoreHistogram | None, *, tail: float = 1e-3) -> FloatArray:
+    """Where a histogram's scores are: the centres of the bins that hold its ``tail`` and
+    ``1 - tail`` quantiles (of the weight), kept within [1e-6, 1 - 1e-6], so that the axes
+    show where the scores are, not every last outlier (at 1e7 rows a handful of rows can
+    reach far beyond the rest).
+
+    >>> edges = np.linspace(0.0, 1.0, 11)
+    >>> np.round(_histogram_extent((edges, np.array([1.0, 0, 5e3, 4e3, 0, 0, 0, 0, 0, 1.0]))), 6)
+    array([0.25, 0.35])
+    """
     if histogram is None:
         return np.empty(0)
     edges, counts = (np.asarray(v, dtype=np.float64) for v in histogram)
-    seen = np.flatnonzero(counts > 0)
-    if not seen.size:
+    total = float(counts.sum())
+    if not total > 0.0:
         return np.empty(0)
+    cumulative = np.cumsum(counts) / total
+    first = int(np.searchsorted(cumulative, tail, side="right"))
+    last = int(np.searchsorted(cumulative, 1.0 - tail, side="left"))
+    last = min(max(last, first), counts.size - 1)
     centres = 0.5 * (edges[:-1] + edges[1:])
-    ends: FloatArray = np.clip(centres[[seen[0], seen[-1]]], 1e-6, 1.0 - 1e-6)
+    ends: FloatArray = np.clip(centres[[first, last]], 1e-6, 1.0 - 1e-6)
     return ends
 
 
@@ -669,6 +680,8 @@ def shift_figure(
     yerr = np.vstack(
         [rate - np.where(with_interval, low, rate), np.where(with_interval, high, rate) - rate]
     )
+    methods = {e.method for e in estimates}
+    method = f", {methods.pop()}" if len(methods) == 1 else ""
     container = axes.errorbar(
         x,
         rate,
@@ -679,7 +692,7 @@ def shift_figure(
         linewidth=1.2 if kind != "name" else 0.0,
         elinewidth=1.0,
         capsize=2,
-        label=f"estimated rate ({estimates[0].ci_level:.0%} interval)",
+        label=f"estimated rate{method} ({estimates[0].ci_level:.0%} interval)",
     )
     container.lines[0].set_gid("estimates")
     if true_rates is not None and any(t is not None for t in true_rates):
