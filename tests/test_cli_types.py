@@ -1,10 +1,15 @@
 """Pass-through columns keep their values exactly when CSV becomes a typed format (Parquet,
 Arrow, NDJSON): a value that would not come back as the same text through the inferred type
-keeps its column as text, in the in-memory and the streaming readers alike."""
+keeps its column as text, in the in-memory and the streaming readers alike.
+
+The installed command runs once (CSV on stdin to Parquet); every source, format and command
+is checked by calling its workflow in-process."""
 
 from __future__ import annotations
 
 import gzip
+import io
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +17,9 @@ import polars as pl
 import pytest
 
 from calib_cli.io.read import exact_types, typed_columns
+from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
+from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+from calib_cli.workflows.resample import ResampleRequest, run_resample
 from tests.conftest import RunCalib
 
 N = 400
@@ -46,55 +54,65 @@ def _check(frame: pl.DataFrame) -> None:
     assert frame["score"].dtype == pl.Float64
 
 
+READERS = {".parquet": pl.read_parquet, ".arrow": pl.read_ipc, ".ndjson": pl.read_ndjson}
+
+
+def test_recalibrate_from_stdin_keeps_pass_through_text(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    # the other sources and formats, resample and estimate-shift: in-process below
+    out = tmp_path / "out.parquet"
+    done = run_calib(
+        ["recalibrate", "-", "--negative-rate", "0.5", "-o", str(out), "-q"], stdin=_csv()
+    )
+    assert done.returncode == 0, done.stderr
+    frame = pl.read_parquet(out)
+    _check(frame)
+    assert frame["id"].to_list() == _expected()["id"].to_list()
+
+
+# ------------------------------------------------------------- the workflows, in-process
+
+
 @pytest.mark.parametrize("source", ["file", "stdin", "gzip"])
 @pytest.mark.parametrize("suffix", [".parquet", ".arrow", ".ndjson"])
 def test_recalibrate_keeps_pass_through_text(
-    run_calib: RunCalib, tmp_path: Path, source: str, suffix: str
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, source: str, suffix: str
 ) -> None:
     data = _csv()
-    path = tmp_path / "in.csv"
-    path.write_bytes(data)
-    stdin = None
+    argument = str(tmp_path / "in.csv")
+    Path(argument).write_bytes(data)
     if source == "stdin":
-        argument, stdin = "-", data
+        argument = "-"
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data)))
     elif source == "gzip":
         argument = str(tmp_path / "in.csv.gz")
         Path(argument).write_bytes(gzip.compress(data))
-    else:
-        argument = str(path)
     out = tmp_path / f"out{suffix}"
-    done = run_calib(
-        ["recalibrate", argument, "--negative-rate", "0.5", "-o", str(out), "-q"], stdin=stdin
-    )
-    assert done.returncode == 0, done.stderr
-    frame = {
-        ".parquet": pl.read_parquet,
-        ".arrow": pl.read_ipc,
-        ".ndjson": pl.read_ndjson,
-    }[suffix](out)
+    run_recalibrate(RecalibrateRequest(file=argument, negative_rate=0.5, output=str(out)))
+    frame = READERS[suffix](out)
     _check(frame)
     assert frame["id"].to_list() == _expected()["id"].to_list()
 
 
 @pytest.mark.parametrize("key", [False, True])
-def test_resample_keeps_pass_through_text(run_calib: RunCalib, tmp_path: Path, key: bool) -> None:
+def test_resample_keeps_pass_through_text(tmp_path: Path, key: bool) -> None:
     path = tmp_path / "in.csv"
     path.write_bytes(_csv())
     out = tmp_path / "out.parquet"
-    args = ["resample", str(path), "--negative-rate", "0.5", "-o", str(out), "-q"]
-    done = run_calib([*args, "--key-col", "id"] if key else args)
-    assert done.returncode == 0, done.stderr
+    run_resample(
+        ResampleRequest(
+            file=str(path), output=str(out), negative_rate=0.5, key_col="id" if key else None
+        )
+    )
     _check(pl.read_parquet(out))
 
 
-def test_estimate_shift_keeps_pass_through_text(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_estimate_shift_keeps_pass_through_text(tmp_path: Path) -> None:
     path = tmp_path / "in.csv"
     path.write_bytes(_csv())
     out = tmp_path / "out.parquet"
-    done = run_calib(
-        ["estimate-shift", "--reference", str(path), "--target", str(path), "-o", str(out), "-q"]
-    )
-    assert done.returncode == 0, done.stderr
+    run_estimate_shift(EstimateShiftRequest(reference=str(path), target=str(path), output=str(out)))
     _check(pl.read_parquet(out))
 
 
