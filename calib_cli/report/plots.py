@@ -270,6 +270,15 @@ def _count_label(value: float) -> str:
     return f"{value:g}"
 
 
+def _shorten(text: str, limit: int = 40) -> str:
+    """Text cut to ``limit`` characters with an ellipsis (a panel heading must fit its panel).
+
+    >>> _shorten("segment=north"), _shorten("x" * 50, 10)
+    ('segment=north', 'xxxxxxxxx\u2026')
+    """
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
 def _fmt(value: float, digits: int = 3) -> str:
     """A figure in a legend or title: three significant digits, ``n/a`` when undefined.
 
@@ -329,10 +338,20 @@ class _BinArrays:
 def reliability_title(
     source: str, summary: ReliabilitySummary, *, weighting: str, n_bins: int, strategy: str
 ) -> str:
-    """The heading of a reliability picture: the file, rows, base rate, weighting and bins."""
+    """The heading of a reliability picture, on two lines (one panel is 6.4 inches wide): the
+    file; rows, base rate, weighting and bins.
+
+    >>> from calib_cli.core.metrics import reliability_summary
+    >>> s = reliability_summary(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
+    >>> print(reliability_title("day.csv", s, weighting="unweighted", n_bins=10,
+    ...                         strategy="uniform"))
+    Reliability of day.csv
+    n = 2, base rate 0.5, unweighted; 10 uniform bins
+    """
     return (
-        f"Reliability of {source}: n = {summary.n:,}, base rate {_fmt(summary.base_rate)}, "
-        f"{weighting}; {n_bins} {strategy} bins"
+        f"Reliability of {_shorten(source, 70)}\n"
+        f"n = {summary.n:,}, base rate {_fmt(summary.base_rate)}, {weighting}; "
+        f"{n_bins} {strategy} bins"
     )
 
 
@@ -587,10 +606,11 @@ def reliability_panels(
     for key in order:
         first = curves[key][0].summary
         rows = f"n = {first.n:,}, base rate {_fmt(first.base_rate)}"
+        # two lines: a panel is about 3.4 inches wide, too narrow for name and counts at 1e7
         heading = (
-            (f"all rows ({rows})" if by is not None else None)
+            (f"all rows\n{rows}" if by is not None else None)
             if key[0] == "all"
-            else f"{by}={key[1]} ({rows})"
+            else f"{_shorten(f'{by}={key[1]}')}\n{rows}"
         )
         panels.append((heading, curves[key]))
     return panels
@@ -736,7 +756,7 @@ def shift_figure(
             ha="right" if len(names) > 8 else "center",
         )
         axes.set_xlim(-0.6, len(names) - 0.4)
-    axes.legend(loc="upper left", frameon=False)
+    axes.legend(loc="best", frameon=False)  # away from the batches (deterministic)
     if title:
         axes.set_title(title, loc="left")
     return figure
