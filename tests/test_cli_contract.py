@@ -207,7 +207,10 @@ def test_parquet_on_stdin_is_sniffed_and_columns_and_groups_give_a_list(
 def test_tables_go_to_stdout_and_dropped_rows_are_a_warning_on_stderr(
     run_calib: RunCalib, tmp_path: Path
 ) -> None:
-    bad = tmp_path / "scores.csv"
+    # a name long enough that the warning passes the terminal's width (COLUMNS=160)
+    folder = tmp_path / ("a-long-directory-name-" * 8)
+    folder.mkdir()
+    bad = folder / "scores.csv"
     bad.write_text("score,label\n" + "0.5,0\n" * 16 + "1.2,1\n0.3,0\n-1,0\n2,1\n")
     report_path = tmp_path / "r.json"
     done = run_calib(
@@ -216,8 +219,9 @@ def test_tables_go_to_stdout_and_dropped_rows_are_a_warning_on_stderr(
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
     assert "Brier score" in text and "AUC" in text and "● observed" in text
-    assert done.stderr.decode().startswith("warning: ")
-    assert "dropped 3 invalid rows of 20" in done.stderr.decode()
+    warning = done.stderr.decode()
+    assert warning.startswith("warning: ") and warning.count("\n") == 1  # one line, never wrapped
+    assert len(warning) > 160 and "dropped 3 invalid rows of 20" in warning
     assert json.loads(report_path.read_text())["n"] == 17
 
 
@@ -248,7 +252,10 @@ def test_exit_codes_and_exact_error_lines(run_calib: RunCalib, tmp_path: Path) -
     assert missing.returncode == 66
     assert missing.stderr.decode() == f"error: {tmp_path / 'none.csv'}: no such file\n"
 
-    bad = tmp_path / "scores.csv"
+    # a name long enough that the warning passes the terminal's width (COLUMNS=160)
+    folder = tmp_path / ("a-long-directory-name-" * 8)
+    folder.mkdir()
+    bad = folder / "scores.csv"
     bad.write_text("score,label\n" + "0.5,0\n" * 16 + "1.2,1\n0.3,0\n-1,0\n2,1\n")
     invalid = run_calib(["reliability", str(bad)])
     assert invalid.returncode == 65

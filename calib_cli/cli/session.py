@@ -38,7 +38,10 @@ class Session:
     def warn(self, message: str) -> None:
         """A warning line on standard error (silenced by --quiet)."""
         if not self.quiet:
-            self.err.print(f"[yellow]warning:[/yellow] {escape(message)}", highlight=False)
+            # one line whatever its length, like error lines: logs are grepped line by line
+            self.err.print(
+                f"[yellow]warning:[/yellow] {escape(message)}", highlight=False, soft_wrap=True
+            )
 
     def info(self, renderable: RenderableType | str) -> None:
         """Diagnostics (tables, notes) on standard error (silenced by --quiet)."""
