@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +16,7 @@ from calib_cli.types import (
     FitData,
     InputFormat,
     OnInvalid,
+    PlotScale,
     ScoreKind,
     ShiftMethod,
     SlopeSmoothing,
@@ -108,9 +109,7 @@ DebugOpt = Annotated[bool, typer.Option("--debug", help="Show the traceback of a
 DEFAULT_SEED = 0
 
 # ------------------------------------------------------------------------------- pictures
-# PlotScale is defined beside the pictures (calib_cli.report.plots, which imports matplotlib
-# only when a picture is drawn); its choices are built from the alias like every other.
-PlotScaleChoice: Any = _choice_enum("PlotScaleChoice", Literal["linear", "logit"])
+PlotScaleChoice: Any = _choice_enum("PlotScaleChoice", PlotScale)
 PlotOpt = Annotated[
     str | None,
     typer.Option(

@@ -60,8 +60,6 @@ __all__ = [
     "summary_plan",
 ]
 
-#: The Parquet key-value metadata key holding a summary's metadata (JSON text).
-
 
 def cell_expr(score: pl.Expr, *, mantissa_bits: int = DEFAULT_MANTISSA_BITS) -> pl.Expr:
     """The grid cell of a score column, bit for bit :func:`~calib_cli.summaries.grid.cell_index`.
