@@ -1,9 +1,14 @@
-"""Tests of calib_cli.core.pca: the first principal component and quantile strata (Algorithm 2)."""
+"""Tests of calib_cli.core.pca: the first principal component and its strata (Algorithm 2),
+standardised or centred only (the paper's variant), cut at quantiles or at the sign."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import numpy as np
 import numpy.typing as npt
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,10 +19,15 @@ import calib_cli.core.pca as pca_module
 from calib_cli.core.pca import (
     assign_strata,
     first_principal_component,
+    pca_strata,
     project_first_component,
+    sign_strata,
     strata_from_edges,
+    weak_first_component,
 )
-from calib_cli.errors import InputError
+from calib_cli.errors import InputError, UsageError
+from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+from tests.conftest import RunCalib
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -183,3 +193,310 @@ def test_strata_are_ordered_and_non_empty(values: list[int], n_strata: int) -> N
     assert np.all(np.bincount(codes, minlength=used) > 0)
     order = np.argsort(v, kind="stable")
     assert np.all(np.diff(codes[order]) >= 0)  # codes are monotone in the values
+
+
+# ------------------------------------------------ the paper's variant: centred only, cut at 0
+
+
+def _sign_fixed(vector: FloatArray) -> FloatArray:
+    """calib's sign convention: the loading of largest magnitude is positive."""
+    return vector if vector[np.argmax(np.abs(vector))] > 0 else -vector
+
+
+def test_centred_component_hand_worked() -> None:
+    # deviations (2, 1), (-2, -1), (1, 2), (-1, -2) around the means (10, 100): covariance
+    # (divisor 4) [[2.5, 2], [2, 2.5]], eigenvalues 4.5 and 0.5, so v1 = (1, 1)/sqrt(2)
+    # explains 4.5 / 5 = 0.9; component values (+-3)/sqrt(2); the sign cut puts rows 2 and 4
+    # (negative) in the lower stratum
+    x = np.array([[12.0, 101.0], [8.0, 99.0], [11.0, 102.0], [9.0, 98.0]])
+    fit = first_principal_component(x, scaling="center")
+    np.testing.assert_allclose(fit.loadings, [np.sqrt(0.5), np.sqrt(0.5)], atol=1e-12)
+    assert fit.explained_variance_ratio == pytest.approx(0.9, abs=1e-12)
+    np.testing.assert_allclose(fit.means, [10.0, 100.0], rtol=1e-15)
+    assert fit.scales.tolist() == [1.0, 1.0] and fit.scaling == "center"
+    values = project_first_component(fit, x)
+    np.testing.assert_allclose(values, np.array([3.0, -3.0, 3.0, -3.0]) / np.sqrt(2), atol=1e-12)
+    out = pca_strata(
+        x[:2], x[2:], names=["a", "b"], reference_labels=[1, 0], scaling="center", cut="sign"
+    )
+    assert out.reference_strata.tolist() == ["pc2", "pc1"]
+    assert out.target_strata.tolist() == ["pc2", "pc1"]
+    assert out.cut_points.tolist() == [0.0] and out.n_strata == 2
+    assert out.reference_label_rate == {"pc1": 0.0, "pc2": 1.0}
+    assert (out.scaling, out.cut, out.weak_component) == ("center", "sign", False)
+
+
+def test_centred_and_standardised_differ_on_uncorrelated_columns_hand_worked() -> None:
+    # uncorrelated columns of variances 2 and 0.5: centred, v1 = (1, 0) explains 2 / 2.5 = 0.8;
+    # standardised, both directions explain 1/2 (= 1/k: weak, under 1.5/k = 0.75)
+    x = np.array([[-2.0, 0.0], [2.0, 0.0], [0.0, -1.0], [0.0, 1.0]])
+    centred = first_principal_component(x, scaling="center")
+    np.testing.assert_allclose(centred.loadings, [1.0, 0.0], atol=1e-12)
+    assert centred.explained_variance_ratio == pytest.approx(0.8, abs=1e-12)
+    standardised = first_principal_component(x)
+    assert standardised.explained_variance_ratio == pytest.approx(0.5, abs=1e-12)
+    # component values -2, 2, 0, 0: the rows at exactly 0 go to the lower stratum
+    codes, edges = sign_strata(project_first_component(centred, x))
+    assert codes.tolist() == [0, 1, 0, 0] and edges.tolist() == [0.0]
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("solver", ["svd", "covariance"])
+def test_centred_component_matches_numpy_svd_of_the_centred_data(seed: int, solver: str) -> None:
+    x = _features(seed)
+    centred = x - x.mean(axis=0)
+    _, singular, vt = np.linalg.svd(centred, full_matrices=False)
+    leading = _sign_fixed(vt[0])
+    fit = first_principal_component(x, solver=solver, scaling="center")  # type: ignore[arg-type]
+    np.testing.assert_allclose(fit.loadings, leading, atol=1e-9)
+    assert fit.explained_variance_ratio == pytest.approx(
+        singular[0] ** 2 / np.sum(singular**2), abs=1e-10
+    )
+    np.testing.assert_allclose(fit.scales, np.ones(x.shape[1]))
+    np.testing.assert_allclose(project_first_component(fit, x), centred @ leading, atol=1e-7)
+
+
+def test_centred_component_weights_equal_repetition() -> None:
+    x = _features(5, n=80, k=4)
+    reps = np.random.default_rng(5).integers(0, 4, size=80)
+    weighted = first_principal_component(x, sample_weight=reps.astype(float), scaling="center")
+    repeated = first_principal_component(np.repeat(x, reps, axis=0), scaling="center")
+    np.testing.assert_allclose(weighted.loadings, repeated.loadings, atol=1e-10)
+    assert weighted.explained_variance_ratio == pytest.approx(repeated.explained_variance_ratio)
+
+
+def test_sign_cut() -> None:
+    codes, edges = sign_strata([-1.5, 0.0, 2.0, 1e-300, -1e-300])
+    assert codes.tolist() == [0, 0, 1, 1, 0] and edges.tolist() == [0.0]
+    one_side, none = sign_strata([1.0, 2.0])  # no empty stratum: one stratum, no cut
+    assert one_side.tolist() == [0, 0] and none.size == 0
+    with pytest.raises(InputError, match="column 'component' has 1 value missing"):
+        sign_strata([0.0, np.nan])
+    # on data: the strata are the sign of the centred component, whatever its skew
+    rng = np.random.default_rng(12)
+    x = np.column_stack([rng.exponential(size=500), rng.normal(size=500)])
+    x[:, 1] += 0.5 * x[:, 0]
+    out = pca_strata(
+        x[:300],
+        x[300:],
+        names=["a", "b"],
+        reference_labels=np.zeros(300),
+        cut="sign",
+        scaling="center",
+    )
+    values = project_first_component(first_principal_component(x, scaling="center"), x)
+    expected = np.where(values > 0, "pc2", "pc1")
+    np.testing.assert_array_equal(
+        np.concatenate([out.reference_strata, out.target_strata]), expected
+    )
+    assert 0.3 < float(np.mean(values > 0)) < 0.5  # not the median: a skewed component
+    with pytest.raises(InputError, match="cut='sign' makes 2 strata; n_strata=3 does not apply"):
+        pca_strata(x, x, n_strata=3, names=["a", "b"], reference_labels=np.zeros(500), cut="sign")
+    with pytest.raises(InputError, match="scaling must be one of 'standardize', 'center'"):
+        first_principal_component(x, scaling="none")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="cut must be one of 'quantiles', 'sign'"):
+        pca_strata(x, x, names=["a", "b"], reference_labels=np.zeros(500), cut="median")  # type: ignore[arg-type]
+
+
+def test_defaults_are_standardised_quantiles() -> None:
+    x = _features(13, n=400, k=3)
+    y = np.zeros(200)
+    default = pca_strata(x[:200], x[200:], names=["a", "b", "c"], reference_labels=y)
+    explicit = pca_strata(
+        x[:200],
+        x[200:],
+        n_strata=3,
+        names=["a", "b", "c"],
+        reference_labels=y,
+        scaling="standardize",
+        cut="quantiles",
+    )
+    np.testing.assert_array_equal(default.reference_strata, explicit.reference_strata)
+    np.testing.assert_array_equal(default.target_strata, explicit.target_strata)
+    np.testing.assert_array_equal(default.cut_points, explicit.cut_points)
+    assert default.loadings == explicit.loadings
+    assert (default.scaling, default.cut, default.n_strata) == ("standardize", "quantiles", 3)
+
+
+def _uncorrelated(seed: int, n: int = 4000, k: int = 6) -> FloatArray:
+    """Like the outputs of an earlier PCA: independent columns of falling variance."""
+    return np.random.default_rng(seed).normal(size=(n, k)) * np.geomspace(3.0, 0.5, k)
+
+
+def test_weak_component_rule() -> None:
+    assert weak_first_component(0.49, 3) and not weak_first_component(0.5, 3)  # 1.5/3 = 0.5
+    assert weak_first_component(0.74, 2) and not weak_first_component(0.75, 2)
+    assert not weak_first_component(1.0, 1)  # one feature always explains everything
+    x = _uncorrelated(14)
+    names = [f"v{i}" for i in range(x.shape[1])]
+    y = np.zeros(2000)
+    standardised = pca_strata(x[:2000], x[2000:], names=names, reference_labels=y)
+    assert standardised.weak_component  # about 1/k = 17%, under 1.5/k = 25%
+    assert standardised.explained_variance_ratio < 0.2
+    centred = pca_strata(x[:2000], x[2000:], names=names, reference_labels=y, scaling="center")
+    assert not centred.weak_component and centred.explained_variance_ratio > 0.5
+    assert centred.loadings["v0"] > 0.99  # it follows the widest column
+
+
+def test_standardised_component_of_uncorrelated_features_is_noise_centred_is_not() -> None:
+    fits = {
+        scaling: [first_principal_component(_uncorrelated(s), scaling=scaling) for s in (0, 1)]
+        for scaling in ("standardize", "center")
+    }
+    assert abs(fits["standardize"][0].loadings @ fits["standardize"][1].loadings) < 0.5
+    assert abs(fits["center"][0].loadings @ fits["center"][1].loadings) > 0.999
+
+
+@pytest.mark.parametrize("scaling", ["standardize", "center"])
+@pytest.mark.parametrize("cut", ["quantiles", "sign"])
+def test_same_strata_on_every_run_and_row_order(scaling: str, cut: str) -> None:
+    x = _features(15, n=600, k=4)
+    y = (np.random.default_rng(15).random(300) < 0.3).astype(float)
+    options = {"names": ["a", "b", "c", "d"], "scaling": scaling, "cut": cut}
+    first = pca_strata(x[:300], x[300:], reference_labels=y, **options)  # type: ignore[arg-type]
+    again = pca_strata(x[:300], x[300:], reference_labels=y, **options)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(first.reference_strata, again.reference_strata)
+    np.testing.assert_array_equal(first.target_strata, again.target_strata)
+    assert first.loadings == again.loadings
+    order = np.random.default_rng(16).permutation(300)
+    shuffled = pca_strata(x[:300][order], x[300:], reference_labels=y[order], **options)  # type: ignore[arg-type]
+    np.testing.assert_array_equal(shuffled.reference_strata, first.reference_strata[order])
+    np.testing.assert_array_equal(shuffled.target_strata, first.target_strata)
+    for name, value in first.loadings.items():
+        assert shuffled.loadings[name] == pytest.approx(value, abs=1e-12)
+    # the sign convention: the largest loading is positive, so negating every feature keeps
+    # the loadings and swaps the sides of the cut
+    lead = max(first.loadings, key=lambda k: abs(first.loadings[k]))
+    assert first.loadings[lead] > 0
+    if cut == "sign":
+        negated = pca_strata(-x[:300], -x[300:], reference_labels=y, **options)  # type: ignore[arg-type]
+        for name, value in first.loadings.items():
+            assert negated.loadings[name] == pytest.approx(value, abs=1e-10)
+        swapped = np.where(first.reference_strata == "pc1", "pc2", "pc1")
+        np.testing.assert_array_equal(negated.reference_strata, swapped)
+
+
+# ------------------------------------------------------------- the workflow and the command
+
+
+def _pca_like_files(tmp_path: Path, seed: int = 17) -> tuple[Path, Path]:
+    """Reference and target rows with features like an earlier PCA's outputs (v0 widest and
+    driving the labels), a score and a label."""
+    rng = np.random.default_rng(seed)
+    paths = []
+    for name, n in (("ref.csv", 3000), ("tgt.csv", 2000)):
+        x = _uncorrelated(int(rng.integers(1 << 30)), n=n, k=4)
+        label = (rng.random(n) < 1 / (1 + np.exp(-(-2.0 + 0.8 * x[:, 0])))).astype(np.int64)
+        score = 1 / (1 + np.exp(-(0.8 * x[:, 0] + rng.normal(size=n))))
+        frame = pl.DataFrame({f"v{i}": x[:, i] for i in range(4)})
+        frame = frame.with_columns(score=score, label=label)
+        frame.write_csv(tmp_path / name)
+        paths.append(tmp_path / name)
+    return paths[0], paths[1]
+
+
+def test_workflow_warns_on_a_weak_component(tmp_path: Path) -> None:
+    reference, target = _pca_like_files(tmp_path)
+    warnings: list[str] = []
+    result = run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(reference),
+            target=str(target),
+            pca_features="v0,v1,v2,v3",
+            output=str(tmp_path / "o.csv"),
+        ),
+        warn=warnings.append,
+    )
+    assert result.pca is not None and result.pca.weak_component
+    share = result.pca.explained_variance_ratio
+    assert warnings == [
+        f"the first principal component (standardize) explains {share:.1%} of the variance of "
+        "4 features, under 1.5/k = 37.5%: it is close to an arbitrary direction and the strata "
+        "follow noise; if the features share one scale (e.g. outputs of an earlier PCA) try "
+        "--pca-scaling center; else choose correlated features or --strata-col"
+    ]
+    warnings.clear()
+    centred = run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(reference),
+            target=str(target),
+            pca_features="v0,v1,v2,v3",
+            pca_scaling="center",
+            output=str(tmp_path / "o.csv"),
+        ),
+        warn=warnings.append,
+    )
+    assert warnings == [] and centred.pca is not None and not centred.pca.weak_component
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"strata_col": "v0", "pca_cut": "sign"}, "--pca-cut applies only with --pca-features"),
+        ({"strata_col": "v0", "n_strata": 3}, "--n-strata applies only with --pca-features"),
+        (
+            {"strata_col": "v0", "pca_scaling": "center"},
+            "--pca-scaling applies only with --pca-features",
+        ),
+        (
+            {"pca_features": "v0,v1", "pca_cut": "sign", "n_strata": 3},
+            "--pca-cut sign makes 2 strata (component <= 0 and > 0); --n-strata 3 needs "
+            "--pca-cut quantiles",
+        ),
+    ],
+)
+def test_pca_option_usage_errors(tmp_path: Path, options: dict[str, object], message: str) -> None:
+    reference, target = _pca_like_files(tmp_path)
+    request = RerankStrataRequest(
+        reference=str(reference),
+        target=str(target),
+        output=str(tmp_path / "o.csv"),
+        **options,  # type: ignore[arg-type]
+    )
+    with pytest.raises(UsageError) as caught:
+        run_rerank_strata(request)
+    assert str(caught.value) == message
+    assert not (tmp_path / "o.csv").exists()
+
+
+def test_paper_variant_end_to_end(run_calib: RunCalib, tmp_path: Path) -> None:
+    reference, target = _pca_like_files(tmp_path)
+    out, report = tmp_path / "o.csv", tmp_path / "r.json"
+    done = run_calib(
+        [
+            "rerank-strata",
+            "--reference",
+            str(reference),
+            "--target",
+            str(target),
+            "--pca-features",
+            "v0,v1,v2,v3",
+            "--pca-scaling",
+            "center",
+            "--pca-cut",
+            "sign",
+            "-o",
+            str(out),
+            "--report",
+            str(report),
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    assert "warning:" not in done.stderr.decode()
+    pca = json.loads(report.read_text())["pca"]
+    assert (pca["scaling"], pca["cut"], pca["n_strata"], pca["cut_points"]) == (
+        "center",
+        "sign",
+        2,
+        [0.0],
+    )
+    assert pca["weak_component"] is False and pca["loadings"]["v0"] > 0.99
+    rates = pca["reference_label_rate"]
+    assert rates["pc1"] < rates["pc2"]  # v0 drives the labels; pc2 is v0 above its mean
+    # the target's strata are the sign of its centred component (pooled means)
+    pooled = pl.concat([pl.read_csv(reference), pl.read_csv(target)])
+    x = pooled.select([f"v{i}" for i in range(4)]).to_numpy()
+    loadings = np.array([pca["loadings"][f"v{i}"] for i in range(4)])
+    values = (x - x.mean(axis=0)) @ loadings
+    expected = np.where(values[3000:] > 0, "pc2", "pc1")
+    np.testing.assert_array_equal(pl.read_csv(out)["pca_stratum"].to_numpy(), expected)

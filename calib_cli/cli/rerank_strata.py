@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, cast
+from enum import Enum
+from typing import Annotated, Any, cast
 
 import typer
 
@@ -28,13 +29,24 @@ from calib_cli.cli.options import (
     chosen_or_none,
 )
 from calib_cli.cli.session import command_session, emit_report
-from calib_cli.types import Engine, InputFormat, PlotScale, ScoreKind, SlopeSmoothing
+from calib_cli.core.pca import PCACut, PCAScaling
+from calib_cli.types import Engine, InputFormat, PlotScale, ScoreKind, SlopeSmoothing, choices
+
+
+def _choice_enum(name: str, alias: object) -> type[Enum]:
+    """A str Enum for Typer from a Literal alias of the core (defined once, beside PCASolver)."""
+    return Enum(name, {value: value for value in choices(alias)}, type=str)  # type: ignore[return-value]
+
+
+PcaScalingChoice: Any = _choice_enum("PcaScalingChoice", PCAScaling)
+PcaCutChoice: Any = _choice_enum("PcaCutChoice", PCACut)
 
 EPILOG = (
     "Examples: calib rerank-strata --reference tune.csv --target test.csv --strata-col "
     "segment -o reranked.csv --plot rerank.png  |  calib rerank-strata --reference "
     "tune.parquet --target test.parquet --pca-features age,income,tenure --n-strata 3 "
-    "-o reranked.parquet"
+    "-o reranked.parquet  |  as Zuo's paper, on features of one scale: --pca-features "
+    "v1,v2,v3,v4 --pca-scaling center --pca-cut sign"
 )
 
 
@@ -71,9 +83,35 @@ def rerank_strata(
             "their first principal component (Algorithm 2) instead of --strata-col.",
         ),
     ] = None,
+    pca_scaling: Annotated[
+        PcaScalingChoice | None,
+        typer.Option(
+            "--pca-scaling",
+            help="With --pca-features: standardize (centre, unit variance: unit-free, for "
+            "columns in different units) or center (centre only, as the paper: for features "
+            "on one scale, e.g. outputs of an earlier PCA, where standardizing makes the "
+            "component noise).",
+            show_default="standardize",
+        ),
+    ] = None,
+    pca_cut: Annotated[
+        PcaCutChoice | None,
+        typer.Option(
+            "--pca-cut",
+            help="With --pca-features: cut the component at quantiles into --n-strata "
+            "strata, or at its sign into 2 (component <= 0: pc1, > 0: pc2; as the paper).",
+            show_default="quantiles",
+        ),
+    ] = None,
     n_strata: Annotated[
-        int, typer.Option("--n-strata", min=1, help="With --pca-features: number of strata.")
-    ] = 3,
+        int | None,
+        typer.Option(
+            "--n-strata",
+            min=1,
+            help="With --pca-features --pca-cut quantiles: number of strata.",
+            show_default="3",
+        ),
+    ] = None,
     smoothing: Annotated[
         SlopeSmoothingChoice,
         typer.Option(
@@ -135,6 +173,8 @@ def rerank_strata(
             strata_col=strata_col,
             pca_features=pca_features,
             n_strata=n_strata,
+            pca_scaling=cast("PCAScaling | None", chosen_or_none(pca_scaling)),
+            pca_cut=cast("PCACut | None", chosen_or_none(pca_cut)),
             smoothing=cast(SlopeSmoothing, chosen(smoothing)),
             prevalence_file=prevalence_file,
             estimate_target_prevalence=estimate_target_prevalence,

@@ -1,20 +1,37 @@
-"""Strata from data: the first principal component, cut at quantiles (Zuo 2021, Algorithm 2).
+"""Strata from data: the first principal component, cut at quantiles or at its sign (Zuo 2021,
+Algorithm 2).
 
-The features of the pooled reference and target rows are standardised and centred,
+The features of the pooled reference and target rows are centred, and with
+``scaling="standardize"`` also scaled to unit variance,
 
 .. math:: z_{ik} = (x_{ik} - \\mu_k) / \\sigma_k,
 
 (weighted means, and standard deviations with divisor :math:`\\sum_i w_i`, as
-``sklearn.preprocessing.StandardScaler``), and the first principal component is the leading
-right singular vector :math:`v_1` of :math:`W^{1/2} Z = U \\Sigma V^\\top` (reference 004: the
-columns of :math:`V` are the eigenvectors of :math:`Z^\\top W Z`), with explained variance
-ratio :math:`\\sigma_1^2 / \\sum_k \\sigma_k^2`. Each row's component value is
-:math:`z_i^\\top v_1`. The strata are cut at pooled quantiles of those values
-(:func:`assign_strata`).
+``sklearn.preprocessing.StandardScaler``); with ``scaling="center"`` (Algorithm 2 as the paper
+runs it: plain PCA) :math:`\\sigma_k = 1`. The first principal component is the leading right
+singular vector :math:`v_1` of :math:`W^{1/2} Z = U \\Sigma V^\\top` (reference 004: the columns
+of :math:`V` are the eigenvectors of :math:`Z^\\top W Z`), with explained variance ratio
+:math:`\\sigma_1^2 / \\sum_k \\sigma_k^2`. Each row's component value is :math:`z_i^\\top v_1`.
+The strata are cut at pooled quantiles of those values (:func:`assign_strata`), or at 0, the
+sign of the centred component, as the paper's experiment does (:func:`sign_strata`).
+
+Sign convention: :math:`v_1` is defined up to sign; calib makes the loading of largest
+magnitude positive (the first of several tied within a relative 1e-9), so the strata are the
+same on every run and for any row order, and the upper stratum leans to the side where that
+feature is above its mean.
+
+Which scaling: centring keeps the features' own variances, so :math:`v_1` follows the
+columns of largest spread (right for features on one scale, such as the outputs of an
+earlier PCA, where standardising makes every direction's variance about equal and :math:`v_1`
+an arbitrary one); standardising is unit-free (right for columns in different units, where
+the centred :math:`v_1` is little more than the column with the largest numbers). Either way
+a first component explaining little more than :math:`1/k` of the variance of :math:`k`
+features is close to arbitrary (:func:`weak_first_component`).
 
 References
 ----------
-C. Zuo, "Calibration for Stratified Classification Models", 2021 (reference 002), Algorithm 2.
+C. Zuo, "Calibration for Stratified Classification Models", 2021 (reference 002), Algorithm 2
+and Section 3.2 (two strata by the sign of the first component).
 Reference 004, "Computing PCA with SVD".
 """
 
@@ -33,17 +50,37 @@ from calib_cli.types import FloatArray, IntArray
 
 __all__ = [
     "CHUNK_ROWS",
+    "DEFAULT_N_STRATA",
     "SVD_MAX_ROWS",
+    "WEAK_COMPONENT_FACTOR",
+    "PCACut",
     "PCAResult",
+    "PCAScaling",
     "PCASolver",
+    "PcaStrata",
     "assign_strata",
     "first_principal_component",
+    "pca_strata",
     "project_first_component",
+    "sign_strata",
     "strata_from_edges",
+    "weak_first_component",
 ]
 
 PCASolver = Literal["auto", "svd", "covariance"]
 """How the leading component is computed: thin SVD of the data, or SVD of the k x k covariance."""
+PCAScaling = Literal["standardize", "center"]
+"""How the features enter the component: centred and scaled to unit variance, or centred only
+(Algorithm 2 as the paper runs it)."""
+PCACut = Literal["quantiles", "sign"]
+"""Where the component is cut: at pooled quantiles into ``n_strata`` strata, or at 0 (its sign)
+into two, as the paper's experiment."""
+
+DEFAULT_N_STRATA = 3
+"""Strata cut at quantiles when ``n_strata`` is not given."""
+WEAK_COMPONENT_FACTOR = 1.5
+"""A first component of ``k >= 2`` features explaining less than this times ``1/k`` of the
+variance is weak (:func:`weak_first_component`)."""
 
 SVD_MAX_ROWS = 200_000
 """``solver="auto"`` uses the thin SVD up to this many rows, the covariance above it."""
@@ -51,12 +88,14 @@ CHUNK_ROWS = 1 << 20
 """Rows per chunk when accumulating means, scales and the covariance (bounded memory)."""
 
 _SOLVERS = ("auto", "svd", "covariance")
+_SCALINGS = ("standardize", "center")
+_CUTS = ("quantiles", "sign")
 _SIGN_TIE = 1e-9  # loadings within this relative distance of the largest count as tied
 
 
 @dataclass(frozen=True)
 class PCAResult:
-    """The first principal component of standardised features.
+    """The first principal component of centred (and possibly standardised) features.
 
     Attributes
     ----------
@@ -64,9 +103,10 @@ class PCAResult:
         Unit vector :math:`v_1`; the sign makes the largest-magnitude loading positive (the
         first of several tied ones), so the result is deterministic.
     means, scales : ndarray of shape (k,)
-        Weighted column means and standard deviations (a constant column gets scale 1).
+        Weighted column means, and the divisors: standard deviations under ``"standardize"``
+        (a constant column gets scale 1), all ones under ``"center"``.
     explained_variance_ratio : float
-        Share of the total (standardised) variance along :math:`v_1`.
+        Share of the total variance (of the scaled features) along :math:`v_1`.
     solver : {"svd", "covariance"}
         The solver actually used.
     rows : int
@@ -79,6 +119,7 @@ class PCAResult:
     explained_variance_ratio: float
     solver: str
     rows: int
+    scaling: str = "standardize"
 
 
 def _check_features(features: npt.ArrayLike, names: Sequence[str] | None) -> FloatArray:
@@ -132,8 +173,10 @@ def first_principal_component(
     solver: PCASolver = "auto",
     svd_max_rows: int = SVD_MAX_ROWS,
     names: Sequence[str] | None = None,
+    scaling: PCAScaling = "standardize",
 ) -> PCAResult:
-    """The first principal component of standardised, centred features (Algorithm 2, step 2).
+    """The first principal component of centred, by default standardised, features
+    (Algorithm 2, step 2).
 
     ``solver="svd"`` takes the thin SVD ``np.linalg.svd(sqrt(w) * Z, full_matrices=False)``
     (reference 004; the more stable choice for nearly collinear columns). ``"covariance"``
@@ -153,6 +196,10 @@ def first_principal_component(
         Row limit for the thin SVD under ``solver="auto"``.
     names : sequence of str, optional
         Column names, used in error messages.
+    scaling : {"standardize", "center"}
+        ``"standardize"``: centre and divide each column by its standard deviation (the
+        component of the correlation matrix). ``"center"``: centre only (the component of the
+        covariance matrix), as the paper's PCA.
 
     Returns
     -------
@@ -164,10 +211,19 @@ def first_principal_component(
     >>> pca = first_principal_component(x)
     >>> pca.loadings.round(4).tolist(), round(pca.explained_variance_ratio, 4)
     ([0.7071, 0.7071], 0.9998)
+
+    Centred only, the second column (twice the spread) weighs more:
+
+    >>> pca = first_principal_component(x, scaling="center")
+    >>> pca.loadings.round(4).tolist(), pca.scales.tolist()
+    ([0.4506, 0.8927], [1.0, 1.0])
     """
     if solver not in _SOLVERS:
         options = ", ".join(repr(o) for o in _SOLVERS)
         raise InputError(f"solver must be one of {options}, got {solver!r}")
+    if scaling not in _SCALINGS:
+        options = ", ".join(repr(o) for o in _SCALINGS)
+        raise InputError(f"scaling must be one of {options}, got {scaling!r}")
     x = _check_features(features, names)
     n, k = x.shape
     w = check_weights(sample_weight, n)
@@ -175,6 +231,8 @@ def first_principal_component(
     if total <= 0.0:
         raise InputError("sample_weight sums to zero: no rows to fit the component on")
     means, scales = _standardisation(x, w)
+    if scaling == "center":
+        scales = np.ones(k)
     used = solver if solver != "auto" else ("svd" if n <= svd_max_rows else "covariance")
     if used == "svd":
         z = (x - means) / scales * np.sqrt(w / total)[:, None]
@@ -205,7 +263,24 @@ def first_principal_component(
         explained_variance_ratio=float(variances[0]) / total_variance,
         solver=used,
         rows=n,
+        scaling=scaling,
     )
+
+
+def weak_first_component(explained_variance_ratio: float, n_features: int) -> bool:
+    """Whether a first component explains too little to be more than an arbitrary direction.
+
+    With :math:`k` features of equal variance and no correlation (say, standardised outputs
+    of an earlier PCA) every direction explains :math:`1/k`, and the sample's leading
+    direction is noise: two independent samples give nearly orthogonal components. The rule:
+    weak when :math:`k \\ge 2` and the share is below
+    ``WEAK_COMPONENT_FACTOR / k`` (1.5/k). One feature always explains everything.
+
+    >>> weak_first_component(0.36, 3), weak_first_component(0.6, 3), weak_first_component(1.0, 1)
+    (True, False, False)
+    """
+    k = int(n_features)
+    return k >= 2 and float(explained_variance_ratio) < WEAK_COMPONENT_FACTOR / k
 
 
 def project_first_component(pca: PCAResult, features: npt.ArrayLike) -> FloatArray:
@@ -239,6 +314,36 @@ def strata_from_edges(component_values: npt.ArrayLike, edges: npt.ArrayLike) -> 
     if cuts.ndim != 1 or np.any(np.diff(cuts) <= 0.0):
         raise InputError("edges must be a strictly increasing 1-D array")
     return np.searchsorted(cuts, values, side="left").astype(np.int64)
+
+
+def sign_strata(component_values: npt.ArrayLike) -> tuple[IntArray, FloatArray]:
+    """Cut centred component values at 0 into two strata, by their sign (Zuo 2021,
+    Section 3.2).
+
+    Stratum 0 holds :math:`s \\le 0`, stratum 1 :math:`s > 0` (the rule of
+    :func:`strata_from_edges` with the one cut point 0; Algorithm 2 writes half-open
+    intervals the other way round, which differs only for a row exactly at 0). When every
+    value lies on one side there is one stratum and no cut point.
+
+    Returns
+    -------
+    codes : ndarray of int64, shape (n,)
+    edges : ndarray of shape (1,) or (0,)
+        ``[0.0]``, or empty when one side is empty.
+
+    >>> codes, edges = sign_strata([-1.5, 0.0, 2.0, 0.5])
+    >>> codes.tolist(), edges.tolist()
+    ([0, 0, 1, 1], [0.0])
+    """
+    values = np.asarray(component_values, dtype=np.float64)
+    if values.ndim != 1 or values.size == 0:
+        raise InputError("component_values must be a non-empty 1-D array")
+    if not np.all(np.isfinite(values)):
+        bad = ~np.isfinite(values)
+        raise InputError(bad_values_message("component", "missing or infinite", bad, values))
+    both_sides = bool(np.any(values <= 0.0)) and bool(np.any(values > 0.0))
+    edges = np.zeros(1 if both_sides else 0)
+    return strata_from_edges(values, edges), edges
 
 
 def assign_strata(
@@ -293,6 +398,8 @@ class PcaStrata:
     """Algorithm 2's strata for a reference and a target, and what the report shows.
 
     Strata are named ``pc1``, ``pc2``, ... in increasing order of the first component.
+    ``scaling`` and ``cut`` are the variant used; ``weak_component`` applies
+    :func:`weak_first_component`.
     """
 
     reference_strata: npt.NDArray[np.str_]
@@ -303,31 +410,56 @@ class PcaStrata:
     cut_points: FloatArray
     n_strata: int
     reference_label_rate: dict[str, float | None]
+    scaling: str = "standardize"
+    cut: str = "quantiles"
+    weak_component: bool = False
 
 
 def pca_strata(
     reference_features: npt.ArrayLike,
     target_features: npt.ArrayLike,
     *,
-    n_strata: int,
+    n_strata: int | None = None,
     names: Sequence[str],
     reference_labels: npt.ArrayLike,
     reference_weights: npt.ArrayLike | None = None,
+    scaling: PCAScaling = "standardize",
+    cut: PCACut = "quantiles",
 ) -> PcaStrata:
-    """Zuo (2021), Algorithm 2: standardise and centre the pooled reference and target
-    features, take their first principal component, cut it at pooled quantiles into
-    ``n_strata`` strata, and give each stratum's (weighted) label rate in the reference.
+    """Zuo (2021), Algorithm 2: centre (by default also standardise) the pooled reference and
+    target features, take their first principal component, cut it into strata, and give each
+    stratum's (weighted) label rate in the reference.
+
+    ``cut="quantiles"`` makes ``n_strata`` strata (default :data:`DEFAULT_N_STRATA`) at pooled
+    quantiles (:func:`assign_strata`); ``cut="sign"`` makes two, component :math:`\\le 0` and
+    :math:`> 0` (:func:`sign_strata`; ``n_strata``, if given, must be 2). The paper's variant
+    is ``scaling="center", cut="sign"``.
 
     >>> x = np.array([[0.0, 0.1], [1.0, 0.9], [2.0, 2.2], [3.0, 2.9]])
     >>> out = pca_strata(x[:2], x[2:], n_strata=2, names=["a", "b"], reference_labels=[0, 1])
     >>> out.reference_strata.tolist(), out.target_strata.tolist()
     (['pc1', 'pc1'], ['pc2', 'pc2'])
+    >>> paper = pca_strata(
+    ...     x[:2], x[2:], names=["a", "b"], reference_labels=[0, 1], scaling="center", cut="sign"
+    ... )
+    >>> paper.reference_strata.tolist(), paper.target_strata.tolist(), paper.cut_points.tolist()
+    (['pc1', 'pc1'], ['pc2', 'pc2'], [0.0])
     """
+    if cut not in _CUTS:
+        options = ", ".join(repr(o) for o in _CUTS)
+        raise InputError(f"cut must be one of {options}, got {cut!r}")
+    if cut == "sign" and n_strata is not None and n_strata != 2:
+        raise InputError(f"cut='sign' makes 2 strata; n_strata={n_strata!r} does not apply")
     ref = np.asarray(reference_features, dtype=np.float64)
     tgt = np.asarray(target_features, dtype=np.float64)
     pooled = np.vstack([ref, tgt])
-    pca = first_principal_component(pooled, names=list(names))
-    codes, edges = assign_strata(project_first_component(pca, pooled), n_strata=n_strata)
+    pca = first_principal_component(pooled, names=list(names), scaling=scaling)
+    values = project_first_component(pca, pooled)
+    if cut == "sign":
+        codes, edges = sign_strata(values)
+    else:
+        wanted = DEFAULT_N_STRATA if n_strata is None else n_strata
+        codes, edges = assign_strata(values, n_strata=wanted)
     labels = np.array([f"pc{code + 1}" for code in range(int(codes.max()) + 1)])
     ref_codes, tgt_codes = codes[: ref.shape[0]], codes[ref.shape[0] :]
     y = np.asarray(reference_labels, dtype=np.float64)
@@ -351,4 +483,7 @@ def pca_strata(
         cut_points=edges,
         n_strata=int(labels.size),
         reference_label_rate=rates,
+        scaling=pca.scaling,
+        cut=cut,
+        weak_component=weak_first_component(pca.explained_variance_ratio, len(names)),
     )

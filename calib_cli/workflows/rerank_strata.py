@@ -11,7 +11,14 @@ import numpy.typing as npt
 
 from calib_cli import io
 from calib_cli.core.decisions import bounded_prevalence
-from calib_cli.core.pca import PcaStrata, pca_strata
+from calib_cli.core.pca import (
+    DEFAULT_N_STRATA,
+    WEAK_COMPONENT_FACTOR,
+    PCACut,
+    PCAScaling,
+    PcaStrata,
+    pca_strata,
+)
 from calib_cli.core.shift import ShiftEstimate
 from calib_cli.core.strata import (
     RankingComparison,
@@ -76,7 +83,12 @@ class RerankStrataRequest:
     output: str | None = None
     strata_col: str | None = None
     pca_features: str | None = None
-    n_strata: int = 3
+    #: ``--n-strata``: None is 3 for ``--pca-cut quantiles`` and 2 for ``sign``
+    n_strata: int | None = None
+    #: ``--pca-scaling``: None is ``standardize`` (README, "Algorithm 2")
+    pca_scaling: PCAScaling | None = None
+    #: ``--pca-cut``: None is ``quantiles``
+    pca_cut: PCACut | None = None
     smoothing: SlopeSmoothing = "hull"
     prevalence_file: str | None = None
     estimate_target_prevalence: bool = False
@@ -147,6 +159,7 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         raise UsageError("give --strata-col COL or --pca-features C1,C2,... (one of them)")
     if request.prevalence_file is not None and request.estimate_target_prevalence:
         raise UsageError("give --prevalence-file or --estimate-target-prevalence, not both")
+    _check_pca_options(request)
     if request.engine == "streaming":
         for given, option in (
             (request.pca_features is not None, "--pca-features"),
@@ -185,7 +198,9 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
 
     pca: PcaStrata | None = None
     if request.pca_features is not None:
-        pca = _pca_strata(ref, tgt, request.pca_features, request.n_strata, ref_labels, ref_weights)
+        pca = _pca_strata(ref, tgt, request, ref_labels, ref_weights)
+        if pca.weak_component:
+            warn(_weak_component_warning(pca))
         ref_strata, tgt_strata = pca.reference_strata, pca.target_strata
         added["pca_stratum"] = tgt_strata
     else:
@@ -264,16 +279,59 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
     )
 
 
+#: ``--pca-scaling`` when not given: scale-free, safe for features in different units; its
+#: failure on uncorrelated features is detected and warned (README, "Algorithm 2").
+DEFAULT_PCA_SCALING: PCAScaling = "standardize"
+#: ``--pca-cut`` when not given.
+DEFAULT_PCA_CUT: PCACut = "quantiles"
+
+
+def _check_pca_options(request: RerankStrataRequest) -> None:
+    """The PCA options apply only with --pca-features; the sign cut makes two strata."""
+    given = [
+        option
+        for option, value in (
+            ("--n-strata", request.n_strata),
+            ("--pca-scaling", request.pca_scaling),
+            ("--pca-cut", request.pca_cut),
+        )
+        if value is not None
+    ]
+    if request.pca_features is None and given:
+        raise UsageError(f"{given[0]} applies only with --pca-features")
+    if request.pca_cut == "sign" and request.n_strata not in (None, 2):
+        raise UsageError(
+            f"--pca-cut sign makes 2 strata (component <= 0 and > 0); --n-strata "
+            f"{request.n_strata} needs --pca-cut quantiles"
+        )
+
+
+def _weak_component_warning(pca: PcaStrata) -> str:
+    """The one-line warning of :func:`calib_cli.core.pca.weak_first_component`."""
+    k = len(pca.features)
+    hint = (
+        "if the features share one scale (e.g. outputs of an earlier PCA) try "
+        "--pca-scaling center; else choose correlated features or --strata-col"
+        if pca.scaling == "standardize"
+        else "choose correlated features or --strata-col"
+    )
+    return (
+        f"the first principal component ({pca.scaling}) explains "
+        f"{pca.explained_variance_ratio:.1%} of the variance of {k} features, under "
+        f"{WEAK_COMPONENT_FACTOR:g}/k = {WEAK_COMPONENT_FACTOR / k:.1%}: it is close to an "
+        f"arbitrary direction and the strata follow noise; {hint}"
+    )
+
+
 def _pca_strata(
     ref: Table,
     tgt: Table,
-    features: str,
-    n_strata: int,
+    request: RerankStrataRequest,
     ref_labels: FloatArray,
     ref_weights: FloatArray,
 ) -> PcaStrata:
     """Algorithm 2 wiring: read the feature columns, let the core cut the strata."""
-    names = [name.strip() for name in features.split(",") if name.strip()]
+    names = [name.strip() for name in str(request.pca_features).split(",") if name.strip()]
     if not names:
         raise UsageError("--pca-features needs at least one column name")
     ref_x: npt.NDArray[np.float64] = np.column_stack(
@@ -282,13 +340,17 @@ def _pca_strata(
     tgt_x: npt.NDArray[np.float64] = np.column_stack(
         [tgt.numbers(name, option="--pca-features") for name in names]
     )
+    cut = request.pca_cut or DEFAULT_PCA_CUT
+    default_n = 2 if cut == "sign" else DEFAULT_N_STRATA
     return pca_strata(
         ref_x,
         tgt_x,
-        n_strata=n_strata,
+        n_strata=default_n if request.n_strata is None else request.n_strata,
         names=names,
         reference_labels=ref_labels,
         reference_weights=ref_weights,
+        scaling=request.pca_scaling or DEFAULT_PCA_SCALING,
+        cut=cut,
     )
 
 
