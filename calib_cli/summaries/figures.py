@@ -55,7 +55,7 @@ Bounded:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -671,6 +671,147 @@ def plan_refinement(
         for bits in np.unique(atoms.bits[need])
     )
     return RefinementPlan(mantissa_bits=m, parents=parents, max_keys=n_keys, auc_bound=bound)
+
+
+#: Default cap on the dense slots (sub-cell, bin, class) of one dense refinement pass: at
+#: about 12 float64 columns a slot, 2**22 slots are about 400 MB.
+DEFAULT_MAX_SLOTS = 1 << 22
+
+
+def _cell_bins(bits: IntArray, cells: IntArray, edges: FloatArray) -> tuple[IntArray, IntArray]:
+    """The first bin and the number of bins each cell (on its ``bits`` grid) can hold."""
+    first = np.zeros(cells.size, dtype=np.int64)
+    span = np.ones(cells.size, dtype=np.int64)
+    for b in np.unique(bits):
+        at = bits == b
+        lo, hi = cell_bounds(cells[at], mantissa_bits=int(b))
+        first[at] = bin_index(lo, edges)
+        span[at] = bin_index(hi, edges) - first[at] + 1
+    return first, span
+
+
+def plan_dense_refinement(
+    summary: ScoreSummary,
+    levels: Sequence[RefinementLevel] = (),
+    *,
+    auc_tolerance: float = DEFAULT_AUC_TOLERANCE,
+    n_bins: int | None = None,
+    strategy: BinStrategy = "uniform",
+    max_slots: int = DEFAULT_MAX_SLOTS,
+    max_bits: int = MAX_MANTISSA_BITS,
+) -> tuple[RefinementPlan, ...]:
+    """The refinement levels of one dense pass, each cell at its own depth; () when done.
+
+    Where :func:`plan_refinement` gives every chosen cell the same finer grid (one level a
+    pass), this plans one pass over the rows that refines each cell ``a`` (of the atoms of
+    ``summary`` as refined by ``levels``) by its own :math:`d_a` bits, and returns one
+    :class:`RefinementPlan` per resulting grid (levels whose parents are disjoint).
+
+    A cell split into :math:`2^{d}` sub-cells whose scores spread over it leaves about
+    :math:`t_a 2^{-d}` of its AUC term :math:`t_a`, and costs :math:`2^{d+1}` dense slots
+    per bin it holds (both classes, every sub-cell, occupied or not). Minimising the slots
+    under :math:`\\sum_a t_a 2^{-d_a} \\le g` gives :math:`4^{d_a} \\propto t_a`: ``d`` is
+    :math:`\\tfrac12 \\log_2(\\mu t_a)` rounded, with :math:`\\mu` the least (found by
+    bisection) that meets :math:`g`, half of what ``auc_tolerance`` leaves after the terms that
+    cannot move, and the greatest that keeps the slots within ``max_slots``. Atoms that
+    straddle a bin edge of ``n_bins``/``strategy`` or a Hosmer-Lemeshow group are refined
+    along with them (at least ``MIN_STEP_BITS``), as in :func:`plan_refinement`. Atoms already
+    on ``max_bits``, all ties, or of one class are exact and never chosen.
+
+    Returns
+    -------
+    tuple of RefinementPlan
+        In ascending ``mantissa_bits``; ``max_keys`` is each level's dense slot count.
+
+    Examples
+    --------
+    >>> from calib_cli.summaries.summary import summarize_arrays
+    >>> s = summarize_arrays([0, 1, 0, 1], [0.30001, 0.30002, 0.30003, 0.9])
+    >>> [(p.mantissa_bits, [(b, c.size) for b, c in p.parents]) for p in plan_dense_refinement(s)]
+    [(20, [(12, 1)])]
+    """
+    summary = _one_group(summary)
+    strategy = _check_options(n_bins, strategy)
+    if not auc_tolerance >= 0.0:
+        raise InputError(f"auc_tolerance must be non-negative, got {auc_tolerance!r}")
+    if isinstance(max_slots, bool) or not isinstance(max_slots, int) or max_slots < 16:
+        raise InputError(f"max_slots must be an integer of at least 16, got {max_slots!r}")
+    if not summary.mantissa_bits < max_bits <= MAX_MANTISSA_BITS:
+        raise InputError(
+            f"max_bits must lie in ({summary.mantissa_bits}, {MAX_MANTISSA_BITS}], got {max_bits!r}"
+        )
+    atoms = _prepared(summary, None, levels)
+    can = (atoms.weight > 0.0) & ~atoms.tied & (atoms.bits < max_bits)
+    terms = _auc_terms(atoms)
+    bound = float(np.sum(terms))
+    if not bound > auc_tolerance or not np.any(can & (terms > 0.0)):
+        return ()
+    goal = max(auc_tolerance - float(np.sum(terms[~can])), 0.0) / 2.0
+    k, own = _own_edges(summary, n_bins)
+    unit = _min_weight(summary)
+    straddle = _binning(atoms, k, strategy, unit, own).straddle
+    straddle |= _binning(atoms, 10, "quantile", unit, None).straddle
+    straddle &= can
+    # One parent per (grid, cell): its atoms (bins) share the depth, the largest any wants.
+    cell_key = np.stack((atoms.bits, atoms.own_cell))
+    cells, atom_cell = np.unique(cell_key, axis=1, return_inverse=True)
+    atom_cell = atom_cell.reshape(-1)
+    c_bits, c_cell = cells[0], cells[1]
+    c_terms = np.bincount(atom_cell, weights=np.where(can, terms, 0.0), minlength=c_bits.size)
+    c_straddle = np.bincount(atom_cell, weights=straddle, minlength=c_bits.size) > 0
+    c_can = np.bincount(atom_cell, weights=can, minlength=c_bits.size) > 0
+    _, c_span = _cell_bins(c_bits, c_cell, np.asarray(summary.bin_edges))
+    room = np.where(c_can, max_bits - c_bits, 0)
+    log_terms = np.log2(np.where(c_terms > 0.0, c_terms, 1.0))
+
+    def depth(log_mu: float) -> IntArray:
+        d = np.where(c_terms > 0.0, np.rint(0.5 * (log_mu + log_terms)), 0.0)
+        d = np.clip(d, 0, room).astype(np.int64)
+        return np.where(c_straddle & (d > 0), np.minimum(np.maximum(d, MIN_STEP_BITS), room), d)
+
+    def left(d: IntArray) -> float:
+        return float(np.sum(c_terms * np.exp2(-d.astype(np.float64))))
+
+    def slots(d: IntArray) -> int:
+        return int(np.sum(np.where(d > 0, c_span << (d + 1), 0)))
+
+    # log2(mu) by bisection: the least that meets the goal, or the most the slots allow.
+    live = c_terms > 0.0
+    none = -float(np.max(log_terms[live])) - 2.0  # every depth 0
+    full = 2.0 * MAX_MANTISSA_BITS + 2.0 - float(np.min(log_terms[live]))  # every depth room
+
+    def least(ok: Callable[[IntArray], bool], lo: float, hi: float) -> float:
+        """The least log2(mu) in [lo, hi] with ok(depth) (ok monotone, true at hi)."""
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (lo, mid) if ok(depth(mid)) else (mid, hi)
+        return hi
+
+    log_mu = least(lambda d: left(d) <= goal, none, full)
+    if slots(depth(log_mu)) > max_slots:  # the greatest within the slots (none has 0)
+        lo, hi = none, log_mu
+        for _ in range(60):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if slots(depth(mid)) <= max_slots else (lo, mid)
+        log_mu = lo
+    d = depth(log_mu)
+    if slots(d) > max_slots or not np.any(d > 0):
+        return ()
+    plans: list[RefinementPlan] = []
+    for m in np.unique((c_bits + d)[d > 0]):
+        at = (d > 0) & (c_bits + d == m)
+        parents = tuple(
+            (int(b), np.sort(c_cell[at & (c_bits == b)])) for b in np.unique(c_bits[at])
+        )
+        plans.append(
+            RefinementPlan(
+                mantissa_bits=int(m),
+                parents=parents,
+                max_keys=slots(np.where(at, d, 0)),
+                auc_bound=bound,
+            )
+        )
+    return tuple(plans)
 
 
 def summarize_refinement(

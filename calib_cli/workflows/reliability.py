@@ -54,10 +54,9 @@ ReliabilityEngine = Literal["memory", "streaming", "summary"]
 #: The streaming path refines the AUC (passes over the rows of the cells that carry its bound,
 #: on finer grids, in memory bounded by the keys of a pass) until its bound is below this.
 AUC_TOLERANCE = 1e-6
-#: Keys of one refinement pass. Polars' streaming group-by holds about 3 KB per key at 1e8
-#: rows (4.9 GB at the summaries' default of 2**21 keys): 2**18 keeps a 1e8-row run under
-#: 1 GB, at the cost of more passes.
-REFINE_MAX_KEYS = 1 << 18
+#: Dense slots (sub-cell, bin, class) of one refinement pass, about 100 bytes each: 2**22
+#: slots are about 400 MB whatever the rows (a 1e8-row file needs about 2**21).
+REFINE_MAX_SLOTS = 1 << 22
 
 
 @dataclass(frozen=True)
@@ -323,9 +322,9 @@ def assess_streaming(
     file: str, request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
 ) -> ReliabilityResult:
     """The figures by a streaming summary of ``file`` (pass 1) and, where the AUC bound is
-    above :data:`AUC_TOLERANCE`, refinement passes over the rows of the cells that carry it, on
-    finer grids (pass 2; :func:`~calib_cli.summaries.scan.refine_lazy`)."""
-    from calib_cli.summaries.scan import refine_lazy
+    above :data:`AUC_TOLERANCE`, a dense refinement pass over the rows of the cells that carry it,
+    each on its own finer grid (pass 2; :func:`~calib_cli.summaries.scan.refine_dense_lazy`)."""
+    from calib_cli.summaries.scan import refine_dense_lazy
 
     name = io.display_name(file)
     score_cols = request.score_cols or ("score",)
@@ -349,11 +348,11 @@ def assess_streaming(
             where = name if group is None else f"{name} ({request.by}={group})"
             with io.naming(where):
                 progress(f"pass 2/2: refining {where}")
-                levels = refine_lazy(
+                levels = refine_dense_lazy(
                     scan.lazy,
                     part,
                     auc_tolerance=AUC_TOLERANCE,
-                    max_keys=REFINE_MAX_KEYS,
+                    max_slots=REFINE_MAX_SLOTS,
                     n_bins=request.n_bins,
                     strategy=request.strategy,
                 )

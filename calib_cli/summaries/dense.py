@@ -1,0 +1,330 @@
+"""Refinement levels by dense accumulation over batches of rows (NumPy, one pass for many levels).
+
+:func:`calib_cli.summaries.scan.refinement_level_lazy` summarises the rows of a plan's parent
+cells with a streaming group-by, whose memory grows with the keys (Polars holds about 3 KB a
+key). Here the keys are known in advance: a parent cell ``c`` on a ``b``-bit grid refined to
+``m = b + d`` bits holds exactly the :math:`2^d` fine cells whose high bits are ``c``'s
+(:func:`~calib_cli.summaries.grid.parent_cell`), and the bins its score interval meets. So
+every (fine cell, bin, class) of every plan gets a fixed *slot* in flat arrays,
+
+.. math::
+
+    \\text{slot} = \\text{start}_c + ((\\text{bin} - \\text{bin}_c)\\, 2^{d} + o)\\, 2 + y,
+
+with :math:`o` the fine cell's offset in its parent (the ``d`` bits of the score's pattern
+below the parent's, counted towards 0.5 on the upper tail), and each batch of rows is added
+with :func:`numpy.bincount` (sums) and ``minimum.at``/``maximum.at`` (minima, maxima). The
+arrays take ``plan.max_keys`` slots a plan (:func:`~calib_cli.summaries.figures.
+plan_dense_refinement`), whatever the rows. The sums are the terms of
+:func:`~calib_cli.summaries.scan.summary_plan` (``x = min(p, 1 - p)`` and its square, the two
+logs, Spiegelhalter's terms), turned into the format's columns the same way, so a level equals
+:func:`~calib_cli.summaries.figures.summarize_refinement` on the same rows: the same keys,
+counts, minima and maxima, sums to floating-point summation. The order of additions is the
+order of the batches and of the rows in them: the same batches give the same bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from calib_cli.errors import InputError
+from calib_cli.summaries.figures import RefinementLevel, RefinementPlan
+from calib_cli.summaries.grid import bin_index, cell_bounds, half_cell
+from calib_cli.summaries.summary import GRID_KIND, SCHEMA_VERSION, SUMMARY_KIND, ScoreSummary
+from calib_cli.types import FloatArray, IntArray
+
+__all__ = ["DenseBatch", "refine_batches"]
+
+#: Parent-cell lookups by a table when the parents' cells span at most this many cells.
+_TABLE_CELLS = 1 << 24
+
+
+@dataclass(frozen=True)
+class DenseBatch:
+    """One batch of rows: scores in [0, 1], labels 0/1, weights (None: ones)."""
+
+    score: FloatArray
+    label: npt.NDArray[np.int8]
+    weight: FloatArray | None = None
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Per parent cell (``block``): its grid, its fine grid, and where its slots start."""
+
+    bits: IntArray  # the parent's grid
+    cell: IntArray  # the parent cell
+    depth: IntArray  # bits added
+    plan: IntArray  # index of its plan
+    bin_first: IntArray  # first bin the cell can hold
+    bin_span: IntArray  # bins it can hold
+    start: IntArray  # first slot
+    n_slots: int
+    lookups: tuple[tuple[int, IntArray, IntArray], ...]  # (bits, sorted cells, their blocks)
+
+
+def _layout(plans: Sequence[RefinementPlan], edges: FloatArray) -> _Layout:
+    bits, cell, depth, plan = [], [], [], []
+    for index, p in enumerate(plans):
+        for b, cells in p.parents:
+            c = np.unique(np.asarray(cells, dtype=np.int64))
+            bits.append(np.full(c.size, b, dtype=np.int64))
+            cell.append(c)
+            depth.append(np.full(c.size, p.mantissa_bits - b, dtype=np.int64))
+            plan.append(np.full(c.size, index, dtype=np.int64))
+    b_all, c_all = np.concatenate(bits), np.concatenate(cell)
+    d_all, p_all = np.concatenate(depth), np.concatenate(plan)
+    first = np.zeros(c_all.size, dtype=np.int64)
+    span = np.ones(c_all.size, dtype=np.int64)
+    lookups = []
+    for b in np.unique(b_all):
+        at = np.flatnonzero(b_all == b)
+        lo, hi = cell_bounds(c_all[at], mantissa_bits=int(b))
+        first[at] = bin_index(lo, edges)
+        span[at] = bin_index(hi, edges) - first[at] + 1
+        order = np.argsort(c_all[at], kind="stable")
+        keys = c_all[at][order]
+        if np.any(keys[1:] == keys[:-1]):
+            raise InputError("the refinement plans' parent cells overlap")
+        lookups.append((int(b), keys, at[order]))
+    size = span << (d_all + 1)
+    start = np.concatenate(([0], np.cumsum(size)[:-1])).astype(np.int64)
+    return _Layout(
+        bits=b_all,
+        cell=c_all,
+        depth=d_all,
+        plan=p_all,
+        bin_first=first,
+        bin_span=span,
+        start=start,
+        n_slots=int(np.sum(size)),
+        lookups=tuple(lookups),
+    )
+
+
+def _pattern(p: FloatArray) -> tuple[IntArray, npt.NDArray[np.bool_]]:
+    """The bit pattern of ``x = min(p, 1 - p)`` and whether ``p`` is on the lower tail (the
+    fine cell's offset in its parent is the pattern's bits below the parent's)."""
+    low = p <= 0.5
+    x = np.where(low, p, 1.0 - p)
+    x[x == 0.0] = 0.0  # -0.0 has another pattern
+    return x.view(np.int64), low
+
+
+def _cells(pattern: IntArray, low: npt.NDArray[np.bool_], bits: int) -> IntArray:
+    """:func:`~calib_cli.summaries.grid.cell_index` from the pattern (as there)."""
+    f = np.where(pattern == 0, 0, (pattern >> (52 - bits)) + 1)
+    return np.where(low, f, 2 * half_cell(bits) - f)
+
+
+def _blocks(layout: _Layout, pattern: IntArray, low: npt.NDArray[np.bool_]) -> IntArray:
+    """The block (parent) of each row, -1 outside every parent."""
+    block = np.full(pattern.size, -1, dtype=np.int64)
+    for bits, keys, blocks in layout.lookups:
+        cells = _cells(pattern, low, bits)
+        first, last = int(keys[0]), int(keys[-1])
+        if last - first < _TABLE_CELLS:
+            table = np.full(last - first + 1, -1, dtype=np.int64)
+            table[keys - first] = blocks
+            inside = (cells >= first) & (cells <= last)
+            found = np.where(inside, table[np.clip(cells - first, 0, last - first)], -1)
+        else:
+            where = np.minimum(np.searchsorted(keys, cells), keys.size - 1)
+            found = np.where(keys[where] == cells, blocks[where], -1)
+        block = np.where(found >= 0, found, block)
+    return block
+
+
+class _Sums:
+    """The flat per-slot arrays and the additions of one batch."""
+
+    def __init__(self, n_slots: int, weighted: bool) -> None:
+        self.n_slots = n_slots
+        self.weighted = weighted
+        names = ["near", "near_sq", "log_q", "log_1mq", "spieg_num", "spieg_var"]
+        if weighted:
+            names += ["weight", "weight_sq"]
+        self.sums = {name: np.zeros(n_slots) for name in names}
+        self.n_rows = np.zeros(n_slots, dtype=np.int64)
+        self.n_rows_weighted = np.zeros(n_slots, dtype=np.int64)
+        self.score_min = np.full(n_slots, np.inf)
+        self.score_max = np.full(n_slots, -np.inf)
+        self.weight_min = np.full(n_slots, np.inf)
+
+    def add(
+        self, slot: IntArray, p: FloatArray, y: FloatArray, w: FloatArray | None, eps: float
+    ) -> None:
+        k = self.n_slots
+
+        def total(values: FloatArray) -> FloatArray:
+            out = np.bincount(slot, weights=values if w is None else w * values, minlength=k)
+            return out.astype(np.float64, copy=False)
+
+        x = np.minimum(p, 1.0 - p)
+        q = np.clip(p, eps, 1.0 - eps)
+        centred = 1.0 - 2.0 * p
+        self.sums["near"] += total(x)
+        self.sums["near_sq"] += total(x * x)
+        self.sums["log_q"] += total(np.log(q))
+        self.sums["log_1mq"] += total(np.log1p(-q))
+        self.sums["spieg_num"] += total((y - p) * centred)
+        self.sums["spieg_var"] += total(centred * centred * p * (1.0 - p))
+        self.n_rows += np.bincount(slot, minlength=k)
+        if w is None:
+            np.minimum.at(self.score_min, slot, p)
+            np.maximum.at(self.score_max, slot, p)
+            return
+        self.sums["weight"] += np.bincount(slot, weights=w, minlength=k)
+        self.sums["weight_sq"] += np.bincount(slot, weights=w * w, minlength=k)
+        positive = w > 0.0
+        self.n_rows_weighted += np.bincount(slot[positive], minlength=k)
+        np.minimum.at(self.score_min, slot[positive], p[positive])
+        np.maximum.at(self.score_max, slot[positive], p[positive])
+        np.minimum.at(self.weight_min, slot[positive], w[positive])
+
+
+def refine_batches(
+    summary: ScoreSummary,
+    plans: Sequence[RefinementPlan],
+    batches: Iterable[DenseBatch],
+) -> tuple[RefinementLevel, ...]:
+    """The refinement levels of ``plans`` in one pass over ``batches`` (module docstring).
+
+    Parameters
+    ----------
+    summary : ScoreSummary
+        The one-group summary refined (its columns, bin edges and ``eps``).
+    plans : sequence of RefinementPlan
+        Levels with disjoint parents (:func:`~calib_cli.summaries.figures.
+        plan_dense_refinement`).
+    batches : iterable of DenseBatch
+        The rows of the group (rows outside every parent are skipped).
+
+    Returns
+    -------
+    tuple of RefinementLevel
+        One per plan, in order: what :func:`~calib_cli.summaries.figures.summarize_refinement`
+        gives for each on the same rows.
+
+    Examples
+    --------
+    >>> from calib_cli.summaries.figures import plan_dense_refinement, reliability_from_summary
+    >>> from calib_cli.summaries.summary import summarize_arrays
+    >>> y, p = np.array([0, 1, 0, 1]), np.array([0.30001, 0.30002, 0.30003, 0.9])
+    >>> s = summarize_arrays(y, p)
+    >>> levels = refine_batches(s, plan_dense_refinement(s), [DenseBatch(p, y.astype(np.int8))])
+    >>> levels[0].summary.n_keys, reliability_from_summary(s, refinement=levels).exactness.auc_bound
+    (3, 0.0)
+    """
+    if not plans:
+        return ()
+    edges = np.asarray(summary.bin_edges, dtype=np.float64)
+    layout = _layout(plans, edges)
+    weighted = summary.weight_column is not None
+    sums = _Sums(layout.n_slots, weighted)
+    for batch in batches:
+        p = np.asarray(batch.score, dtype=np.float64)
+        y = np.asarray(batch.label)
+        w = None if batch.weight is None else np.asarray(batch.weight, dtype=np.float64)
+        if weighted and w is None:
+            raise InputError("the batches carry no weights but the summary is weighted")
+        pattern, low = _pattern(p)
+        block = _blocks(layout, pattern, low)
+        keep = block >= 0
+        if not np.all(keep):
+            block, p, y, pattern = block[keep], p[keep], y[keep], pattern[keep]
+            w = None if w is None else w[keep]
+        d = layout.depth[block]
+        shift = 52 - layout.bits[block] - d
+        offset = (pattern >> shift) & ((1 << d) - 1)
+        b = np.searchsorted(edges[1:-1], p, side="left") - layout.bin_first[block]
+        slot = layout.start[block] + (((b << d) + offset) << 1) + y.astype(np.int64)
+        sums.add(slot, p, y.astype(np.float64), w, summary.eps)
+    return tuple(
+        RefinementLevel(plan=plan, summary=_level_summary(summary, plan, i, layout, sums))
+        for i, plan in enumerate(plans)
+    )
+
+
+def _level_summary(
+    summary: ScoreSummary, plan: RefinementPlan, index: int, layout: _Layout, sums: _Sums
+) -> ScoreSummary:
+    """The occupied slots of one plan as a summary on its grid (summary_plan's derivation)."""
+    m = plan.mantissa_bits
+    blocks = np.flatnonzero(layout.plan == index)
+    size = layout.bin_span[blocks] << (layout.depth[blocks] + 1)
+    slot = np.concatenate(
+        [np.arange(s, s + n) for s, n in zip(layout.start[blocks], size, strict=True)]
+    )
+    owner = np.repeat(blocks, size)
+    used = sums.n_rows[slot] > 0
+    slot, owner = slot[used], owner[used]
+    local = slot - layout.start[owner]
+    d = layout.depth[owner]
+    label = (local & 1).astype(np.int8)
+    offset = (local >> 1) & ((1 << d) - 1)
+    bin_ = layout.bin_first[owner] + (local >> (d + 1))
+    h = half_cell(m)
+    cell = np.zeros(owner.size, dtype=np.int64)
+    for bits in np.unique(layout.bits[owner]):
+        at = layout.bits[owner] == bits
+        parent, depth = layout.cell[owner][at], d[at]
+        hb = half_cell(int(bits))
+        lower = parent <= hb
+        f_parent = np.where(lower, parent, 2 * hb - parent)
+        f = np.where(f_parent == 0, 0, ((f_parent - 1) << depth) + 1 + offset[at])
+        cell[at] = np.where(lower, f, 2 * h - f)
+    s = {name: v[slot] for name, v in sums.sums.items()}
+    n_rows = sums.n_rows[slot]
+    if sums.weighted:
+        weight, weight_sq = s["weight"], s["weight_sq"]
+        n_weighted = sums.n_rows_weighted[slot]
+        weight_min = np.where(np.isfinite(sums.weight_min[slot]), sums.weight_min[slot], np.nan)
+    else:
+        weight = n_rows.astype(np.float64)
+        weight_sq = weight
+        n_weighted = n_rows
+        weight_min = np.ones(n_rows.size)
+    near, near_sq = s["near"], s["near_sq"]
+    far = weight - near
+    far_sq = weight - 2.0 * near + near_sq
+    low = cell <= h
+    positive = label == 1
+    lo, hi = sums.score_min[slot], sums.score_max[slot]
+    columns: dict[str, npt.ArrayLike] = {
+        "group": np.full(n_rows.size, None, dtype=object),
+        "cell": cell,
+        "bin": bin_.astype(np.int32),
+        "label": label,
+        "n_rows": n_rows,
+        "n_rows_weighted": n_weighted,
+        "weight": weight,
+        "weight_sq": weight_sq,
+        "score_sum": np.where(low, near, far),
+        "score_sq_sum": np.where(low, near_sq, far_sq),
+        "complement_sum": np.where(low, far, near),
+        "complement_sq_sum": np.where(low, far_sq, near_sq),
+        "log_loss_sum": np.where(positive, -s["log_q"], -s["log_1mq"]),
+        "logit_sum": s["log_q"] - s["log_1mq"],
+        "spiegelhalter_num": s["spieg_num"],
+        "spiegelhalter_var": s["spieg_var"],
+        "weight_min": weight_min,
+        "score_min": np.where(np.isfinite(lo), lo, np.nan),
+        "score_max": np.where(np.isfinite(hi), hi, np.nan),
+    }
+    metadata = {
+        "kind": SUMMARY_KIND,
+        "schema_version": SCHEMA_VERSION,
+        "grid": {"kind": GRID_KIND, "mantissa_bits": m},
+        "bin_edges": list(summary.bin_edges),
+        "eps": summary.eps,
+        "score_column": summary.score_column,
+        "label_column": summary.label_column,
+        "weight_column": summary.weight_column,
+        "group_column": None,
+    }
+    return ScoreSummary.from_columns(columns, metadata)
