@@ -141,7 +141,8 @@ class Exactness:
     unresolved_atoms : int
         Atoms with more than one distinct score left as they are.
     refinement_levels : int
-        Refinement passes applied (:class:`RefinementLevel`).
+        Refinement levels applied (:class:`RefinementLevel`), one per finer grid: several can
+        come from one read of the rows (the dense pass fills every level in the same read).
     finest_mantissa_bits : int
         The finest grid among them (``mantissa_bits`` when none).
     """
