@@ -216,8 +216,8 @@ def test_train_and_target_priors_round_trip_in_process(tmp_path: Path) -> None:
 
 
 def test_separable_data_is_reported_and_saved_as_separable(tmp_path: Path) -> None:
-    source = tmp_path / "sep.csv"
-    source.write_text("score,label\n0.1,0\n0.2,0\n0.8,1\n0.9,1\n0.15,0\n0.85,1\n")
+    source = tmp_path / "sep.csv"  # 12 rows of each class (Platt needs 10)
+    source.write_text("score,label\n" + "0.1,0\n0.2,0\n0.8,1\n0.9,1\n0.15,0\n0.85,1\n" * 4)
     model = tmp_path / "m.json"
     warnings: list[str] = []
     run_recalibrate(

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core.fit_support import FitFacts, require_fit_support
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.selection import CalibratorParams, fit_calibrator
 from calib_cli.errors import InputError
@@ -101,16 +102,39 @@ def class_points(cells: CellSums, *, logit: bool) -> tuple[FloatArray, FloatArra
     return x, cells.label[live].astype(np.float64), weight
 
 
+def cell_facts(cells: CellSums) -> FitFacts:
+    """The :class:`~calib_cli.core.fit_support.FitFacts` of a summary: its smallest and
+    largest score and each class's weight, exactly those of the rows it summarises.
+
+    >>> c = CellSums(np.array([1, 2]), np.array([0, 1]), np.array([3.0, 2.0]),
+    ...              np.array([0.6, 1.6]), np.zeros(2), np.array([0.1, 0.7]),
+    ...              np.array([0.3, 0.9]))
+    >>> cell_facts(c)
+    FitFacts(lowest=0.1, highest=0.9, positives=2.0, negatives=3.0, score_kind='probability')
+    """
+    live = cells.weight > 0.0
+    return FitFacts(
+        lowest=float(np.min(cells.score_min[live])),
+        highest=float(np.max(cells.score_max[live])),
+        positives=float(np.sum(cells.weight[live & (cells.label == 1)])),
+        negatives=float(np.sum(cells.weight[live & (cells.label == 0)])),
+    )
+
+
 def fit_on_cells(
     method: FittedMethod,
     cells: CellSums,
     *,
     options: Mapping[str, Any] | None = None,
+    what: str = "the scores",
 ) -> CalibratorParams:
     """Fit ``method`` on the cells of a summary of probability scores (module docstring).
 
+    Data that cannot support the fit are refused first, as the fit on rows refuses them
+    (:func:`~calib_cli.core.fit_support.require_fit_support`; ``what`` names the scores).
+
     >>> c = CellSums(np.array([1, 1, 2, 2]), np.array([0, 1, 0, 1]),
-    ...              np.array([3.0, 1.0, 1.0, 3.0]), np.array([0.6, 0.2, 0.8, 2.4]),
+    ...              np.array([30.0, 10.0, 10.0, 30.0]), np.array([6.0, 2.0, 8.0, 24.0]),
     ...              np.zeros(4), np.array([0.2] * 2 + [0.8] * 2), np.array([0.2] * 2 + [0.8] * 2))
     >>> params = fit_on_cells("isotonic", c)
     >>> params.x_knots.tolist(), params.y_knots.tolist()
@@ -119,6 +143,7 @@ def fit_on_cells(
     opts = dict(options or {})
     if not np.any(cells.weight > 0.0):
         raise InputError("the summary's weights sum to 0: no row carries weight")
+    require_fit_support(method, cell_facts(cells), n_bins=opts.get("n_bins"), what=what)
     if method == "platt":
         x, y, w = class_points(cells, logit=True)
         fitted = fit_calibrator("platt", x, y, sample_weight=w, score_kind="logit", **opts)

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core.fit_support import fit_facts, require_fit_support, supported_methods
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.prior import apply_prior_shift
 from calib_cli.core.selection import (
@@ -151,6 +152,13 @@ def _map_inputs(
     return scores, score_kind
 
 
+def fitted_scores_name(prior: PriorParams | None, fit_data: FitData) -> str:
+    """The scores the map reads, as messages name them."""
+    if prior is not None and fit_data == "population":
+        return "the prior-corrected scores"
+    return "the scores"
+
+
 def _compose(
     prior: PriorParams | None, fitted: CalibratorParams, fit_data: FitData
 ) -> tuple[Step, ...]:
@@ -180,14 +188,22 @@ def fit_chain(
     is fitted on prior-corrected scores and applied after the correction. With
     ``fit_data="sampled"`` the labelled rows were sampled like the training data: the map is
     fitted on the scores as given and the correction is applied after it.
+
+    Data that cannot support the fit (one class, too few rows of a class, scores that do not
+    vary) are refused first (:mod:`calib_cli.core.fit_support`); ``auto`` compares only the
+    candidates whose minimum rows of each class the data meet.
     """
     x, kind = _map_inputs(scores, prior, fit_data, score_kind, strata)
+    n_bins = (options or {}).get("histogram", {}).get("n_bins")
+    facts = fit_facts(x, y_true, sample_weight, score_kind=kind)
+    require_fit_support(method, facts, n_bins=n_bins, what=fitted_scores_name(prior, fit_data))
     choice = None
     chosen: FittedMethod
     if method == "auto":
         candidates: tuple[FittedMethod, ...] = (
             ("platt", "isotonic", "beta", "histogram") if kind == "probability" else ("platt",)
         )
+        candidates = supported_methods(candidates, facts, n_bins=n_bins)
         choice = choose_method(
             x,
             y_true,

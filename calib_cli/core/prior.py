@@ -241,3 +241,60 @@ def apply_prior_shift(
     # A zero shift is the identity, bit for bit.
     out = np.where(shift_arr == 0.0, values, out)
     return np.asarray(out, dtype=np.float64)
+
+
+#: How many standard errors the fit data's log-odds must lie past the midpoint between the
+#: population's and the sampled log-odds for :func:`base_rate_looks_sampled`.
+SAMPLED_LIKE_Z = 3.0
+#: How far (as a fraction of the sampling's log-odds shift) from the population rate towards
+#: the sampled rate the fit data's base rate must lie for :func:`base_rate_looks_sampled`.
+SAMPLED_LIKE_POSITION = 0.75
+
+
+def base_rate_looks_sampled(
+    positives: float,
+    negatives: float,
+    *,
+    population_rate: float,
+    sampled_rate: float,
+    z: float = SAMPLED_LIKE_Z,
+    position: float = SAMPLED_LIKE_POSITION,
+) -> bool:
+    """Whether labelled data whose class weights are ``positives`` and ``negatives`` look
+    drawn at ``sampled_rate`` (the base rate after sampling) rather than at
+    ``population_rate``: far closer to the sampled rate, and significantly so.
+
+    On the log-odds scale, let :math:`t = (\\operatorname{logit} \\hat b -
+    \\operatorname{logit} \\pi_p) / (\\operatorname{logit} \\pi_s - \\operatorname{logit}
+    \\pi_p)` be where the data's base rate :math:`\\hat b = N_+ / (N_+ + N_-)` lies between
+    the population rate (0) and the sampled rate (1). The data look sampled when
+
+    * :math:`t \\ge` ``position`` (0.75: the base rate is at least three times closer to the
+      sampled rate than to the population rate), and
+    * a one-sided z-test rejects :math:`t \\le 1/2` (closer to the population rate) at
+      ``z`` standard errors (3: p < 0.0014), with the binomial standard error of the
+      log-odds, :math:`1 / \\sqrt{N \\hat b (1 - \\hat b)}` (delta method), so that a handful of
+      rows never triggers it.
+
+    Weights count as rows (frequency weights). Data of one class, or rates that do not
+    differ, never look sampled.
+
+    >>> base_rate_looks_sampled(553, 3002, population_rate=0.0184, sampled_rate=0.156)
+    True
+    >>> base_rate_looks_sampled(553, 29447, population_rate=0.0184, sampled_rate=0.156)
+    False
+    >>> base_rate_looks_sampled(3, 17, population_rate=0.0184, sampled_rate=0.156)
+    False
+    """
+    total = positives + negatives
+    if positives <= 0.0 or negatives <= 0.0 or not 0.0 < population_rate < 1.0:
+        return False
+    if not 0.0 < sampled_rate < 1.0:
+        return False
+    shift = _log_odds(sampled_rate) - _log_odds(population_rate)
+    if shift == 0.0:
+        return False
+    rate = positives / total
+    t = (_log_odds(rate) - _log_odds(population_rate)) / shift
+    standard_error = 1.0 / math.sqrt(total * rate * (1.0 - rate)) / abs(shift)
+    return t >= position and (t - 0.5) / standard_error >= z

@@ -46,7 +46,7 @@ from calib_cli.io.formats import (
 )
 from calib_cli.io.read import read_table
 from calib_cli.io.sampling import key_kind, sample_rows
-from calib_cli.io.scan import ROW_INDEX, row_count_hint, scan_table
+from calib_cli.io.scan import ROW_INDEX, column_names, row_count_hint, scan_table
 from calib_cli.io.scored_scan import ScoredScan, scored_scan
 from calib_cli.io.sink import sink_table
 from calib_cli.io.summary_file import read_summary, summary_format, write_summary
@@ -72,6 +72,7 @@ __all__ = [
     "canonical_output",
     "check_destination",
     "class_counts",
+    "column_names",
     "counts_by_stratum",
     "display_name",
     "drop_invalid_rows",

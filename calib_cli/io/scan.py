@@ -63,6 +63,16 @@ def scan_table(
     return lazy, fmt
 
 
+def column_names(path: str, *, input_format: InputFormat | None = None) -> list[str] | None:
+    """The columns of ``path``, cheaply (a CSV's header, a Parquet or Arrow file's schema),
+    to check options against them before any work; None for standard input and gzip files,
+    whose columns are known only once they are read."""
+    if path == STDIO or path.lower().endswith(".gz"):
+        return None
+    lazy, _ = scan_table(path, input_format=input_format)
+    return list(lazy.collect_schema().names())
+
+
 def _peek(path: str) -> bytes:
     with open(path, "rb") as handle:
         return handle.read(4096)

@@ -73,6 +73,31 @@ def finite_option(value: float | None, option: str) -> None:
         raise UsageError(f"{option} must be a finite number, got {value}")
 
 
+def unit_interval_option(value: float | None, option: str) -> None:
+    """Refuse a gate or rate outside [0, 1] (and NaN) before any work (exit 2): an ECE, an
+    AUC and a probability threshold cannot be anything else.
+
+    >>> unit_interval_option(-0.1, "--fail-above-ece")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: --fail-above-ece must be in [0, 1], got -0.1
+    """
+    if value is not None and not 0.0 <= value <= 1.0:
+        raise UsageError(f"{option} must be in [0, 1], got {value:g}")
+
+
+def whole_option(value: int | None, option: str, *, least: int) -> None:
+    """Refuse a count below ``least`` before any work (exit 2).
+
+    >>> whole_option(1, "--folds", least=2)
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: --folds must be at least 2, got 1
+    """
+    if value is not None and value < least:
+        raise UsageError(f"{option} must be at least {least}, got {value}")
+
+
 def data_destination(output: str | None) -> str:
     """-o, else standard output unless it is a terminal (where rows would flood the screen)."""
     if output is not None:

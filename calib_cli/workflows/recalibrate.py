@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,10 +28,12 @@ from calib_cli.core.chain import (
     apply_step,
     cross_fit_chain,
     fit_chain,
+    fitted_scores_name,
 )
 from calib_cli.core.effects import AUC_CHANGE_TOLERANCE, auc_change, recalibration_effect
+from calib_cli.core.fit_support import min_class_rows
 from calib_cli.core.metrics import CalibrationEffect, EffectFigures
-from calib_cli.core.prior import prior_shift_log_odds
+from calib_cli.core.prior import base_rate_looks_sampled, prior_shift_log_odds
 from calib_cli.core.selection import MethodChoice
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
@@ -59,6 +61,7 @@ from calib_cli.workflows.common import (
     data_destination,
     ignore,
     read_scored_table,
+    whole_option,
 )
 
 ISOTONIC_EPS = 1e-6
@@ -78,6 +81,7 @@ def _summary_provenance(on_summary: bool) -> dict[str, Any]:
 
 
 HISTOGRAM_BINS = 10
+FITTED_METHODS: tuple[FittedMethod, ...] = ("platt", "isotonic", "beta", "histogram")
 METHOD_OF_OPTION = {
     "--eps": "isotonic",
     "--strict": "isotonic",
@@ -223,8 +227,43 @@ def _require_method_for_options(method: str, given: Mapping[str, bool]) -> None:
             )
 
 
-def _prior(request: RecalibrateRequest) -> PriorParams | None:
-    """The prior correction: from a sampling record, or from explicit rates or priors."""
+@dataclass(frozen=True)
+class _PriorRates:
+    """The base rates a prior correction moves between, and how the warning names them."""
+
+    population: float
+    sampled: float
+    population_name: str
+    sampled_name: str
+
+
+def _prior_rates(request: RecalibrateRequest, record: Any) -> _PriorRates | None:
+    """The population and sampled base rates of the prior correction, where known: the
+    record's ``fitted_on`` before and after sampling, or --target-prior and --train-prior."""
+    if record is not None:
+        before = record.fitted_on.get("before", {}).get("base_rate")
+        after = record.fitted_on.get("after", {}).get("base_rate")
+        if not isinstance(before, float | int) or not isinstance(after, float | int):
+            return None
+        return _PriorRates(
+            population=float(before),
+            sampled=float(after),
+            population_name="its population rate",
+            sampled_name="the sampling record's sampled rate",
+        )
+    if request.train_prior is not None and request.target_prior is not None:
+        return _PriorRates(
+            population=request.target_prior,
+            sampled=request.train_prior,
+            population_name="--target-prior",
+            sampled_name="--train-prior",
+        )
+    return None
+
+
+def _prior(request: RecalibrateRequest) -> tuple[PriorParams | None, _PriorRates | None]:
+    """The prior correction: from a sampling record, or from explicit rates or priors; and
+    the base rates it moves between, where known."""
     if request.sampling_record is not None:
         explicit = (
             request.negative_rate,
@@ -234,12 +273,11 @@ def _prior(request: RecalibrateRequest) -> PriorParams | None:
         )
         if any(value is not None for value in explicit):
             raise UsageError("give --sampling-record or explicit rates/priors, not both")
-        prior: PriorParams = prior_from_sampling(
-            load_artifact(request.sampling_record, kinds=("sampling",))
-        )
-        return prior
+        record = load_artifact(request.sampling_record, kinds=("sampling",))
+        prior: PriorParams = prior_from_sampling(record)
+        return prior, _prior_rates(request, record)
     if not request.prior_given:
-        return None
+        return None, None
     return PriorParams(
         log_odds_shift=prior_shift_log_odds(
             negative_rate=request.negative_rate,
@@ -247,7 +285,7 @@ def _prior(request: RecalibrateRequest) -> PriorParams | None:
             train_prior=request.train_prior,
             target_prior=request.target_prior,
         )
-    )
+    ), _prior_rates(request, None)
 
 
 class _Run:
@@ -265,7 +303,31 @@ class _Run:
             "histogram": {"n_bins": HISTOGRAM_BINS if request.bins is None else request.bins},
         }
         self.prior: PriorParams | None = None
+        self.prior_rates: _PriorRates | None = None
         self.choice: MethodChoice | None = None
+
+    def check_fit_rate(self, name: str, positives: float, negatives: float) -> None:
+        """Warn when --fit-data population meets fit data whose base rate is the sampled
+        rate, not the population's (:func:`~calib_cli.core.prior.base_rate_looks_sampled`)."""
+        rates = self.prior_rates
+        if rates is None or self.request.fit_data != "population":
+            return
+        if not base_rate_looks_sampled(
+            positives, negatives, population_rate=rates.population, sampled_rate=rates.sampled
+        ):
+            return
+        rate = positives / (positives + negatives)
+        self.warn(
+            f"{name}: the fit data's base rate ({rate:.4g}) matches {rates.sampled_name} "
+            f"({rates.sampled:.4g}), not {rates.population_name} ({rates.population:.4g}): "
+            "if these rows were sampled like the training set, use --fit-data sampled"
+        )
+
+    def check_fit_labels(self, name: str, labels: FloatArray, weights: FloatArray) -> None:
+        """:meth:`check_fit_rate` on labelled rows."""
+        if self.prior_rates is not None:
+            positives = float(np.sum(weights[labels == 1.0]))
+            self.check_fit_rate(name, positives, float(np.sum(weights)) - positives)
 
     def fit(
         self,
@@ -292,7 +354,27 @@ class _Run:
             )
         if fitted.choice is not None:
             self.choice = fitted.choice
+            self._warn_left_out(source.name, fitted.choice, labels, weights)
         return fitted
+
+    def _warn_left_out(
+        self, name: str, choice: MethodChoice, labels: FloatArray, weights: FloatArray
+    ) -> None:
+        """Say which methods ``auto`` left out for want of rows of a class."""
+        if self.request.score_kind != "probability":
+            return
+        compared = [score.method for score in choice.candidates]
+        n_bins = self.options["histogram"]["n_bins"]
+        left = [m for m in FITTED_METHODS if m not in compared]
+        if not left:
+            return
+        positives = float(np.sum(weights[labels == 1.0]))
+        smaller = min(positives, float(np.sum(weights)) - positives)
+        needs = ", ".join(f"{m} needs {min_class_rows(m, n_bins=n_bins)}" for m in left)
+        self.warn(
+            f"{name}: --method auto compared {', '.join(compared)} only: the smaller "
+            f"class has {smaller:g} rows, and {needs}"
+        )
 
     def cross_fit(
         self,
@@ -381,8 +463,16 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     eps = ISOTONIC_EPS if request.eps is None else request.eps
     if not 0.0 <= eps < 0.5:
         raise UsageError(f"--eps must be in [0, 0.5), got {request.eps}")
+    whole_option(request.bins, "--bins", least=1)
+    whole_option(request.folds, "--folds", least=2)
+    whole_option(request.cross_fit_folds, "--cross-fit", least=2)
+    if file is not None:
+        _check_output_col(
+            request, io.display_name(file), io.column_names(file, input_format=request.input_format)
+        )
     run = _Run(request, plan, warn)
-    run.prior = prior = _prior(request)
+    run.prior, run.prior_rates = _prior(request)
+    prior = run.prior
     steps: tuple[Step, ...] = ()
     if request.model is not None:
         steps = steps_of(
@@ -418,6 +508,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
         fit_labels = fit_table.labels(request.label_col, positive_label=request.positive_label)
         fit_weights = fit_table.weights(request.weight_col)
         fit_strata = _strata_of(fit_table, strata_column)
+        run.check_fit_labels(fit_table.name, fit_labels, fit_weights)
         steps = run.fit(fit_table, fit_scores, fit_labels, fit_weights, fit_strata).steps
         after = apply_chain(steps, fit_scores, score_kind=kind, strata=fit_strata)
         fit_effect = run.effect(fit_table, fit_scores, after, fit_labels, fit_weights)
@@ -428,8 +519,10 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     streamed: StreamInput | None = None
     if file is not None and engines.apply == "streaming":
         streamed = _stream_scan(run, file, strata_column, steps)
+        _check_output_col(request, streamed.name, streamed.columns)
     elif file is not None:
         table = run.read(file, typed=io.typed_output(request.output or "-", request.output_format))
+        _check_output_col(request, table.name, table.columns)
         scores = table.scores(request.score_col, kind=kind)
         labels = _optional_labels(table, request, required=plan.cross_fit, warn=warn)
         weights = table.weights(request.weight_col)
@@ -442,6 +535,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
                     f"{table.name}: --cross-fit needs labels (no column "
                     f"'{request.label_col}'; set --label-col)"
                 )
+            run.check_fit_labels(table.name, labels, weights)
             # the chain fitted on every row (chosen by cross-validation for auto) is what
             # --save-model keeps; the out-of-fold scores use the same method
             final = run.fit(table, scores, labels, weights, strata)
@@ -499,6 +593,19 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
         saved_model=request.save_model,
         output=destination,
     )
+
+
+def _check_output_col(
+    request: RecalibrateRequest, name: str, columns: Sequence[str] | None
+) -> None:
+    """--output-col must not name a column of the input (the calibrated scores would replace
+    it): refused before any work where the columns are known (a file), else once the input is
+    read (standard input, gzip), and always before anything is written."""
+    if columns is not None and request.output_col in columns:
+        raise UsageError(
+            f"{name}: --output-col {request.output_col!r} is already a column of the input; "
+            "choose another name"
+        )
 
 
 def _check_folds(n_folds: int, labels: FloatArray | None, name: str, warn: Warn) -> None:
@@ -779,8 +886,16 @@ def _stream_fit(
         n_folds=None,
         seed=request.seed,
     )
+    cells = _cells(summary)
+    positives = float(np.sum(cells.weight[cells.label == 1]))
+    run.check_fit_rate(scan.name, positives, float(np.sum(cells.weight)) - positives)
     with io.naming(scan.name):
-        fitted = fit_on_cells(method, _cells(summary), options=run.options.get(method, {}))
+        fitted = fit_on_cells(
+            method,
+            cells,
+            options=run.options.get(method, {}),
+            what=fitted_scores_name(prior, request.fit_data),
+        )
     steps: tuple[Step, ...] = (fitted,)
     if prior is not None:
         steps = (prior, fitted) if request.fit_data == "population" else (fitted, prior)
