@@ -16,6 +16,7 @@ import numpy as np
 
 from calib_cli import io
 from calib_cli.core.decisions import gate_failures
+from calib_cli.core.fit_support import FitFacts, spread_problem
 from calib_cli.core.metrics import ReliabilitySummary, reliability_summary
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
@@ -45,6 +46,7 @@ from calib_cli.workflows.common import (
     groups,
     ignore,
     read_scored_table,
+    unit_interval_option,
 )
 from calib_cli.workflows.summarize import Step, load_summaries, summarize_scan, uniform_edges
 
@@ -126,14 +128,18 @@ def run_reliability(
 ) -> ReliabilityResult:
     """Check the paths and options, then assess every column and group: from summary files,
     by a streaming summary of the file, or with the file in memory (see the module)."""
-    finite_option(request.fail_above_ece, "--fail-above-ece")
-    finite_option(request.fail_below_auc, "--fail-below-auc")
+    for value, option in (
+        (request.fail_above_ece, "--fail-above-ece"),
+        (request.fail_below_auc, "--fail-below-auc"),
+    ):
+        finite_option(value, option)
+        unit_interval_option(value, option)
     check_plot(request.plot)
     if request.from_summaries:
         if request.file is not None:
             raise UsageError("give either FILE or --from-summary, not both")
         check_paths(inputs=list(request.from_summaries), files=[request.report, request.plot])
-        return assess_summary_files(request, progress=progress)
+        return assess_summary_files(request, warn=warn, progress=progress)
     if request.file is None:
         raise UsageError("give a FILE of scored rows, or --from-summary SUMMARY")
     file = request.file
@@ -150,10 +156,12 @@ def run_reliability(
         on_invalid=request.on_invalid,
         warn=warn,
     )
-    return assess_table(table, request)
+    return assess_table(table, request, warn=warn)
 
 
-def assess_table(table: Table, request: ReliabilityRequest) -> ReliabilityResult:
+def assess_table(
+    table: Table, request: ReliabilityRequest, *, warn: Warn = ignore
+) -> ReliabilityResult:
     """The reliability figures of a table already read (``request.file`` is not read)."""
     y_true = table.labels(request.label_col, positive_label=request.positive_label)
     weights = table.weights(request.weight_col)
@@ -161,6 +169,9 @@ def assess_table(table: Table, request: ReliabilityRequest) -> ReliabilityResult
     entries: list[ReliabilityEntry] = []
     for column in request.score_cols or ("score",):
         scores = table.scores(column)
+        used = scores[weights > 0.0]
+        if used.size:
+            warn_if_flat(table.name, column, float(used.min()), float(used.max()), warn)
         for group, rows in groups(table, by, with_all_rows=True):
             where = table.name if group is None else f"{table.name} ({by}={group})"
             with io.naming(where):
@@ -185,6 +196,25 @@ def assess_table(table: Table, request: ReliabilityRequest) -> ReliabilityResult
                 )
             )
     return _result(table.name, request, entries, engine="memory")
+
+
+def warn_if_flat(name: str, column: str, lowest: float, highest: float, warn: Warn) -> None:
+    """Warn when a score column does not vary (the test of
+    :func:`~calib_cli.core.fit_support.spread_problem`): its AUC is 0.5 by construction."""
+    problem = spread_problem(FitFacts(lowest=lowest, highest=highest, positives=1, negatives=1))
+    if problem is not None:
+        warn(
+            f"{name}: the scores of column '{column}' {problem}: the AUC and its interval "
+            "cannot measure ranking"
+        )
+
+
+def _flat_summary(name: str, column: str, summary: ScoreSummary, warn: Warn) -> None:
+    """:func:`warn_if_flat` on a summary's smallest and largest score."""
+    seen = (summary.weight > 0.0) & np.isfinite(summary.score_min)
+    if seen.any():
+        lowest, highest = summary.score_min[seen].min(), summary.score_max[seen].max()
+        warn_if_flat(name, column, float(lowest), float(highest), warn)
 
 
 def _heading(column: str, by: str | None, group: GroupValue) -> str:
@@ -277,7 +307,7 @@ def _figures(
 
 
 def assess_summary_files(
-    request: ReliabilityRequest, *, progress: Step = ignore
+    request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
 ) -> ReliabilityResult:
     """The figures of summary files merged per score column (``--from-summary``)."""
     progress(f"reading {len(request.from_summaries)} summary file(s)")
@@ -295,6 +325,7 @@ def assess_summary_files(
         names.extend(f for f in files if f not in names)
         source = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"
         _check_by(summary, request.by, files[0])
+        _flat_summary(source, column, summary, warn)
         for group, part in _parts(summary, request.by):
             where = source if group is None else f"{source} ({request.by}={group})"
             with io.naming(where):
@@ -344,6 +375,7 @@ def assess_streaming(
     )
     entries: list[ReliabilityEntry] = []
     for column in dict.fromkeys(score_cols):
+        _flat_summary(name, column, summaries[column], warn)
         for group, part in _parts(summaries[column], request.by):
             where = name if group is None else f"{name} ({request.by}={group})"
             with io.naming(where):
