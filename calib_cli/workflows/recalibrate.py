@@ -603,8 +603,7 @@ def _check_output_col(
     read (standard input, gzip), and always before anything is written."""
     if columns is not None and request.output_col in columns:
         raise UsageError(
-            f"{name}: --output-col {request.output_col!r} is already a column of the input; "
-            "choose another name"
+            f"{name} already has a column '{request.output_col}'; choose another output name"
         )
 
 
