@@ -92,6 +92,24 @@ def new_temporary_file(directory: Path, *, prefix: str, suffix: str) -> Path:
     return Path(name)
 
 
+def new_temporary_directory(directory: Path, *, prefix: str) -> Path:
+    """An empty scratch directory in ``directory``, created and registered at once."""
+    with _registry_lock:
+        path = Path(tempfile.mkdtemp(prefix=prefix, dir=directory))
+        _temporaries.add(path)
+    return path
+
+
+def remove_temporary(path: Path) -> None:
+    """Remove a registered temporary file or directory now, and forget it."""
+    with contextlib.suppress(OSError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+    unregister_temporary(path)
+
+
 def stop_commits(timeout: float = 0.5) -> None:
     """Close every later commit (called when the run is interrupted; never released). Waits at
     most ``timeout`` seconds for a commit in progress (a rename is instant; a write to a

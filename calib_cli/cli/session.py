@@ -207,6 +207,34 @@ def silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
 
 
+def _stdout_identity() -> tuple[int, int] | None:
+    """(device, inode) of what file descriptor 1 writes to, if anything."""
+    try:
+        status = os.fstat(1)
+    except OSError:
+        return None
+    return status.st_dev, status.st_ino
+
+
+def _pipe_aware(body: Callable[[], int]) -> int:
+    """Run ``body``; when it ends with 1 because standard output was closed outside a
+    command's session (Click wraps ``sys.stdout`` in its ``PacifyFlushWrapper`` before
+    exiting 1; Typer's Rich help console points stdout at /dev/null before exiting 1), end
+    with 141 instead, as every command does when the reader goes away (``--help | head``)."""
+    before = _stdout_identity()
+    code = body()
+    if code != 1:
+        return code
+    wrapped = type(sys.stdout).__name__ == "PacifyFlushWrapper"
+    after = _stdout_identity()
+    null = os.stat(os.devnull)
+    pointed_at_null = after != before and after == (null.st_dev, null.st_ino)
+    if wrapped or pointed_at_null:
+        silence_stdout()
+        return BROKEN_PIPE_EXIT
+    return code
+
+
 def emit_report(
     session: Session, payload: JsonValue, *, as_json: bool, report_path: str | None
 ) -> None:
@@ -252,7 +280,7 @@ def run_interruptibly(body: Callable[[], int]) -> int:
     Ctrl-C is never written out as if complete.
     """
     if threading.current_thread() is not threading.main_thread():
-        return body()
+        return _pipe_aware(body)
     scratch = Path(tempfile.mkdtemp(prefix="calib-"))
     interrupts.register_temporary(scratch)
     tempfile.tempdir = str(scratch)
@@ -300,7 +328,7 @@ def run_interruptibly(body: Callable[[], int]) -> int:
         signal.signal(signum, on_signal)
     threading.Thread(target=watch, name="calib-signals", daemon=True).start()
     try:
-        return body()
+        return _pipe_aware(body)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         interrupts.unregister_temporary(scratch)

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import polars as pl
 
 from calib_cli.errors import InputError, OutputError
+from calib_cli.interrupts import committing, new_temporary_directory, remove_temporary
 from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
-from calib_cli.io.write import atomic_destination
+from calib_cli.io.write import atomic_destination, write_all
 from calib_cli.types import InputFormat
 
 
@@ -35,24 +37,38 @@ def sink_table(
 
 
 def _copy_out(source: Path, path: str) -> None:
-    """Copy a finished temporary file to stdout or a stream, in chunks."""
+    """Copy a finished temporary file to stdout or a stream, in chunks, as one commit (an
+    interrupt either waits for it or stops it before the first byte). A reader that closes
+    the pipe early ends the copy with BrokenPipeError (the session's exit 141)."""
     try:
-        if path == STDIO:
-            sys.stdout.flush()
-            destination = sys.stdout.buffer
-            with open(source, "rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    destination.write(chunk)
-            destination.flush()
-        else:
-            with open(source, "rb") as handle, open(path, "wb") as out:
-                while chunk := handle.read(1 << 20):
-                    out.write(chunk)
+        with committing():
+            if path == STDIO:
+                sys.stdout.flush()
+                destination = sys.stdout.buffer
+                with open(source, "rb") as handle:
+                    while chunk := handle.read(1 << 20):
+                        write_all(destination, chunk)
+                destination.flush()
+            else:
+                with open(source, "rb") as handle, open(path, "wb") as out:
+                    while chunk := handle.read(1 << 20):
+                        write_all(out, chunk)
     except BrokenPipeError:
         raise
     except OSError as error:
         name = "stdout" if path == STDIO else path
         raise OutputError(f"{name}: cannot write ({error.strerror or error})") from None
+
+
+@contextlib.contextmanager
+def _scratch(directory: Path) -> Iterator[Path]:
+    """A scratch directory beside the destination (NDJSON is sunk there, then gzipped),
+    registered so that an interrupted run removes it, and removed when the block ends."""
+    scratch = new_temporary_directory(directory, prefix=".calib-")
+    try:
+        yield scratch
+    finally:
+        remove_temporary(scratch)
 
 
 def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -> None:
@@ -69,8 +85,8 @@ def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -
         elif fmt == "arrow":
             lazy.sink_ipc(path)
         elif compress:  # Polars cannot gzip NDJSON while sinking: sink, then compress
-            with tempfile.TemporaryDirectory(dir=path.parent) as scratch:
-                plain = Path(scratch) / "plain.ndjson"
+            with _scratch(path.parent) as scratch:
+                plain = scratch / "plain.ndjson"
                 lazy.sink_ndjson(plain)
                 with (
                     open(plain, "rb") as source,
@@ -119,40 +135,50 @@ def _sink_with(
     queries: Sequence[pl.LazyFrame],
     name: str,
 ) -> list[pl.DataFrame]:
-    plain = path
-    scratch = None
-    if fmt == "ndjson" and compress:
-        scratch = tempfile.TemporaryDirectory(dir=path.parent)
-        plain = Path(scratch.name) / "plain.ndjson"
+    if fmt == "ndjson" and compress:  # Polars cannot gzip NDJSON while sinking
+        with _scratch(path.parent) as scratch:
+            plain = scratch / "plain.ndjson"
+            return _sink_collect(lazy, path, plain, fmt, compress=True, queries=queries, name=name)
+    return _sink_collect(lazy, path, path, fmt, compress=compress, queries=queries, name=name)
+
+
+def _sink_collect(
+    lazy: pl.LazyFrame,
+    path: Path,
+    plain: Path,
+    fmt: InputFormat,
+    *,
+    compress: bool,
+    queries: Sequence[pl.LazyFrame],
+    name: str,
+) -> list[pl.DataFrame]:
+    """Sink ``lazy`` to ``plain`` (gzipped into ``path`` when they differ) and collect
+    ``queries`` in the same pass."""
+    if fmt in ("csv", "tsv"):
+        sink = lazy.sink_csv(
+            plain,
+            separator="\t" if fmt == "tsv" else ",",
+            check_extension=False,
+            compression="gzip" if compress else "uncompressed",
+            lazy=True,
+        )
+    elif fmt == "parquet":
+        sink = lazy.sink_parquet(plain, statistics=False, lazy=True)
+    elif fmt == "arrow":
+        sink = lazy.sink_ipc(plain, lazy=True)
+    else:
+        sink = lazy.sink_ndjson(plain, lazy=True)
     try:
-        if fmt in ("csv", "tsv"):
-            sink = lazy.sink_csv(
-                plain,
-                separator="\t" if fmt == "tsv" else ",",
-                check_extension=False,
-                compression="gzip" if compress else "uncompressed",
-                lazy=True,
-            )
-        elif fmt == "parquet":
-            sink = lazy.sink_parquet(plain, statistics=False, lazy=True)
-        elif fmt == "arrow":
-            sink = lazy.sink_ipc(plain, lazy=True)
-        else:
-            sink = lazy.sink_ndjson(plain, lazy=True)
-        try:
-            frames = pl.collect_all([sink, *queries], engine="streaming")
-        except pl.exceptions.PolarsError as error:
-            first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
-            raise InputError(f"{name}: cannot stream the input: {first_line}") from None
-        if scratch is not None:
-            with (
-                open(plain, "rb") as source,
-                open(path, "wb") as raw,
-                gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as target,
-            ):
-                while chunk := source.read(1 << 20):
-                    target.write(chunk)
-        return list(frames[1:])
-    finally:
-        if scratch is not None:
-            scratch.cleanup()
+        frames = pl.collect_all([sink, *queries], engine="streaming")
+    except pl.exceptions.PolarsError as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
+        raise InputError(f"{name}: cannot stream the input: {first_line}") from None
+    if plain != path:
+        with (
+            open(plain, "rb") as source,
+            open(path, "wb") as raw,
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as target,
+        ):
+            while chunk := source.read(1 << 20):
+                target.write(chunk)
+    return list(frames[1:])

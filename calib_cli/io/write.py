@@ -9,12 +9,14 @@ interrupt closes for good.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip
 import io
 import os
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import BinaryIO
 
 import polars as pl
 
@@ -43,6 +45,19 @@ def serialise(frame: pl.DataFrame, fmt: InputFormat, *, gzip_text: bool = False)
     return data
 
 
+def write_all(stream: BinaryIO, data: bytes | memoryview) -> None:
+    """Write every byte of ``data`` to ``stream``. A pipe whose reader goes away during a
+    large write can take part of it and report no error (the write returns a short count);
+    writing the rest then raises BrokenPipeError, so a closed pipe is never taken for a
+    complete write."""
+    view = memoryview(data).cast("B")
+    while view.nbytes:
+        written = stream.write(view)
+        if not written:
+            raise OSError(errno.EIO, "the stream took no bytes")
+        view = view[written:]
+
+
 def write_table(
     frame: pl.DataFrame, path: str, *, output_format_override: InputFormat | None = None
 ) -> None:
@@ -60,7 +75,7 @@ def write_bytes(path: str, data: bytes) -> None:
         try:
             with committing():
                 sys.stdout.flush()
-                sys.stdout.buffer.write(data)
+                write_all(sys.stdout.buffer, data)
                 sys.stdout.buffer.flush()
         except BrokenPipeError:
             raise
@@ -131,7 +146,7 @@ def _file_mode(target: Path) -> int:
 def _write_stream(path: str, data: bytes) -> None:
     try:
         with committing(), open(path, "wb") as handle:
-            handle.write(data)
+            write_all(handle, data)
     except OSError as error:
         raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
 
