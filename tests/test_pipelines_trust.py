@@ -32,7 +32,7 @@ from calib_cli.core.fit_support import (
     score_spread,
 )
 from calib_cli.core.prior import base_rate_looks_sampled
-from calib_cli.errors import InputError, UsageError
+from calib_cli.errors import InputError, OptionError, UsageError
 from calib_cli.io import sink as sink_module
 from calib_cli.io.write import write_all, write_bytes
 from calib_cli.types import Engine, FittedMethod
@@ -575,3 +575,29 @@ def test_cli_recalibrate_into_a_pipe_closed_early_ends_with_141(
 
 def test_cli_help_into_a_closed_pipe_ends_with_141() -> None:
     assert _closed_early(["recalibrate", "--help"], read=0) == (141, b"")
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"negative_rate": 1.5}, "--negative-rate must be a rate in (0, 1], got 1.5"),
+        (
+            {"target_positive_rate": 0.0},
+            "--target-positive-rate must be strictly between 0 and 1, got 0.0",
+        ),
+        ({"target_ratio": "0:4"}, "--target-ratio needs two positive numbers, got '0:4'"),
+        (
+            {"negative_rate": 0.1, "positive_rate": 0.0},
+            "--positive-rate must be a rate in (0, 1], got 0.0",
+        ),
+    ],
+)
+def test_resample_refuses_impossible_rates_before_reading_a_row(
+    tmp_path: Path, options: dict[str, object], message: str
+) -> None:
+    unreadable = tmp_path / "in.parquet"  # not Parquet at all: reading it would fail
+    unreadable.write_bytes(b"not a table")
+    request = ResampleRequest(file=str(unreadable), output=str(tmp_path / "o.csv"), **options)  # type: ignore[arg-type]
+    with pytest.raises(OptionError) as error:  # an InputError whose exit code is 2
+        run_resample(request)
+    assert (str(error.value), error.value.exit_code) == (message, 2)

@@ -495,6 +495,56 @@ def parse_target_ratio(text: str) -> tuple[float, float]:
     return pos, neg
 
 
+def check_rate_options(
+    *,
+    negative_rate: float | None = None,
+    target_positive_rate: float | None = None,
+    target_ratio: tuple[float, float] | str | None = None,
+    positive_rate: float = 1.0,
+) -> None:
+    """The checks of :func:`resolve_negative_rate` that need no class counts (exactly one form
+    given, every value in range), so a caller can refuse bad options before reading any row.
+
+    Examples
+    --------
+    >>> check_rate_options(target_positive_rate=1.5)
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.OptionError: --target-positive-rate must be strictly between 0 and 1, got 1.5
+    """
+    given = [
+        name
+        for name, value in (
+            ("--negative-rate", negative_rate),
+            ("--target-positive-rate", target_positive_rate),
+            ("--target-ratio", target_ratio),
+        )
+        if value is not None
+    ]
+    if len(given) != 1:
+        detail = "none" if not given else " and ".join(given)
+        raise UsageError(
+            "give exactly one of --negative-rate, --target-positive-rate, --target-ratio "
+            f"(got {detail})"
+        )
+    r_pos = float(positive_rate)
+    if not (math.isfinite(r_pos) and 0.0 < r_pos <= 1.0):
+        raise OptionError(f"--positive-rate must be a rate in (0, 1], got {positive_rate!r}")
+    if negative_rate is not None:
+        w = float(negative_rate)
+        if not (math.isfinite(w) and 0.0 < w <= 1.0):
+            raise OptionError(f"--negative-rate must be a rate in (0, 1], got {negative_rate!r}")
+    if target_positive_rate is not None:
+        target = float(target_positive_rate)
+        if not (math.isfinite(target) and 0.0 < target < 1.0):
+            raise OptionError(
+                f"--target-positive-rate must be strictly between 0 and 1, got "
+                f"{target_positive_rate!r}"
+            )
+    if isinstance(target_ratio, str):
+        parse_target_ratio(target_ratio)
+
+
 def resolve_negative_rate(
     *,
     negative_rate: float | None = None,
@@ -543,31 +593,17 @@ def resolve_negative_rate(
     >>> resolve_negative_rate(target_ratio="1:4", positives=10, negatives=990)
     0.04040404040404041
     """
-    given = [
-        name
-        for name, value in (
-            ("--negative-rate", negative_rate),
-            ("--target-positive-rate", target_positive_rate),
-            ("--target-ratio", target_ratio),
-        )
-        if value is not None
-    ]
-    if len(given) != 1:
-        detail = "none" if not given else " and ".join(given)
-        raise UsageError(
-            "give exactly one of --negative-rate, --target-positive-rate, --target-ratio "
-            f"(got {detail})"
-        )
+    check_rate_options(
+        negative_rate=negative_rate,
+        target_positive_rate=target_positive_rate,
+        target_ratio=target_ratio,
+        positive_rate=positive_rate,
+    )
     r_pos = float(positive_rate)
-    if not (math.isfinite(r_pos) and 0.0 < r_pos <= 1.0):
-        raise OptionError(f"--positive-rate must be a rate in (0, 1], got {positive_rate!r}")
     if negative_rate is not None:
-        w = float(negative_rate)
-        if not (math.isfinite(w) and 0.0 < w <= 1.0):
-            raise OptionError(f"--negative-rate must be a rate in (0, 1], got {negative_rate!r}")
-        return w
+        return float(negative_rate)
 
-    option = given[0]
+    option = "--target-positive-rate" if target_positive_rate is not None else "--target-ratio"
     if positives is None or negatives is None:
         raise InputError(f"{option} needs the input's positive and negative counts")
     p, n = float(positives), float(negatives)

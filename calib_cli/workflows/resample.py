@@ -7,7 +7,12 @@ from dataclasses import dataclass
 from calib_cli import io
 from calib_cli.artifacts import Artifact, sampling_record, save_artifact
 from calib_cli.core.resampling import ClassBalance, SamplingSummary, summarise_sampling
-from calib_cli.core.sampling import ClassRates, rate_threshold, resolve_stratum_rates
+from calib_cli.core.sampling import (
+    ClassRates,
+    check_rate_options,
+    rate_threshold,
+    resolve_stratum_rates,
+)
 from calib_cli.errors import UsageError
 from calib_cli.types import InputFormat, Warn
 from calib_cli.workflows.common import check_paths, ignore
@@ -68,6 +73,13 @@ def run_resample(request: ResampleRequest, *, warn: Warn = ignore) -> ResampleRe
     )
     if request.rates_file is not None and request.strata_col is None:
         raise UsageError("--rates-file needs --strata-col")
+    if request.rates_file is None:  # impossible rates are refused before any row is read
+        check_rate_options(
+            negative_rate=request.negative_rate,
+            target_positive_rate=request.target_positive_rate,
+            target_ratio=request.target_ratio,
+            positive_rate=request.positive_rate,
+        )
     key_col, label_col, strata_col = request.key_col, request.label_col, request.strata_col
     lazy, fmt = io.scan_table(
         request.file,
