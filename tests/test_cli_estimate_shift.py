@@ -57,7 +57,9 @@ def test_tables_on_stdout_and_a_report_equal_to_the_workflow_s(
     )
     assert done.returncode == 0, done.stderr
     assert "Positive rate of" in done.stdout.decode()
-    assert done.stderr == b""
+    # The sample batches are label shift: the only warnings are the disagreements with PCC.
+    lines = done.stderr.decode().splitlines()
+    assert lines and all(line.startswith("warning: batch ") and "PCC" in line for line in lines)
     figures = json.loads(report.read_text())
     assert figures == _in_process(
         EstimateShiftRequest(

@@ -67,7 +67,7 @@ def estimate_shift(
         ShiftMethodChoice,
         typer.Option(
             "--method",
-            help="Estimator. auto: mle, or map when the positive class drifted (see README).",
+            help="Estimator. auto: mle, whatever the data (see README).",
         ),
     ] = "auto",
     batch_col: Annotated[

@@ -421,13 +421,24 @@ def pca_note(pca: PcaStrata) -> str:
 # -------------------------------------------------------------------------- estimate-shift
 
 
+def _signed(value: float) -> str:
+    """A z-like figure with its sign and one decimal, ``—`` when undefined.
+
+    >>> _signed(-3.46), _signed(0.04), _signed(float("nan"))
+    ('-3.5', '+0.0', '—')
+    """
+    return f"{value:+.1f}" if math.isfinite(value) else MISSING
+
+
 def shift_table(batches: Sequence[BatchEstimate], *, batch_col: str | None, source: str) -> Table:
-    """Per batch: rows, estimated prevalence and interval, method, diagnostics (and the true
-    rate and error when the target has labels)."""
+    """Per batch: rows, estimated prevalence and interval, method, PCC and the disagreement
+    (``prevalence - pcc`` in standard errors), diagnostics (and the true rate and error when
+    the target has labels)."""
     table = Table(title=f"Positive rate of {source}", title_justify="left", header_style="bold")
     has_truth = any(b.true_prevalence is not None for b in batches)
     headings = [batch_col] if batch_col is not None else []
-    headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "conv.", "ref. AUC", "fit p"]
+    headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "PCC", "disagr."]
+    headings += ["conv.", "ref. AUC", "fit p"]
     if has_truth:
         headings += ["true", "error"]
     for heading in headings:
@@ -441,6 +452,8 @@ def shift_table(batches: Sequence[BatchEstimate], *, batch_col: str | None, sour
             _span(estimate.ci_low, estimate.ci_high),
             fmt(estimate.reference_prevalence),
             str(estimate.method),
+            fmt(estimate.pcc),
+            _signed(estimate.disagreement),
             fmt(estimate.converged),
             fmt(estimate.reference_auc),
             fmt(estimate.fit_pvalue),

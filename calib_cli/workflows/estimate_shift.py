@@ -31,6 +31,7 @@ from calib_cli.core.shift import (
     merge_reference_counts,
     merge_target_counts,
     posterior,
+    reference_posterior,
 )
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.shift_scan import scan_chunks, sink_mapped, whole_columns
@@ -216,8 +217,10 @@ def _chunk_decisions(
     costs: tuple[float, float],
 ) -> tuple[float, DecisionCosts]:
     """One chunk's rows of one batch: static and re-estimated decisions, with the row count
-    (both engines merge chunks of file order with :func:`merge_decision_costs`)."""
-    static = posterior(model, model.reference_prevalence, scores, method="em")
+    (both engines merge chunks of file order with :func:`merge_decision_costs`). Static: the
+    reference-calibrated probability (no shift assumed); re-estimated: the same map moved to
+    the batch's estimated prevalence (:func:`posterior`)."""
+    static = reference_posterior(model, scores)
     shifted = posterior(model, estimate, scores)
     return float(scores.shape[0]), decision_costs(
         static, shifted, cost_fp=costs[0], cost_fn=costs[1], y_true=labels
