@@ -729,7 +729,7 @@ def plan_dense_refinement(
     >>> from calib_cli.summaries.summary import summarize_arrays
     >>> s = summarize_arrays([0, 1, 0, 1], [0.30001, 0.30002, 0.30003, 0.9])
     >>> [(p.mantissa_bits, [(b, c.size) for b, c in p.parents]) for p in plan_dense_refinement(s)]
-    [(20, [(12, 1)])]
+    [(31, [(12, 1)])]
     """
     summary = _one_group(summary)
     strategy = _check_options(n_bins, strategy)
