@@ -110,9 +110,10 @@ def sink_collecting(
     queries: Sequence[pl.LazyFrame],
     name: str,
 ) -> list[pl.DataFrame]:
-    """Like :func:`sink_table`, and collect ``queries`` in the same streaming pass (Polars
-    runs their common part, the scan and any map, once): figures of the rows written come
-    with no second read. Returns the collected ``queries``; nothing is written on failure."""
+    """Like :func:`sink_table`, and collect ``queries`` (figures of the rows written), each in
+    its own streaming pass after the sink: one shared pass would run the common scan once,
+    but Polars' multiplexer buffers for its slowest consumer without bound, so memory would
+    grow with rows. Returns the collected ``queries``; nothing is written on failure."""
     path = canonical_output(path)
     fmt = output_format(path, output_format_override)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
@@ -152,8 +153,8 @@ def _sink_collect(
     queries: Sequence[pl.LazyFrame],
     name: str,
 ) -> list[pl.DataFrame]:
-    """Sink ``lazy`` to ``plain`` (gzipped into ``path`` when they differ) and collect
-    ``queries`` in the same pass."""
+    """Sink ``lazy`` to ``plain`` (gzipped into ``path`` when they differ), then collect
+    ``queries`` one pass each."""
     if fmt in ("csv", "tsv"):
         sink = lazy.sink_csv(
             plain,
@@ -169,7 +170,12 @@ def _sink_collect(
     else:
         sink = lazy.sink_ndjson(plain, lazy=True)
     try:
-        frames = pl.collect_all([sink, *queries], engine="streaming")
+        # One streaming pass per query, not one shared pass: a shared pass feeds the scan to
+        # every consumer through Polars' multiplexer, which buffers morsels without bound for
+        # the slowest consumer (a summary's group-by), so memory grew with the rows (~2 GiB
+        # at 1e8 rows); separate passes re-read the input but keep memory flat.
+        sink.collect(engine="streaming")
+        frames = [query.collect(engine="streaming") for query in queries]
     except pl.exceptions.PolarsError as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
         raise InputError(f"{name}: cannot stream the input: {first_line}") from None
@@ -181,4 +187,4 @@ def _sink_collect(
         ):
             while chunk := source.read(1 << 20):
                 target.write(chunk)
-    return list(frames[1:])
+    return frames

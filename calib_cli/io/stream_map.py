@@ -5,8 +5,9 @@ streamed output equals the in-memory one bit for bit; memory does not grow with 
 anything is written, one cheap streaming aggregate counts the invalid scores, labels, weights
 and strata, and refuses them with the messages of :class:`~calib_cli.io.table.Table` (or, with
 ``--on-invalid drop``, counts the rows it drops). The figures that need labels come from
-summaries (:mod:`calib_cli.summaries`) of the scores before and after, built in the same pass
-as the sink.
+summaries (:mod:`calib_cli.summaries`) of the scores before and after, each built in its own
+pass after the sink (a shared pass multiplexes the scan, and Polars buffers without bound for
+its slowest consumer: memory grew with rows).
 """
 
 from __future__ import annotations
@@ -422,7 +423,8 @@ def stream_calibrated(
                 )
             )
     if output is None:
-        frames = collect(lambda: pl.collect_all(queries, engine="streaming"), scan.name)
+        # one pass per query: a shared pass buffers for its slowest consumer (memory grows)
+        frames = [collect(lambda q=q: q.collect(engine="streaming"), scan.name) for q in queries]
     else:
         rows = mapped.rename({_OUT: output_col})
         frames = sink_collecting(
