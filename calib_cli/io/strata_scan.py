@@ -382,11 +382,6 @@ def _coded(strata_col: str, codes: Mapping[str, int]) -> pl.Expr:
     )
 
 
-def _bits_key(value: pl.Expr, mantissa_bits: int) -> pl.Expr:
-    """A fine grid of a positive float: its bit pattern without the low mantissa bits."""
-    return value.reinterpret(dtype=pl.Int64) // (1 << (52 - mantissa_bits))
-
-
 def sink_reranked(
     lazy: pl.LazyFrame,
     *,
@@ -431,9 +426,12 @@ def sink_reranked(
     score_name, calibrated_name, rank_name = columns
     with tempfile.TemporaryDirectory(prefix="calib-rerank-") as scratch_dir:
         scratch = Path(scratch_dir)
-        # 1. the map, batch by batch, to scratch files in row order: row, r, p, s[, y, w]
+        # 1. the map, batch by batch, to scratch files in row order: row, r, p, s; with
+        # 2. a histogram of the rerank scores (and the comparison counts), tallied per part in
+        # memory and merged (a streaming group-by of the scratch files held memory in
+        # proportion to the rows: 4.5 GB at 1e8 rows)
         (scratch / "mapped").mkdir()
-        mapped = _map_to_parts(
+        mapped, histogram, comparison = _map_to_parts(
             lazy.select(inputs),
             scratch / "mapped",
             rerank_map,
@@ -442,23 +440,6 @@ def sink_reranked(
             _MAP_BATCH_ROWS,
             cells=(score_kind, mantissa_bits) if label_col is not None else None,
         )
-        rows = pl.scan_parquet(mapped)
-        # 2. a histogram of the rerank scores (and the comparison counts)
-        bucket = _bits_key(pl.col("r"), RERANK_MANTISSA_BITS)
-        queries = [rows.group_by(bucket.alias("b")).agg(pl.len().alias("n")).sort("b")]
-        if label_col is not None:
-            # keys computed per part in NumPy (the grid's expression held the rows in memory)
-            for key in (pl.col("cell"), pl.col("bucket")):
-                queries.append(
-                    rows.group_by(key.alias("k"))
-                    .agg(
-                        (pl.col("w") * pl.col("y")).sum().alias("pos"),
-                        (pl.col("w") * (1.0 - pl.col("y"))).sum().alias("neg"),
-                    )
-                    .sort("k")
-                )
-        # one query at a time: collected together, Polars caches the shared scan in memory
-        histogram, *comparison = [query.collect(engine="streaming") for query in queries]
         n_rows = int(histogram["n"].sum())
         # 3. chunks of whole histogram buckets, ranked from the top; ranks regrouped by row
         starts = _chunk_starts(histogram["n"].to_numpy(), chunk_rows)
@@ -528,6 +509,48 @@ def sink_reranked(
     )
 
 
+class _Tally:
+    """Sums per integer key over parts of rows, merged as they come: memory bounded by the
+    distinct keys (a grid), not the rows. ``frame()`` is the tally sorted by key ``k``."""
+
+    def __init__(self, key: str, sums: Mapping[str, pl.Expr]) -> None:
+        self._key = key
+        self._sums = dict(sums)
+        self._parts: list[pl.DataFrame] = []
+        self._pending = 0
+
+    def add(self, frame: pl.DataFrame) -> None:
+        self._parts.append(
+            frame.group_by(pl.col(self._key).alias("k")).agg(
+                expr.alias(out) for out, expr in self._sums.items()
+            )
+        )
+        self._pending += 1
+        if self._pending >= _TALLY_MERGE_PARTS:
+            self._merge()
+
+    def _merge(self) -> None:
+        if len(self._parts) > 1:
+            merged = (
+                pl.concat(self._parts).group_by("k").agg(pl.col(out).sum() for out in self._sums)
+            )
+            self._parts = [merged]
+        self._pending = 0
+
+    def frame(self) -> pl.DataFrame:
+        self._merge()
+        if not self._parts:
+            return pl.DataFrame(
+                {"k": [], **{out: [] for out in self._sums}},
+                schema={"k": pl.Int64, **{out: pl.Float64 for out in self._sums}},
+            )
+        return self._parts[0].sort("k")
+
+
+#: Parts tallied between merges of :class:`_Tally` (a merge costs the distinct keys so far).
+_TALLY_MERGE_PARTS = 8
+
+
 def _map_to_parts(
     inputs: pl.LazyFrame,
     folder: Path,
@@ -537,15 +560,19 @@ def _map_to_parts(
     part_rows: int,
     *,
     cells: tuple[ScoreKind, int] | None = None,
-) -> list[Path]:
+) -> tuple[list[Path], pl.DataFrame, list[pl.DataFrame]]:
     """Stream ``inputs`` (s, g[, y, w]; ``g`` the stratum, coded by ``codes``) through
     ``rerank_map``; write the rows, in order, with
     their row number, rerank score ``r`` and calibrated ``p``, to files of at most
-    ``part_rows`` rows; return the files in row order.
+    ``part_rows`` rows; return the files in row order, the histogram of the rerank scores
+    (``b``, the rerank score's bucket, and ``n``, its rows; ascending) and, with ``cells``
+    (a labelled target), the weighted classes (``k``, ``pos``, ``neg``; ascending) per raw
+    score cell and per rerank-score bucket.
 
     The inputs are first sunk by Polars into files of ``part_rows`` rows, then read one at a
     time: a sink waits for its writer, whereas a Python consumer of ``collect_batches`` slower
-    than the reader lets batches pile up in memory."""
+    than the reader lets batches pile up in memory. The histogram and the classes are tallied
+    per part, in memory bounded by their keys (cells of a grid)."""
     raw = folder / "inputs"
     collect(
         lambda: inputs.sink_parquet(
@@ -553,6 +580,14 @@ def _map_to_parts(
         ),
         name,
     )
+    shift = 52 - RERANK_MANTISSA_BITS
+    histogram = _Tally("bucket", {"n": pl.len().cast(pl.Int64)})
+    classes = {
+        "pos": (pl.col("w") * pl.col("y")).sum(),
+        "neg": (pl.col("w") * (1.0 - pl.col("y"))).sum(),
+    }
+    by_cell = _Tally("cell", classes)
+    by_bucket = _Tally("bucket", classes)
     paths: list[Path] = []
     offset = 0
     for index, source in enumerate(sorted(raw.glob("*.parquet"))):
@@ -565,21 +600,26 @@ def _map_to_parts(
         frame = pl.DataFrame(
             {"row": np.arange(offset, offset + n, dtype=np.int64), "r": r, "p": p, "s": s}
         )
-        if "y" in batch.columns:
-            frame = frame.with_columns(batch["y"], batch["w"])
-        if cells is not None:
-            kind, bits = cells
-            grid_score = s if kind == "probability" else 1.0 / (1.0 + np.exp(-s))
-            frame = frame.with_columns(
-                pl.Series("cell", cell_index(grid_score, mantissa_bits=bits)),
-                pl.Series("bucket", r.view(np.int64) >> (52 - RERANK_MANTISSA_BITS)),
-            )
         path = folder / f"{index:09d}.parquet"
         frame.write_parquet(path, compression=_SCRATCH_CODEC, statistics=False)
         paths.append(path)
+        keys = pl.DataFrame({"bucket": r.view(np.int64) >> shift})
+        histogram.add(keys)
+        if cells is not None:
+            kind, bits = cells
+            grid_score = s if kind == "probability" else 1.0 / (1.0 + np.exp(-s))
+            keys = keys.with_columns(
+                pl.Series("cell", cell_index(grid_score, mantissa_bits=bits)),
+                batch["y"],
+                batch["w"],
+            )
+            by_cell.add(keys)
+            by_bucket.add(keys)
+            del grid_score
         offset += n
-        del batch, frame, s, c, r, p
-    return paths
+        del batch, frame, keys, s, c, r, p
+    counts = histogram.frame().rename({"k": "b"})
+    return paths, counts, ([by_cell.frame(), by_bucket.frame()] if cells is not None else [])
 
 
 def _write_split(frame: pl.DataFrame, keys: IntArray, folder: Path, index: int) -> None:
