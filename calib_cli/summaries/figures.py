@@ -460,7 +460,7 @@ class RefinementLevel:
     """One refinement pass: its plan and the summary, on the plan's grid, of its parents' rows.
 
     ``summary`` holds exactly the rows whose cell is a parent of ``plan`` (one group;
-    :func:`summarize_refinement` in memory, :func:`calib_cli.summaries.scan.refine_lazy`
+    :func:`summarize_refinement` in memory, :func:`calib_cli.summaries.scan.refine_dense_lazy`
     streaming); :func:`reliability_from_summary` checks that its weights and row counts add
     up to the parents' before using it.
     """
@@ -572,6 +572,29 @@ def _pass_bits(
     return m, keys(m)
 
 
+def _plan_start(
+    summary: ScoreSummary,
+    levels: Sequence[RefinementLevel],
+    auc_tolerance: float,
+    size_name: str,
+    size: int,
+    max_bits: int,
+) -> tuple[_Atoms, BoolArray]:
+    """The checks both planners share, then the atoms (``summary`` as refined by ``levels``)
+    and which of them a finer grid can still split (weighted, not all ties, below
+    ``max_bits``)."""
+    if not auc_tolerance >= 0.0:
+        raise InputError(f"auc_tolerance must be non-negative, got {auc_tolerance!r}")
+    if isinstance(size, bool) or not isinstance(size, int) or size < 16:
+        raise InputError(f"{size_name} must be an integer of at least 16, got {size!r}")
+    if not summary.mantissa_bits < max_bits <= MAX_MANTISSA_BITS:
+        raise InputError(
+            f"max_bits must lie in ({summary.mantissa_bits}, {MAX_MANTISSA_BITS}], got {max_bits!r}"
+        )
+    atoms = _prepared(summary, None, levels)
+    return atoms, (atoms.weight > 0.0) & ~atoms.tied & (atoms.bits < max_bits)
+
+
 def plan_refinement(
     summary: ScoreSummary,
     levels: Sequence[RefinementLevel] = (),
@@ -614,20 +637,12 @@ def plan_refinement(
     summary = _one_group(summary)
     strategy = _check_options(n_bins, strategy)
     for name, value in (
-        ("auc_tolerance", auc_tolerance),
         ("average_precision_tolerance", average_precision_tolerance),
         ("ece_tolerance", ece_tolerance),
     ):
         if value is not None and not value >= 0.0:
             raise InputError(f"{name} must be non-negative, got {value!r}")
-    if isinstance(max_keys, bool) or not isinstance(max_keys, int) or max_keys < 16:
-        raise InputError(f"max_keys must be an integer of at least 16, got {max_keys!r}")
-    if not summary.mantissa_bits < max_bits <= MAX_MANTISSA_BITS:
-        raise InputError(
-            f"max_bits must lie in ({summary.mantissa_bits}, {MAX_MANTISSA_BITS}], got {max_bits!r}"
-        )
-    atoms = _prepared(summary, None, levels)
-    can = (atoms.weight > 0.0) & ~atoms.tied & (atoms.bits < max_bits)
+    atoms, can = _plan_start(summary, levels, auc_tolerance, "max_keys", max_keys, max_bits)
     auc_terms = _auc_terms(atoms)
     bound = float(np.sum(auc_terms))
     need = np.zeros(atoms.pos.size, dtype=bool)
@@ -733,16 +748,7 @@ def plan_dense_refinement(
     """
     summary = _one_group(summary)
     strategy = _check_options(n_bins, strategy)
-    if not auc_tolerance >= 0.0:
-        raise InputError(f"auc_tolerance must be non-negative, got {auc_tolerance!r}")
-    if isinstance(max_slots, bool) or not isinstance(max_slots, int) or max_slots < 16:
-        raise InputError(f"max_slots must be an integer of at least 16, got {max_slots!r}")
-    if not summary.mantissa_bits < max_bits <= MAX_MANTISSA_BITS:
-        raise InputError(
-            f"max_bits must lie in ({summary.mantissa_bits}, {MAX_MANTISSA_BITS}], got {max_bits!r}"
-        )
-    atoms = _prepared(summary, None, levels)
-    can = (atoms.weight > 0.0) & ~atoms.tied & (atoms.bits < max_bits)
+    atoms, can = _plan_start(summary, levels, auc_tolerance, "max_slots", max_slots, max_bits)
     terms = _auc_terms(atoms)
     bound = float(np.sum(terms))
     if not bound > auc_tolerance or not np.any(can & (terms > 0.0)):
@@ -868,7 +874,7 @@ def refine_arrays(
 ) -> tuple[RefinementLevel, ...]:
     """Refinement passes over rows in memory until the bounds meet their tolerances.
 
-    The NumPy twin of :func:`calib_cli.summaries.scan.refine_lazy` (options as in
+    The NumPy twin of :func:`calib_cli.summaries.scan.refine_dense_lazy` (options as in
     :func:`plan_refinement`; at most ``max_levels`` passes).
     """
     levels: list[RefinementLevel] = []
@@ -1233,7 +1239,7 @@ def reliability_from_summary(
         exactly.
     refinement : sequence of RefinementLevel
         Finer summaries of chosen cells (:func:`refine_arrays`,
-        :func:`calib_cli.summaries.scan.refine_lazy`), applied in order: their finer atoms
+        :func:`calib_cli.summaries.scan.refine_dense_lazy`), applied in order: their finer atoms
         replace the cells they refine. Not together with ``resolved``.
 
     Returns

@@ -26,14 +26,11 @@ from calib_cli.errors import InputError
 from calib_cli.summaries.dense import DenseBatch, refine_batches
 from calib_cli.summaries.figures import (
     DEFAULT_AUC_TOLERANCE,
-    DEFAULT_MAX_KEYS,
-    DEFAULT_MAX_LEVELS,
     DEFAULT_MAX_SLOTS,
     RefinementLevel,
     RefinementPlan,
     ResolvedCells,
     plan_dense_refinement,
-    plan_refinement,
 )
 from calib_cli.summaries.grid import (
     DEFAULT_MANTISSA_BITS,
@@ -56,7 +53,6 @@ __all__ = [
     "cell_expr",
     "dense_batches",
     "refine_dense_lazy",
-    "refine_lazy",
     "refinement_level_lazy",
     "rows_in_cells",
     "summarize_lazy",
@@ -446,53 +442,6 @@ def refinement_level_lazy(
     return RefinementLevel(plan=plan, summary=summary_from_frame(frame, _metadata(**options)))
 
 
-def refine_lazy(
-    scan: pl.LazyFrame,
-    summary: ScoreSummary,
-    *,
-    auc_tolerance: float = DEFAULT_AUC_TOLERANCE,
-    average_precision_tolerance: float | None = None,
-    ece_tolerance: float | None = None,
-    n_bins: int | None = None,
-    strategy: BinStrategy = "uniform",
-    max_keys: int = DEFAULT_MAX_KEYS,
-    max_levels: int = DEFAULT_MAX_LEVELS,
-) -> tuple[RefinementLevel, ...]:
-    """Refinement passes over the scan until the bounds meet their tolerances (the default
-    second pass; see :func:`~calib_cli.summaries.figures.plan_refinement`).
-
-    Each pass is one streaming group-by of the rows of the chosen cells on a finer grid, in
-    memory bounded by ``max_keys`` keys whatever the rows; at most ``max_levels`` passes
-    (usually one). Give the levels to
-    :func:`~calib_cli.summaries.figures.reliability_from_summary` (``refinement=``).
-
-    Examples
-    --------
-    >>> from calib_cli.summaries.figures import reliability_from_summary
-    >>> rows = pl.LazyFrame({"score": [0.31, 0.31001, 0.31002, 0.9], "label": [0, 1, 0, 1]})
-    >>> s = summarize_lazy(rows)
-    >>> levels = refine_lazy(rows, s)
-    >>> len(levels), reliability_from_summary(s, refinement=levels).exactness.auc_bound
-    (1, 0.0)
-    """
-    levels: list[RefinementLevel] = []
-    for _ in range(max_levels):
-        plan = plan_refinement(
-            summary,
-            levels,
-            auc_tolerance=auc_tolerance,
-            average_precision_tolerance=average_precision_tolerance,
-            ece_tolerance=ece_tolerance,
-            n_bins=n_bins,
-            strategy=strategy,
-            max_keys=max_keys,
-        )
-        if plan is None:
-            break
-        levels.append(refinement_level_lazy(scan, plan, summary=summary))
-    return tuple(levels)
-
-
 #: Rows of one batch of a dense refinement pass (the NumPy temporaries are about 150 bytes a
 #: row: 1M rows, about 150 MB).
 DENSE_BATCH_ROWS = 1 << 20
@@ -554,7 +503,7 @@ def refine_dense_lazy(
     ``max_slots`` slots (:func:`~calib_cli.summaries.dense.refine_batches`): memory bounded by
     the slots and a batch, never the rows. Usually one pass; at most ``max_passes``. Give the
     levels to :func:`~calib_cli.summaries.figures.reliability_from_summary` (``refinement=``):
-    the same figures as :func:`refine_lazy`'s levels would give on the same plans.
+    the same figures as :func:`refinement_level_lazy`'s levels would give on the same plans.
 
     Examples
     --------
