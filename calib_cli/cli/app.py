@@ -13,6 +13,7 @@ import typer.main
 from calib_cli import __version__
 from calib_cli.cli import (
     estimate_shift,
+    export_sql,
     recalibrate,
     reliability,
     rerank_strata,
@@ -47,6 +48,7 @@ app.command("rerank-strata", epilog=rerank_strata.EPILOG)(rerank_strata.rerank_s
 app.command("estimate-shift", epilog=estimate_shift.EPILOG)(estimate_shift.estimate_shift)
 app.command(epilog=show.EPILOG)(show.show)
 app.command(epilog=summarize.EPILOG)(summarize.summarize)
+app.command("export-sql", epilog=export_sql.EPILOG)(export_sql.export_sql)
 
 
 def _version_callback(value: bool) -> None:

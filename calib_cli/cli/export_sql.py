@@ -1,0 +1,79 @@
+"""``calib export-sql``: options -> :mod:`calib_cli.workflows.export_sql` -> SQL on stdout."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, cast
+
+import typer
+
+from calib_cli.cli.options import DebugOpt, NoColorOpt, QuietOpt, chosen, chosen_or_none
+from calib_cli.cli.session import command_session
+from calib_cli.sql.dialects import SQL_DIALECTS
+from calib_cli.types import ScoreKind
+
+EPILOG = (
+    "Example: calib export-sql model.json --dialect spark --score-col score "
+    "> calibrated.sql   (then SELECT <that expression> AS calibrated FROM scores)"
+)
+
+DialectChoice = Enum("DialectChoice", {name: name for name in SQL_DIALECTS}, type=str)  # type: ignore[misc]
+ExportScoreKind = Enum("ExportScoreKind", {k: k for k in ("probability", "logit", "raw")}, type=str)  # type: ignore[misc]
+
+
+def export_sql(
+    model: Annotated[
+        str,
+        typer.Argument(
+            help="A saved calibrator or chain (recalibrate --save-model).", show_default=False
+        ),
+    ],
+    dialect: Annotated[
+        DialectChoice,
+        typer.Option("--dialect", help="The engine whose SQL to write.", show_default=False),
+    ],
+    score_col: Annotated[
+        str | None,
+        typer.Option("--score-col", help="Column of scores (default: score)."),
+    ] = None,
+    score_expr: Annotated[
+        str | None,
+        typer.Option(
+            "--score-expr", help="A SQL expression of the scores, in place of --score-col."
+        ),
+    ] = None,
+    score_kind: Annotated[
+        ExportScoreKind | None,
+        typer.Option(
+            "--score-kind",
+            help="probability, logit or raw (default: a Platt model's own, else probability).",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        str, typer.Option("-o", "--output", help="Where to write the SQL ('-': stdout).")
+    ] = "-",
+    quiet: QuietOpt = False,
+    no_color: NoColorOpt = False,
+    debug: DebugOpt = False,
+) -> None:
+    """Print one SQL expression computing the calibrated probability of every row, exactly
+    as `calib recalibrate --model` applies the calibrator, for DuckDB, Spark, BigQuery,
+    Snowflake or Postgres."""
+    with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        from calib_cli.workflows.export_sql import ExportSqlRequest, run_export_sql
+
+        request = ExportSqlRequest(
+            model=model,
+            dialect=chosen(dialect),
+            score_col=score_col,
+            score_expr=score_expr,
+            score_kind=cast("ScoreKind | None", chosen_or_none(score_kind)),
+            output=output,
+        )
+        result = run_export_sql(request, warn=session.warn)
+        if output != "-":
+            session.info(
+                f"wrote the {result.dialect} expression of {result.kind} "
+                f"({result.n_steps} step{'s' if result.n_steps > 1 else ''}) to {output}"
+            )

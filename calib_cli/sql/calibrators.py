@@ -1,0 +1,277 @@
+"""Saved calibrators as one SQL expression: the calibrated probability of every row.
+
+Each step of an artifact (:func:`calib_cli.artifacts.steps_of`) becomes an expression of the
+previous step's expression, so a chain is one nested expression, the first step reading the
+score column (or the user's score expression) and each later step the probability before it.
+The formulas are those of ``calib recalibrate --model`` (:func:`calib_cli.core.chain.apply_chain`):
+
+* prior, probability scores, shift :math:`\\ell \\ne 0`, :math:`t = e^{-|\\ell|}` (computed
+  here, a constant): :math:`p t / (p t + 1 - p)` for :math:`\\ell < 0` and
+  :math:`p / (p + (1 - p) t)` for :math:`\\ell > 0`, which are calib's
+  :math:`1 / (1 + q)` rewritten so that no engine divides by zero or overflows (exact at
+  :math:`p = 0` and :math:`p = 1`; equal to calib's within a few units in the last place);
+  per stratum, a ``CASE`` on the stratum column (rows of a stratum the artifact does not know
+  get NULL); logit scores: :math:`\\operatorname{expit}(z + \\ell)`;
+* Platt: :math:`\\operatorname{expit}(b + a x)` with :math:`x = \\ln(c / (1 - c))`,
+  :math:`c = \\operatorname{clip}(p, 10^{-12}, 1 - 10^{-12})` for probability scores, else
+  :math:`x` the score;
+* beta: :math:`\\operatorname{expit}(c + a \\ln q - b \\ln(1 - q))`, :math:`q` clipped alike;
+* histogram: the rate of the bin holding the score, bins found by a balanced ``CASE`` on the
+  inner edges (a bin is ``[e_i, e_{i+1})``, the last one closed), depth
+  :math:`\\lceil \\log_2 k \\rceil` for :math:`k` bins;
+* isotonic: NumPy's ``interp`` through the knots, constant outside them, then clipped to
+  ``[eps, 1 - eps]``: a balanced ``CASE`` finds the knot interval in
+  :math:`\\lceil \\log_2 k \\rceil` comparisons and the leaf is
+  :math:`s_j (p - x_j) + y_j` with NumPy's slope :math:`s_j = (y_{j+1} - y_j) / (x_{j+1} -
+  x_j)` computed here, so the engine repeats NumPy's two operations; a flat run is its
+  constant, and only leaves whose values reach past ``eps`` or ``1 - eps`` carry the clip.
+
+:math:`\\operatorname{expit}(z) = 1 / (1 + e^{-z})` as SciPy computes it; where :math:`|z|`
+can exceed 700 (logit or raw scores, or extreme fitted parameters) a ``CASE`` gives 0 where
+:math:`e^{-z}` would overflow (SciPy's result there) and 1 past :math:`z > 745` (where it
+underflows, an error in some engines). A NULL score gives a NULL probability.
+
+Why a nested ``CASE`` and not a knots table: the expression stays one expression that any
+``SELECT`` (or ``UPDATE``, or a view) can use with no table to create, ship or join; its depth
+is logarithmic in the knots, so a row costs :math:`O(\\log k)` comparisons; and an ASOF or
+range join is spelled differently in every engine (BigQuery and Postgres have no ASOF join).
+Its text grows linearly with the knots (about 100 bytes per knot), which every engine parses
+quickly for the thousands of knots an isotonic fit keeps.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from calib_cli.errors import InputError
+from calib_cli.sql.dialects import dialect
+from calib_cli.sql.tree import (
+    Binary,
+    Case,
+    Cast,
+    Column,
+    Double,
+    IsNull,
+    Node,
+    Null,
+    Raw,
+    Text,
+    add,
+    call,
+    case,
+    clip,
+    div,
+    if_else,
+    mul,
+    render,
+    sub,
+)
+from calib_cli.types import ScoreKind
+
+__all__ = ["calibrated_expr", "calibrated_sql", "score_node"]
+
+#: The clip of probability scores before a logit or logarithm (Platt's and beta's default eps).
+FEATURE_EPS = 1e-12
+#: Past this |z|, expit needs its guarded form (EXP overflows near 709.78).
+_SAFE_Z = 700.0
+#: exp(-z) overflows for z below this (log of the largest double); SciPy's expit is then 0.
+_EXP_OVERFLOW = -math.log(np.finfo(np.float64).max)
+_LOGIT_BOUND = math.log((1.0 - FEATURE_EPS) / FEATURE_EPS)
+
+
+def score_node(score_col: str | None, score_expr: str | None) -> Node:
+    """The input of the first step: a column, or the user's SQL expression."""
+    if score_expr is not None:
+        if not score_expr.strip():
+            raise InputError("score_expr is empty; give a SQL expression or a score column")
+        return Raw(score_expr.strip())
+    return Column(score_col or "score")
+
+
+def _expit(z: Node, bound: float) -> Node:
+    """SciPy's ``expit(z) = 1 / (1 + exp(-z))``; guarded when ``|z|`` may pass 700."""
+    plain = div(Double(1.0), add(Double(1.0), call("EXP", Binary("-", Double(0.0), z))))
+    if bound <= _SAFE_Z:
+        return plain
+    return case(
+        [
+            (Binary("<", z, Double(_EXP_OVERFLOW)), Double(0.0)),
+            (Binary(">", z, Double(745.0)), Double(1.0)),
+        ],
+        plain,
+    )
+
+
+def _logit(p: Node) -> Node:
+    return call("LN", div(p, sub(Double(1.0), p)))
+
+
+def _prior(step: Any, p: Node, kind: ScoreKind) -> Node:
+    if step.strata_col is None:
+        return _prior_one(float(step.log_odds_shift), p, kind)
+    stratum = Cast(Column(step.strata_col), "string")
+    whens = [
+        (Binary("=", stratum, Text(name)), _prior_one(float(shift), p, kind))
+        for name, shift in sorted(step.stratum_shifts.items())
+    ]
+    return Case(tuple(whens), Null())
+
+
+def _prior_one(shift: float, p: Node, kind: ScoreKind) -> Node:
+    if kind == "logit":
+        return _expit(add(p, Double(shift)), math.inf)
+    if shift == 0.0:
+        return p
+    t = math.exp(-abs(shift))
+    complement = sub(Double(1.0), p)
+    if t == 0.0:  # |shift| > 745: every score strictly inside (0, 1) goes to 0 (or 1)
+        inside = Double(0.0) if shift < 0 else Double(1.0)
+        return case(
+            [(Binary("=", p, Double(0.0)), Double(0.0))],
+            if_else(Binary("=", p, Double(1.0)), Double(1.0), inside),
+        )
+    if shift < 0:
+        pt = mul(p, Double(t))
+        return div(pt, add(pt, complement))
+    return div(p, add(p, mul(complement, Double(t))))
+
+
+def _platt(step: Any, p: Node, kind: ScoreKind) -> Node:
+    if kind != step.score_kind:
+        raise InputError(
+            f"this Platt calibrator was fitted on {step.score_kind} scores, not {kind} scores "
+            f"(set score_kind to {step.score_kind})"
+        )
+    slope, intercept = float(step.slope), float(step.intercept)
+    if kind == "probability":
+        x = _logit(clip(p, FEATURE_EPS, 1.0 - FEATURE_EPS))
+        bound = abs(intercept) + abs(slope) * _LOGIT_BOUND
+    else:
+        x = p
+        bound = math.inf
+    return _expit(add(Double(intercept), mul(Double(slope), x)), bound)
+
+
+def _beta(step: Any, p: Node) -> Node:
+    q = clip(p, FEATURE_EPS, 1.0 - FEATURE_EPS)
+    a, b, c = float(step.a), float(step.b), float(step.c)
+    log_q = call("LN", q)
+    minus_log_complement = Binary("-", Double(0.0), call("LN", sub(Double(1.0), q)))
+    z = add(add(Double(c), mul(Double(a), log_q)), mul(Double(b), minus_log_complement))
+    bound = abs(c) + (abs(a) + abs(b)) * -math.log(FEATURE_EPS)
+    return _expit(z, bound)
+
+
+def _histogram(step: Any, p: Node) -> Node:
+    inner = [float(e) for e in np.asarray(step.edges, dtype=np.float64)[1:-1]]
+    rates = [float(r) for r in np.asarray(step.rates, dtype=np.float64)]
+
+    def node(lo: int, hi: int) -> Node:
+        if lo == hi:
+            return Double(rates[lo])
+        mid = (lo + hi + 1) // 2  # bins >= mid hold the scores >= inner[mid - 1]
+        return if_else(Binary("<", p, Double(inner[mid - 1])), node(lo, mid - 1), node(mid, hi))
+
+    return if_else(IsNull(p), Null(), node(0, len(rates) - 1))
+
+
+def _isotonic(step: Any, p: Node) -> Node:
+    xs = [float(v) for v in np.asarray(step.x_knots, dtype=np.float64)]
+    ys = [float(v) for v in np.asarray(step.y_knots, dtype=np.float64)]
+    eps = float(step.eps)
+    low, high = (eps, 1.0 - eps) if eps > 0.0 else (-math.inf, math.inf)
+
+    def clipped(value: float) -> Node:
+        return Double(min(max(value, low), high))
+
+    def leaf(j: int) -> Node:
+        if ys[j] == ys[j + 1]:
+            return clipped(ys[j])
+        slope = (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j])
+        value = add(mul(Double(slope), sub(p, Double(xs[j]))), Double(ys[j]))
+        if eps > 0.0 and (ys[j] <= low or ys[j + 1] >= high):
+            return clip(value, low, high)
+        return value
+
+    def node(lo: int, hi: int) -> Node:
+        if lo == hi:
+            return leaf(lo)
+        mid = (lo + hi + 1) // 2  # intervals >= mid hold the scores >= xs[mid]
+        return if_else(Binary("<", p, Double(xs[mid])), node(lo, mid - 1), node(mid, hi))
+
+    if len(xs) == 1:
+        return if_else(IsNull(p), Null(), clipped(ys[0]))
+    return case(
+        [
+            (IsNull(p), Null()),
+            (Binary("<=", p, Double(xs[0])), clipped(ys[0])),
+            (Binary(">=", p, Double(xs[-1])), clipped(ys[-1])),
+        ],
+        node(0, len(xs) - 2),
+    )
+
+
+def calibrated_expr(
+    steps: Sequence[Any], score: Node, *, score_kind: ScoreKind = "probability"
+) -> Node:
+    """The expression tree of a chain of steps applied to ``score`` (module docstring).
+
+    ``steps`` are the step dataclasses of :func:`calib_cli.artifacts.steps_of`; the first
+    reads ``score_kind`` scores, the rest probabilities, as in
+    :func:`calib_cli.core.chain.apply_chain`.
+    """
+    if not steps:
+        raise InputError("a calibration chain needs at least one step")
+    current, kind = score, score_kind
+    for step in steps:
+        if step.kind == "prior":
+            if kind == "raw":
+                raise InputError(
+                    "raw scores are not probabilities or log-odds, so a prior shift is "
+                    "undefined; put a Platt step first, or set score_kind to logit"
+                )
+            current = _prior(step, current, kind)
+        elif step.kind == "platt":
+            current = _platt(step, current, kind)
+        elif kind != "probability":
+            raise InputError(
+                f"{step.kind} calibration reads probabilities in [0, 1], not {kind} scores; "
+                "put a Platt or prior step first"
+            )
+        elif step.kind == "beta":
+            current = _beta(step, current)
+        elif step.kind == "histogram":
+            current = _histogram(step, current)
+        elif step.kind == "isotonic":
+            current = _isotonic(step, current)
+        else:
+            raise InputError(f"not a calibration step: {step.kind!r}")
+        kind = "probability"
+    return current
+
+
+def calibrated_sql(
+    steps: Sequence[Any],
+    *,
+    dialect_name: str,
+    score_col: str | None = "score",
+    score_expr: str | None = None,
+    score_kind: ScoreKind = "probability",
+) -> str:
+    """The SQL text of :func:`calibrated_expr` in one dialect.
+
+    Examples
+    --------
+    >>> from calib_cli.core.platt import PlattParams
+    >>> step = PlattParams(slope=2.0, intercept=-1.0, score_kind="logit", converged=True,
+    ...                    n_iter=3, separable=False)
+    >>> sql = calibrated_sql([step], dialect_name="duckdb", score_kind="logit")
+    >>> print(sql[:71])
+    CASE WHEN (((-1.0e0) + (2.0e0 * "score")) < (-709.782712893384e0)) THEN
+    """
+    node = calibrated_expr(steps, score_node(score_col, score_expr), score_kind=score_kind)
+    return render(node, dialect(dialect_name))

@@ -1,0 +1,126 @@
+"""The SQL dialects calib emits, and every quirk of each in one place.
+
+=============  ===========  ===========  ============  ==================  ============
+               duckdb       spark        bigquery      snowflake           postgres
+=============  ===========  ===========  ============  ==================  ============
+identifier     ``"x"``      ```x```      ```x```       ``x`` or ``"x"``    ``"x"``
+double const   ``1.5e-3``   ``1.5e-3``   ``1.5e-3``    ``CAST('1.5e-3'     ``CAST('1.5e-3'
+                                                       AS DOUBLE)``        AS DOUBLE
+                                                                           PRECISION)``
+xor            ``xor(a,b)`` ``a ^ b``    ``a ^ b``     ``BITXOR(a,b)``     ``a # b``
+shift right    ``a >> n``   ``shiftright``  ``a >> n``  ``BITSHIFTRIGHT``  ``a >> n``
+string type    VARCHAR      STRING       STRING        VARCHAR             TEXT
+=============  ===========  ===========  ============  ==================  ============
+
+Doubles: DuckDB, Spark (3 and later, ``spark.sql.legacy.exponentLiteralAsDecimal.enabled``
+off, its default) and BigQuery read a numeric literal with an exponent as a double; Postgres
+reads every literal with a point or an exponent as ``numeric`` and Snowflake as a fixed-point
+number, so there constants are written as a string cast to a double (each engine's string to
+double conversion is correctly rounded). Every constant is Python's shortest round-trip form
+(``repr``), so the engine reads back exactly the binary64 value calib holds.
+
+Snowflake resolves unquoted identifiers case-insensitively but quoted ones exactly, so a simple
+name (letters, digits, underscores) is left unquoted there and others are quoted. String
+literals escape ``'`` (and ``\\`` where the dialect reads backslash escapes: Spark, BigQuery,
+Snowflake).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Final, Literal, get_args
+
+from calib_cli.errors import OptionError
+
+SqlDialect = Literal["duckdb", "spark", "bigquery", "snowflake", "postgres"]
+SQL_DIALECTS: Final[tuple[str, ...]] = get_args(SqlDialect)
+#: Dialects whose emitted SQL the test suite runs in the engine; the others are parsed only.
+RUN_DIALECTS: Final = ("duckdb", "spark")
+
+_SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one engine spells the few things that differ."""
+
+    name: SqlDialect
+    quote: str
+    double_type: str
+    bigint_type: str
+    string_type: str
+    double_from_string: bool
+    backslash_escapes: bool
+
+    def identifier(self, name: str) -> str:
+        """A column name, quoted as the engine needs."""
+        if self.name == "snowflake" and _SIMPLE_NAME.match(name):
+            return name
+        doubled = name.replace(self.quote, self.quote * 2)
+        return f"{self.quote}{doubled}{self.quote}"
+
+    def string(self, text: str) -> str:
+        """A string literal."""
+        if self.backslash_escapes:
+            return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+        return "'" + text.replace("'", "''") + "'"
+
+    def double(self, value: float) -> str:
+        """A double constant that the engine reads as exactly ``value`` (finite)."""
+        number = float(value)
+        if not math.isfinite(number):
+            raise ValueError(f"cannot write {number!r} as a SQL constant")
+        text = repr(number)
+        if "e" not in text:
+            text += "e0"
+        if self.double_from_string:
+            return f"CAST('{text}' AS {self.double_type})"
+        return f"({text})" if number < 0 or text.startswith("-") else text
+
+    def xor(self, left: str, right: str) -> str:
+        if self.name == "duckdb":
+            return f"xor({left}, {right})"
+        if self.name == "snowflake":
+            return f"BITXOR({left}, {right})"
+        if self.name == "postgres":
+            return f"({left} # {right})"
+        return f"({left} ^ {right})"
+
+    def bit_and(self, left: str, right: str) -> str:
+        if self.name == "snowflake":
+            return f"BITAND({left}, {right})"
+        return f"({left} & {right})"
+
+    def shift_right(self, left: str, bits: int) -> str:
+        if self.name == "snowflake":
+            return f"BITSHIFTRIGHT({left}, {bits})"
+        if self.name == "spark":
+            return f"shiftright({left}, {bits})"
+        return f"({left} >> {bits})"
+
+
+DIALECTS: Final[dict[str, Dialect]] = {
+    "duckdb": Dialect("duckdb", '"', "DOUBLE", "BIGINT", "VARCHAR", False, False),
+    "spark": Dialect("spark", "`", "DOUBLE", "BIGINT", "STRING", False, True),
+    "bigquery": Dialect("bigquery", "`", "FLOAT64", "INT64", "STRING", False, True),
+    "snowflake": Dialect("snowflake", '"', "DOUBLE", "BIGINT", "VARCHAR", True, True),
+    "postgres": Dialect("postgres", '"', "DOUBLE PRECISION", "BIGINT", "TEXT", True, False),
+}
+
+
+def dialect(name: str) -> Dialect:
+    """The :class:`Dialect` called ``name`` (an OptionError listing the choices otherwise).
+
+    >>> dialect("postgres").double(0.1)
+    "CAST('0.1e0' AS DOUBLE PRECISION)"
+    >>> dialect("spark").double(-2.5e-300)
+    '(-2.5e-300)'
+    """
+    try:
+        return DIALECTS[name]
+    except KeyError:
+        raise OptionError(
+            f"dialect must be one of {', '.join(SQL_DIALECTS)}, got {name!r}"
+        ) from None
