@@ -1,0 +1,289 @@
+"""The rows ``calib resample`` keeps, as one SQL ``SELECT``: ``calib-hash64-v1`` in SQL.
+
+The rule (:mod:`calib_cli.core.sampling`): a row is kept when ``mix64(k ^ mix64(seed))``,
+read as an unsigned 64-bit integer, is below ``T(rate) = floor(rate * 2**64)`` of its class
+(and stratum), every row when the rate is 1.
+
+Exact under every engine's default settings
+-------------------------------------------
+SplitMix64 multiplies modulo ``2**64``. Spark 4 (ANSI mode) raises an error when a 64-bit
+product overflows, BigQuery and Postgres have no unsigned integers, and Snowflake's integers
+are decimals; so the emitted SQL never lets an integer pass ``2**35``: the 64-bit state is held
+as four 16-bit limbs (``BIGINT`` columns in ``[0, 65535]``), added with explicit carries,
+multiplied by the (constant) SplitMix64 multipliers limb by limb (each partial product below
+``2**32``, each column sum below ``2**35``), shifted and xor-ed limb by limb. ``mix64(seed)``
+and ``T(rate)`` are computed here, in Python, and appear as limbs. The key's limbs are its
+two's-complement bits: ``(k >> 16 i) & 65535`` of ``CAST(key AS BIGINT)`` (an arithmetic
+shift, then a mask), so ``-1`` is ``0xFFFF...``, as calib reads it.
+
+The query hashes each distinct key once, in a chain of common table expressions (one per step
+of SplitMix64: nesting them as one expression would repeat each limb exponentially often),
+and joins the hashes back to the table, so rows sharing a key are kept or dropped together::
+
+    WITH _calib_k AS (SELECT DISTINCT CAST(key AS BIGINT) AS k FROM T),
+         _calib_h1 AS (...), ..., _calib_h7 AS (SELECT k, hi, lo FROM ...)
+    SELECT t.* FROM T AS t JOIN _calib_h7 AS h ON CAST(t.key AS BIGINT) = h.k
+    WHERE <the row's class (and stratum) threshold against (hi, lo)>
+
+Limits, against ``calib resample`` on a file: the key must be an integer column (or text every
+engine casts to a 64-bit integer); string keys (FNV-1a over UTF-8 bytes) and the row-number key
+(a table has no row order) are not emitted. Rows whose key or label is NULL, or whose stratum
+has no rates, are not returned (``calib resample`` refuses such input). The label is positive
+where ``label = 1`` (``--positive-label V``: where the label, as trimmed text, is ``V``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from calib_cli.core.sampling import UINT64_MAX, ClassRates, rate_threshold
+from calib_cli.errors import InputError
+from calib_cli.sql.dialects import dialect
+from calib_cli.sql.tree import (
+    Binary,
+    BitAnd,
+    Call,
+    Case,
+    Cast,
+    Column,
+    Double,
+    Int,
+    Node,
+    Not,
+    ShiftRight,
+    Text,
+    Xor,
+    add,
+    if_else,
+    mul,
+    render,
+)
+
+__all__ = ["SamplingQuery", "sampling_sql"]
+
+_MASK = 0xFFFF
+_GOLDEN = 0x9E3779B97F4A7C15
+_MIX_1 = 0xBF58476D1CE4E5B9
+_MIX_2 = 0x94D049BB133111EB
+
+Limbs = tuple[Node, Node, Node, Node]
+
+
+def _mix64_int(x: int) -> int:
+    z = (x + _GOLDEN) & UINT64_MAX
+    z = ((z ^ (z >> 30)) * _MIX_1) & UINT64_MAX
+    z = ((z ^ (z >> 27)) * _MIX_2) & UINT64_MAX
+    return z ^ (z >> 31)
+
+
+def _limbs_of(value: int) -> tuple[int, int, int, int]:
+    a, b, c, d = ((value >> (16 * i)) & _MASK for i in range(4))
+    return a, b, c, d
+
+
+def _four(nodes: Sequence[Node]) -> Limbs:
+    a, b, c, d = nodes
+    return a, b, c, d
+
+
+def _columns(prefix: str) -> Limbs:
+    return _four([Column(f"{prefix}{i}") for i in range(4)])
+
+
+def _normalised(sums: list[Node]) -> Limbs:
+    """Limbs of ``sum_i sums[i] 2**(16 i)`` modulo 2**64 (each sum below 2**40): carries
+    propagated up, the last carry dropped."""
+    out: list[Node] = []
+    carry: Node | None = None
+    for value in sums:
+        v = value if carry is None else add(value, carry)
+        out.append(BitAnd(v, Int(_MASK)))
+        carry = ShiftRight(v, 16)
+    return _four(out)
+
+
+def _add_constant(x: Limbs, constant: int) -> Limbs:
+    c = _limbs_of(constant)
+    return _normalised([add(x[i], Int(c[i])) for i in range(4)])
+
+
+def _times_constant(x: Limbs, constant: int) -> Limbs:
+    c = _limbs_of(constant)
+    sums: list[Node] = []
+    for k in range(4):
+        terms = [mul(x[i], Int(c[k - i])) for i in range(k + 1) if c[k - i]]
+        total: Node = terms[0] if terms else Int(0)
+        for term in terms[1:]:
+            total = add(total, term)
+        sums.append(total)
+    return _normalised(sums)
+
+
+def _shifted_right(x: Limbs, bits: int) -> list[Node | None]:
+    """Limbs of ``x >> bits`` (None for a limb that is zero)."""
+    q, r = divmod(bits, 16)
+    out: list[Node | None] = []
+    for i in range(4):
+        low = i + q
+        if low > 3:
+            out.append(None)
+            continue
+        part: Node = x[low] if r == 0 else ShiftRight(x[low], r)
+        if r and low + 1 <= 3:
+            part = add(part, BitAnd(mul(x[low + 1], Int(1 << (16 - r))), Int(_MASK)))
+        out.append(part)
+    return out
+
+
+def _xorshift(x: Limbs, bits: int) -> Limbs:
+    shifted = _shifted_right(x, bits)
+    return _four([x[i] if s is None else Xor(x[i], s) for i, s in enumerate(shifted)])
+
+
+@dataclass(frozen=True)
+class SamplingQuery:
+    """What a sampling SELECT needs (the options of ``calib resample``)."""
+
+    table: str
+    key_col: str
+    label_col: str = "label"
+    positive_label: str | None = None
+    seed: int = 0
+    rates: ClassRates | None = None
+    strata_col: str | None = None
+    stratum_rates: Mapping[str, ClassRates] | None = None
+    weight_col_out: str | None = None
+
+
+def _stages(seed: int) -> list[tuple[str, Limbs]]:
+    """The CTE chain: (name, the limbs it computes from the previous stage's limbs)."""
+    seed_mix = _mix64_int(seed)
+    key = Column("k")
+    key_limbs = _four([BitAnd(ShiftRight(key, 16 * i) if i else key, Int(_MASK)) for i in range(4)])
+    seed_limbs = _limbs_of(seed_mix)
+    stages: list[tuple[str, Limbs]] = [
+        ("_calib_h1", _four([Xor(key_limbs[i], Int(seed_limbs[i])) for i in range(4)]))
+    ]
+    steps: list[Callable[[Limbs], Limbs]] = [
+        lambda x: _add_constant(x, _GOLDEN),
+        lambda x: _xorshift(x, 30),
+        lambda x: _times_constant(x, _MIX_1),
+        lambda x: _xorshift(x, 27),
+        lambda x: _times_constant(x, _MIX_2),
+        lambda x: _xorshift(x, 31),
+    ]
+    for index, step in enumerate(steps, start=2):
+        stages.append((f"_calib_h{index}", step(_columns("z"))))
+    return stages
+
+
+def _threshold_test(hi: Node, lo: Node, rate: float) -> Node | None:
+    """``(hi, lo) < T(rate)`` as limbs; None when the rate keeps every row."""
+    threshold = rate_threshold(rate)
+    if threshold == UINT64_MAX:
+        return None
+    t_hi, t_lo = threshold >> 32, threshold & 0xFFFFFFFF
+    return Binary(
+        "OR",
+        Binary("<", hi, Int(t_hi)),
+        Binary("AND", Binary("=", hi, Int(t_hi)), Binary("<", lo, Int(t_lo))),
+    )
+
+
+def _class_test(positive: Node, hi: Node, lo: Node, rates: ClassRates) -> Node:
+    pos = _threshold_test(hi, lo, rates.positive_rate)
+    neg = _threshold_test(hi, lo, rates.negative_rate)
+    true = Binary("=", Int(1), Int(1))
+    return Binary(
+        "OR",
+        Binary("AND", positive, pos if pos is not None else true),
+        Binary("AND", Not(positive), neg if neg is not None else true),
+    )
+
+
+def _positive(query: SamplingQuery) -> Node:
+    label = Column(query.label_col, "t")
+    if query.positive_label is None:
+        return Binary("=", label, Int(1))
+    return Binary("=", Call("TRIM", (Cast(label, "string"),)), Text(query.positive_label.strip()))
+
+
+def _check_rates(rates: ClassRates, where: str) -> None:
+    for name, value in (
+        ("negative_rate", rates.negative_rate),
+        ("positive_rate", rates.positive_rate),
+    ):
+        if not 0.0 < value <= 1.0:
+            raise InputError(f"{where}{name} must be a rate in (0, 1], got {value!r}")
+
+
+def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
+    """The ``SELECT`` returning the rows ``calib resample`` keeps (module docstring).
+
+    Examples
+    --------
+    >>> sql = sampling_sql(SamplingQuery(table="events", key_col="user_id", seed=42,
+    ...                    rates=ClassRates(negative_rate=0.1)), dialect_name="spark")
+    >>> sql.splitlines()[0]
+    'WITH _calib_k AS (SELECT DISTINCT CAST(t.`user_id` AS BIGINT) AS k FROM events AS t),'
+    """
+    d = dialect(dialect_name)
+    table = query.table.strip()
+    if not table or ";" in table:
+        raise InputError(f"table must name one table or view, got {query.table!r}")
+    if (query.rates is None) == (query.stratum_rates is None):
+        raise InputError("give either rates or stratum_rates (with strata_col)")
+    if query.stratum_rates is not None and query.strata_col is None:
+        raise InputError("stratum_rates need strata_col")
+    key = Cast(Column(query.key_col, "t"), "bigint")
+    lines = [f"WITH _calib_k AS (SELECT DISTINCT {render(key, d)} AS k FROM {table} AS t),"]
+    previous = "_calib_k"
+    for name, limbs in _stages(query.seed):
+        select = ", ".join(f"{render(limb, d)} AS z{i}" for i, limb in enumerate(limbs))
+        lines.append(f"{name} AS (SELECT k, {select} FROM {previous}),")
+        previous = name
+    z = _columns("z")
+    hi = add(mul(z[3], Int(65536)), z[2])
+    lo = add(mul(z[1], Int(65536)), z[0])
+    lines.append(
+        f"_calib_hash AS (SELECT k, {render(hi, d)} AS hi, {render(lo, d)} AS lo FROM {previous})"
+    )
+    h_hi, h_lo = Column("hi", "h"), Column("lo", "h")
+    positive = _positive(query)
+    weight: Node | None = None
+    if query.rates is not None:
+        _check_rates(query.rates, "")
+        keep = _class_test(positive, h_hi, h_lo, query.rates)
+        if query.weight_col_out is not None:
+            weight = _inverse_rate(positive, query.rates)
+    else:
+        assert query.stratum_rates is not None and query.strata_col is not None
+        stratum = Cast(Column(query.strata_col, "t"), "string")
+        tests: list[Node] = []
+        weights: list[tuple[Node, Node]] = []
+        for name, rates in sorted(query.stratum_rates.items()):
+            _check_rates(rates, f"stratum {name!r}: ")
+            is_stratum = Binary("=", stratum, Text(name))
+            tests.append(Binary("AND", is_stratum, _class_test(positive, h_hi, h_lo, rates)))
+            weights.append((is_stratum, _inverse_rate(positive, rates)))
+        keep = tests[0]
+        for test in tests[1:]:
+            keep = Binary("OR", keep, test)
+        if query.weight_col_out is not None:
+            weight = Case(tuple(weights), None)
+    extra = (
+        ""
+        if weight is None
+        else f", {render(weight, d)} AS {d.identifier(query.weight_col_out or '')}"
+    )
+    lines.append(
+        f"SELECT t.*{extra} FROM {table} AS t JOIN _calib_hash AS h ON {render(key, d)} = h.k"
+    )
+    lines.append(f"WHERE {render(keep, d)}")
+    return "\n".join(lines)
+
+
+def _inverse_rate(positive: Node, rates: ClassRates) -> Node:
+    """``1 / rate`` of the row's class (calib's importance weight, computed here)."""
+    return if_else(positive, Double(1.0 / rates.positive_rate), Double(1.0 / rates.negative_rate))

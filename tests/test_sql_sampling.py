@@ -1,0 +1,172 @@
+"""resample --emit-sql: calib-hash64-v1 in SQL keeps exactly the rows calib resample keeps.
+
+References: the module docstring's test vectors of :mod:`calib_cli.core.sampling`, the NumPy
+rule (hash_uint64_keys, row_thresholds, keep_mask) and ``calib resample`` itself (in-process),
+on the same rows, run in DuckDB.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import polars as pl
+import pyarrow as pa
+import pytest
+import sqlglot
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calib_cli.core.sampling import (
+    ClassRates,
+    hash_uint64_keys,
+    keep_mask,
+    row_thresholds,
+)
+from calib_cli.errors import InputError
+from calib_cli.sql.dialects import SQL_DIALECTS
+from calib_cli.sql.sampling import SamplingQuery, sampling_sql
+from calib_cli.workflows.resample import ResampleRequest, run_resample
+
+_CON = duckdb.connect()
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _hashes_in_duckdb(keys: list[int], seed: int) -> list[int]:
+    """hash64 of each key as the emitted CTEs compute it (hi * 2**32 + lo, in Python)."""
+    sql = sampling_sql(
+        SamplingQuery(table="t", key_col="id", seed=seed, rates=ClassRates(negative_rate=0.5)),
+        dialect_name="duckdb",
+    )
+    ctes = sql[: sql.index("\nSELECT t.*")]
+    _CON.register("t", pa.table({"id": pa.array(keys, pa.int64()), "label": [0] * len(keys)}))
+    result = _CON.execute(f"{ctes}\nSELECT k, hi, lo FROM _calib_hash").fetchall()
+    by_key = {k: (hi << 32) | lo for k, hi, lo in result}
+    return [by_key[k] for k in keys]
+
+
+def test_the_published_test_vectors() -> None:
+    assert _hashes_in_duckdb([0, 1, -1], 0) == [
+        12035550249420947055,
+        627405149472732430,
+        3303439293501059696,
+    ]
+    assert _hashes_in_duckdb([0, 1234567890123], 42) == [
+        6332618229526065668,
+        17925585971602962171,
+    ]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    keys=st.lists(st.integers(INT64_MIN, INT64_MAX), min_size=1, max_size=60, unique=True),
+    seed=st.sampled_from([0, 1, 42, 2**63, 2**64 - 1]),
+)
+def test_hash_of_any_int64_key_and_seed_equals_numpy(keys: list[int], seed: int) -> None:
+    keys = [*keys, 0, -1, INT64_MIN, INT64_MAX]
+    keys = list(dict.fromkeys(keys))
+    expected = hash_uint64_keys(np.array(keys, dtype=np.int64), seed=seed).tolist()
+    assert _hashes_in_duckdb(keys, seed) == expected
+
+
+def _table(n: int = 3000, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    user = rng.integers(-(10**12), 10**12, n // 3)[rng.integers(0, n // 3, n)]  # shared keys
+    label = (rng.random(n) < 0.2).astype(np.int64)
+    region = np.array(["eu", "us", "o'x"])[rng.integers(0, 3, n)]
+    return pa.table({"row": np.arange(n), "user_id": user, "label": label, "region": region})
+
+
+def _kept_rows(sql: str, table: pa.Table) -> list[int]:
+    _CON.register("t", table)
+    return sorted(r[0] for r in _CON.execute(f"SELECT row FROM ({sql}) AS s").fetchall())
+
+
+@pytest.mark.parametrize(
+    "rates",
+    [ClassRates(0.1), ClassRates(0.5, 0.25), ClassRates(1.0, 0.3), ClassRates(2**-40, 1.0)],
+)
+def test_kept_rows_equal_the_numpy_rule(rates: ClassRates) -> None:
+    table = _table()
+    query = SamplingQuery(table="t", key_col="user_id", seed=7, rates=rates)
+    keys = table["user_id"].to_numpy()
+    labels = table["label"].to_numpy()
+    mask = keep_mask(hash_uint64_keys(keys, seed=7), row_thresholds(labels, rates))
+    assert (
+        _kept_rows(sampling_sql(query, dialect_name="duckdb"), table)
+        == np.flatnonzero(mask).tolist()
+    )
+
+
+def test_stratified_rates_and_weights_equal_calib_resample(tmp_path: Path) -> None:
+    """The emitted SELECT against calib resample itself (in-process) on the same file."""
+    table = _table(2000, seed=1)
+    source = tmp_path / "rows.parquet"
+    pl.from_arrow(table).write_parquet(source)  # type: ignore[union-attr]
+    rates_file = tmp_path / "rates.csv"
+    rates_file.write_text("stratum,negative_rate,positive_rate\neu,0.2,1\nus,0.05,0.5\no'x,1,0.7\n")
+    out = tmp_path / "sample.parquet"
+    run_resample(
+        ResampleRequest(
+            file=str(source),
+            output=str(out),
+            strata_col="region",
+            rates_file=str(rates_file),
+            key_col="user_id",
+            seed=99,
+            weight_col_out="w",
+        )
+    )
+    expected = pl.read_parquet(out).sort("row")
+    query = SamplingQuery(
+        table="t", key_col="user_id", seed=99, strata_col="region", weight_col_out="w",
+        stratum_rates={"eu": ClassRates(0.2, 1.0), "us": ClassRates(0.05, 0.5),
+                       "o'x": ClassRates(1.0, 0.7)},
+    )  # fmt: skip
+    _CON.register("t", table)
+    sql = sampling_sql(query, dialect_name="duckdb")
+    frame = _CON.sql(f"SELECT * FROM ({sql}) s ORDER BY row").pl()
+    assert frame.columns == [*table.column_names, "w"]
+    assert frame["row"].to_list() == expected["row"].to_list()
+    assert frame["w"].to_list() == expected["w"].to_list()
+
+
+def test_positive_label_text_and_boolean_labels() -> None:
+    table = _table(600)
+    text = table.set_column(
+        2, "label", pa.array(np.where(table["label"].to_numpy() == 1, " yes", "no"))
+    )
+    rates = ClassRates(0.3, 0.6)
+    plain = _kept_rows(
+        sampling_sql(SamplingQuery("t", "user_id", seed=3, rates=rates), dialect_name="duckdb"),
+        table,
+    )
+    query = SamplingQuery("t", "user_id", positive_label="yes", seed=3, rates=rates)
+    assert _kept_rows(sampling_sql(query, dialect_name="duckdb"), text) == plain
+    boolean = table.set_column(2, "label", pa.array(table["label"].to_numpy() == 1))
+    query = SamplingQuery("t", "user_id", seed=3, rates=rates)
+    assert _kept_rows(sampling_sql(query, dialect_name="duckdb"), boolean) == plain
+
+
+@pytest.mark.parametrize("name", SQL_DIALECTS)
+def test_every_dialect_parses_and_keeps_integers_small(name: str) -> None:
+    query = SamplingQuery(
+        table="db.events", key_col="user id", seed=2**64 - 1, strata_col="region",
+        weight_col_out="w", stratum_rates={"a": ClassRates(0.1), "b": ClassRates(0.5, 0.5)},
+    )  # fmt: skip
+    sql = sampling_sql(query, dialect_name=name)
+    tree = sqlglot.parse_one(sql, read=name)
+    assert isinstance(tree, sqlglot.exp.Select)
+    literals = [int(v.this) for v in tree.find_all(sqlglot.exp.Literal) if v.is_int]
+    assert literals and max(literals) < 2**32  # no constant near the int64 range
+    assert "18446744073709551615" not in sql and "9223372036854775807" not in sql
+
+
+def test_impossible_queries_are_refused() -> None:
+    with pytest.raises(InputError, match="table must name one table"):
+        sampling_sql(
+            SamplingQuery("t; DROP TABLE x", "id", rates=ClassRates(0.1)), dialect_name="duckdb"
+        )
+    with pytest.raises(InputError, match="negative_rate must be a rate"):
+        sampling_sql(SamplingQuery("t", "id", rates=ClassRates(0.0)), dialect_name="duckdb")
