@@ -40,6 +40,11 @@ SQL_DIALECTS: Final[tuple[str, ...]] = get_args(SqlDialect)
 RUN_DIALECTS: Final = ("duckdb", "spark")
 
 _SIMPLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+#: Words that cannot stand unquoted as a column name (the ones calib's own names could hit).
+_RESERVED = frozenset(
+    {"GROUP", "ORDER", "SELECT", "FROM", "WHERE", "TABLE", "BY", "CASE", "WHEN", "THEN", "END",
+     "AND", "OR", "NOT", "NULL", "AS", "ON", "JOIN", "LIMIT", "ROW", "ROWS", "VALUES"}
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -55,9 +60,13 @@ class Dialect:
     backslash_escapes: bool
 
     def identifier(self, name: str) -> str:
-        """A column name, quoted as the engine needs."""
-        if self.name == "snowflake" and _SIMPLE_NAME.match(name):
+        """A column of the user's table, quoted as the engine needs."""
+        if self.name == "snowflake" and _SIMPLE_NAME.match(name) and name.upper() not in _RESERVED:
             return name
+        return self.alias(name)
+
+    def alias(self, name: str) -> str:
+        """A name calib gives an output column: always quoted, so that its case is kept."""
         doubled = name.replace(self.quote, self.quote * 2)
         return f"{self.quote}{doubled}{self.quote}"
 
