@@ -239,6 +239,8 @@ def emit_report(
     session: Session, payload: JsonValue, *, as_json: bool, report_path: str | None
 ) -> None:
     """Write the JSON report to --report and, with --json, to standard output."""
+    if report_path is None and not as_json:
+        return  # nothing asked for: no JSON text to build (seconds for thousands of groups)
     from calib_cli import io
     from calib_cli.report.payloads import dumps
 

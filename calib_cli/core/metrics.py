@@ -33,6 +33,7 @@ does not grow with the number of rows (see :func:`ece_bootstrap`).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -278,7 +279,7 @@ def _validate(
     if p.shape[0] == 0:
         raise InputError("y_prob is empty: there are no rows to evaluate")
     w = check_weights(sample_weight, p.shape[0], name="sample_weight")
-    total = float(np.sum(w))
+    total = float(w.sum())
     if not total > 0.0:
         raise InputError("sample_weight sums to 0: no row carries weight")
     if not math.isfinite(total):
@@ -312,8 +313,10 @@ def _check_eps(eps: float) -> float:
     return float(eps)
 
 
+@functools.lru_cache(maxsize=16)
 def _z_value(confidence: float) -> float:
-    """Two-sided standard normal quantile, e.g. 1.959963984540054 for 0.95."""
+    """Two-sided standard normal quantile, e.g. 1.959963984540054 for 0.95 (cached: a report
+    of thousands of groups asks for the same few)."""
     return float(ndtri(0.5 + confidence / 2.0))
 
 
@@ -366,7 +369,7 @@ def _weighted_percentiles(p_sorted: FloatArray, w_sorted: FloatArray, q: FloatAr
     moves the interpolation position negligibly; the bootstrap and the debiased ECE, where it
     would matter, count rows by :func:`count_unit` instead.)
     """
-    unit = float(np.min(w_sorted[w_sorted > 0.0]))
+    unit = float(w_sorted[w_sorted > 0.0].min())
     cum = np.cumsum(w_sorted / unit) if unit < 1.0 else np.cumsum(w_sorted)
     total = float(cum[-1])
     last = int(np.searchsorted(cum, total, side="left"))  # last row with positive weight
@@ -378,15 +381,32 @@ def _weighted_percentiles(p_sorted: FloatArray, w_sorted: FloatArray, q: FloatAr
     return _lerp(p_sorted[lo], p_sorted[hi], gamma)
 
 
+@functools.lru_cache(maxsize=64)
+def _uniform_edges(n_bins: int) -> FloatArray:
+    """``n_bins + 1`` equal-width edges on [0, 1] (cached and read-only: every group of a
+    report shares them)."""
+    edges = np.linspace(0.0, 1.0, n_bins + 1)
+    edges.flags.writeable = False
+    return edges
+
+
+@functools.lru_cache(maxsize=64)
+def _quantile_levels(n_bins: int) -> FloatArray:
+    """The percentile levels exactly as ``calibration_curve`` passes them to ``np.percentile``
+    (q*100, then /100); cached and read-only."""
+    levels = np.true_divide(np.linspace(0.0, 1.0, n_bins + 1) * 100.0, 100.0)
+    levels.flags.writeable = False
+    return levels
+
+
 def _edges(
     p_sorted: FloatArray | None, w_sorted: FloatArray | None, n_bins: int, strategy: str
 ) -> FloatArray:
     if strategy == "uniform":
-        return np.linspace(0.0, 1.0, n_bins + 1)
+        return _uniform_edges(n_bins)
     if p_sorted is None or w_sorted is None:  # pragma: no cover - internal misuse
         raise ValueError("quantile edges need the sorted scores")
-    # The levels exactly as calibration_curve passes them to np.percentile (q*100, then /100).
-    levels = np.true_divide(np.linspace(0.0, 1.0, n_bins + 1) * 100.0, 100.0)
+    levels = _quantile_levels(n_bins)
     edges = np.maximum.accumulate(_weighted_percentiles(p_sorted, w_sorted, levels))
     keep = np.concatenate(([True], np.diff(edges) > 0.0))
     edges = edges[keep]
@@ -408,7 +428,7 @@ class _BinStats:
 
     @property
     def total(self) -> float:
-        return float(np.sum(self.weight))
+        return float(self.weight.sum())
 
     @property
     def mean_score(self) -> FloatArray:
@@ -440,7 +460,7 @@ def _segment_sums(values: FloatArray, bounds: IntArray) -> FloatArray:
     starts = bounds[:-1]
     full = bounds[1:] > starts
     out = np.zeros(starts.size)
-    if np.any(full):
+    if full.any():
         # Empty segments lie between non-empty ones, so each non-empty start runs to its end.
         out[full] = np.add.reduceat(values, starts[full])
     return out
@@ -533,7 +553,7 @@ def _sqrt_clipped(value: float) -> float:
 def _log_loss(y: FloatArray, p: FloatArray, w: FloatArray, eps: float) -> float:
     clipped = np.clip(p, eps, 1.0 - eps)
     log_lik = np.where(y == 1.0, np.log(clipped), np.log1p(-clipped))
-    return -float(w @ log_lik) / float(np.sum(w))
+    return -float(w @ log_lik) / float(w.sum())
 
 
 def log_loss(
@@ -584,7 +604,7 @@ def log_loss(
 
 def _brier(y: FloatArray, p: FloatArray, w: FloatArray) -> float:
     diff = p - y
-    return float((w * diff) @ diff) / float(np.sum(w))
+    return float((w * diff) @ diff) / float(w.sum())
 
 
 def brier_score(
@@ -620,7 +640,7 @@ def _murphy(stats: _BinStats) -> BrierDecomposition:
     weight = stats.weight[full]
     observed = stats.positive_sum[full] / weight
     forecast = stats.score_sum[full] / weight
-    base_rate = float(np.sum(stats.positive_sum[full])) / total
+    base_rate = float(stats.positive_sum[full].sum()) / total
     reliability = float(weight @ (forecast - observed) ** 2) / total
     resolution = float(weight @ (observed - base_rate) ** 2) / total
     uncertainty = base_rate * (1.0 - base_rate)
@@ -694,8 +714,8 @@ def _tie_groups(rows: _Sorted) -> tuple[FloatArray, FloatArray, FloatArray]:
 
 
 def _delong(positive: FloatArray, negative: FloatArray, confidence: float) -> AucInterval:
-    n_pos = float(np.sum(positive))
-    n_neg = float(np.sum(negative))
+    n_pos = float(positive.sum())
+    n_neg = float(negative.sum())
     if not (n_pos > 0.0 and n_neg > 0.0):
         return AucInterval(auc=NAN, auc_se=NAN, auc_ci=NAN_PAIR)
     negative_below = np.concatenate(([0.0], np.cumsum(negative)[:-1]))
@@ -713,7 +733,7 @@ def _delong(positive: FloatArray, negative: FloatArray, confidence: float) -> Au
 
 
 def _average_precision(positive: FloatArray, negative: FloatArray) -> float:
-    n_pos = float(np.sum(positive))
+    n_pos = float(positive.sum())
     if not n_pos > 0.0:
         return NAN
     pos_desc = positive[::-1]
@@ -877,7 +897,7 @@ def bin_edges(
         raise InputError("y_prob is empty: there are no rows to evaluate")
     w = check_weights(sample_weight, p.shape[0], name="sample_weight")
     if strategy == "uniform":
-        return _edges(None, None, n_bins, strategy)
+        return _edges(None, None, n_bins, strategy).copy()
     if not float(np.sum(w)) > 0.0:
         raise InputError("sample_weight sums to 0: no row carries weight")
     order = np.argsort(p)
@@ -933,18 +953,21 @@ def _table(stats: _BinStats, confidence: float) -> tuple[Bin, ...]:
     mean_score = stats.mean_score
     observed = stats.observed_rate
     low, high = wilson_interval(stats.positive_sum, stats.weight, confidence=confidence)
+    # Python numbers in one conversion per array (tolist), not one per element
+    edges, count, n_rows = stats.edges.tolist(), stats.weight.tolist(), stats.n_rows.tolist()
+    means, rates, lows, highs = mean_score.tolist(), observed.tolist(), low.tolist(), high.tolist()
     return tuple(
         Bin(
-            lower=float(stats.edges[k]),
-            upper=float(stats.edges[k + 1]),
-            count=float(stats.weight[k]),
-            n_rows=int(stats.n_rows[k]),
-            mean_score=float(mean_score[k]),
-            observed_rate=float(observed[k]),
-            observed_ci_low=float(low[k]),
-            observed_ci_high=float(high[k]),
+            lower=float(edges[k]),
+            upper=float(edges[k + 1]),
+            count=float(count[k]),
+            n_rows=int(n_rows[k]),
+            mean_score=float(means[k]),
+            observed_rate=float(rates[k]),
+            observed_ci_low=float(lows[k]),
+            observed_ci_high=float(highs[k]),
         )
-        for k in range(stats.weight.size)
+        for k in range(len(count))
     )
 
 
@@ -979,7 +1002,7 @@ def reliability_bins(
 def _mce(stats: _BinStats) -> float:
     full = stats.weight > 0.0
     gaps = np.abs(stats.positive_sum[full] - stats.score_sum[full]) / stats.weight[full]
-    return float(np.max(gaps))
+    return float(gaps.max())
 
 
 def ece(
@@ -1355,11 +1378,11 @@ def _calibration_fit(
     The rows may be grouped (one row per distinct score, with its total and positive weight):
     the likelihood depends on the data only through those sums.
     """
-    if np.any(w == 0.0):  # rows without weight change nothing but the rounding
+    if (w == 0.0).any():  # rows without weight change nothing but the rounding
         keep = w > 0.0
         x, w, wy = x[keep], w[keep], wy[keep]
-    n_pos = float(np.sum(wy))
-    n_neg = float(np.sum(w)) - n_pos
+    n_pos = float(wy.sum())
+    n_neg = float(w.sum()) - n_pos
     if not (n_pos > 0.0 and n_neg > 0.0):
         return CalibrationFit(NAN, NAN_PAIR, NAN, NAN_PAIR, NAN, converged=False, n_iter=0)
     z = _z_value(confidence)
@@ -1625,10 +1648,10 @@ def reliability_summary(
     y, p, w = rows.y, rows.p, rows.w
     wy = w * y
     wp = w * p
-    total = float(np.sum(w))
-    positives = float(np.sum(wy))
+    total = float(w.sum())
+    positives = float(wy.sum())
     base_rate = positives / total
-    mean_score = float(np.sum(wp)) / total
+    mean_score = float(wp.sum()) / total
 
     stats = _bin_stats_sorted(p, w, wp, wy, _edges(p, w, n_bins, strategy))
     murphy = _murphy(stats)

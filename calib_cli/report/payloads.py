@@ -8,6 +8,7 @@ README). The keys each command adds around them are written here and only here.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import math
 from collections.abc import Mapping
@@ -33,12 +34,18 @@ def to_jsonable(value: object) -> JsonValue:
     >>> to_jsonable({"a": float("nan"), "b": np.array([1.0, np.inf]), "c": (1, 2)})
     {'a': None, 'b': [1.0, None], 'c': [1, 2]}
     """
+    # The plain types first, by exact type: a report of thousands of groups has hundreds of
+    # thousands of values, and the generic checks below cost far more than the conversion.
+    if type(value) is float:
+        return value if math.isfinite(value) else None
+    if type(value) is str or type(value) is int or type(value) is bool or value is None:
+        return value
+    if type(value) is list or type(value) is tuple:
+        return [to_jsonable(v) for v in value]
+    if type(value) is dict:
+        return {str(k): to_jsonable(v) for k, v in value.items()}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {
-            field.name: to_jsonable(getattr(value, field.name))
-            for field in dataclasses.fields(value)
-            if not field.name.startswith("_")
-        }
+        return {name: to_jsonable(getattr(value, name)) for name in _field_names(type(value))}
     if isinstance(value, Mapping):
         return {str(k): to_jsonable(v) for k, v in value.items()}
     if isinstance(value, np.ndarray):
@@ -55,6 +62,18 @@ def to_jsonable(value: object) -> JsonValue:
     if value is None or isinstance(value, str):
         return value
     return str(value)
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def _field_names(kind: type) -> tuple[str, ...]:
+    """The public fields of a dataclass type (names not starting with ``_``), in order."""
+    names = _FIELD_NAMES.get(kind)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(kind) if not f.name.startswith("_"))
+        _FIELD_NAMES[kind] = names
+    return names
 
 
 def to_json_object(value: object) -> JsonObject:
@@ -77,6 +96,11 @@ def exact_record() -> JsonObject:
     """The ``exactness`` record of figures computed with every row in memory: the keys of
     :class:`~calib_cli.summaries.Exactness`, every figure exact (bounds 0), no grid (``null``
     bits)."""
+    return dict(_exact_record())
+
+
+@functools.cache
+def _exact_record() -> JsonObject:
     from calib_cli.summaries import Exactness
 
     record: JsonObject = {}
