@@ -6,8 +6,9 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import settings
@@ -57,3 +58,39 @@ def run_calib() -> RunCalib:
         return done
 
     return run
+
+
+# ------------------------------------------------------------------ Spark (pytest -m spark)
+# Tests marked `spark` run emitted SQL in Spark local mode. Spark takes half a minute to start,
+# so they run only when the -m expression names them (`make test-engines`: pytest -m spark);
+# any other run deselects them. They share one session per run, and fail (never skip) with the
+# reason when Spark cannot start, so CI cannot pass them silently.
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if "spark" in (config.getoption("markexpr", "") or ""):
+        return
+    deselected = [item for item in items if item.get_closest_marker("spark")]
+    if deselected:
+        config.hook.pytest_deselected(items=deselected)
+        items[:] = [item for item in items if not item.get_closest_marker("spark")]
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[Any]:
+    """One local SparkSession (Spark's defaults kept: ANSI mode on in Spark 4)."""
+    try:
+        from pyspark.sql import SparkSession
+
+        session = (
+            SparkSession.builder.master("local[2]")
+            .appName("calib-tests")
+            .config("spark.ui.enabled", "false")
+            .config("spark.sql.shuffle.partitions", "2")
+            .getOrCreate()
+        )
+    except Exception as error:  # any failure to start is the test's failure, with its reason
+        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        pytest.fail(f"Spark cannot start (pyspark and Java 17 are needed): {first}", pytrace=False)
+    yield session
+    session.stop()

@@ -29,7 +29,10 @@ Limits, against ``calib resample`` on a file: the key must be an integer column 
 engine casts to a 64-bit integer); string keys (FNV-1a over UTF-8 bytes) and the row-number key
 (a table has no row order) are not emitted. Rows whose key or label is NULL, or whose stratum
 has no rates, are not returned (``calib resample`` refuses such input). The label is positive
-where ``label = 1`` (``--positive-label V``: where the label, as trimmed text, is ``V``).
+where ``CAST(label AS DOUBLE) = 1`` (0/1 integers or doubles; booleans too in DuckDB, Spark and
+Snowflake, while BigQuery and Postgres cast no boolean to a double: there pass
+``--positive-label true``); with ``--positive-label V``, where the label as trimmed text is
+``V``.
 """
 
 from __future__ import annotations
@@ -205,7 +208,7 @@ def _class_test(positive: Node, hi: Node, lo: Node, rates: ClassRates) -> Node:
 def _positive(query: SamplingQuery) -> Node:
     label = Column(query.label_col, "t")
     if query.positive_label is None:
-        return Binary("=", label, Int(1))
+        return Binary("=", Cast(label, "double"), Double(1.0))
     return Binary("=", Call("TRIM", (Cast(label, "string"),)), Text(query.positive_label.strip()))
 
 

@@ -21,8 +21,9 @@ exact; sums differ from calib's only by the order of summation (about 1e-16 rela
 term), far inside the 1e-9 the figures are compared at.
 
 Rows whose score, label or weight is NULL are left out (calib refuses them); a label is
-positive where ``label = 1`` (``positive_label``: where its trimmed text equals that value),
-any other value counts as negative; the group is the ``by`` column as text (NULL stays the
+positive where ``CAST(label AS DOUBLE) = 1`` (as in :mod:`calib_cli.sql.sampling`;
+``positive_label``: where its trimmed text equals that value), any other value counts as
+negative; the group is the ``by`` column as text (NULL stays the
 missing group), as calib reads it.
 
 Cost: one scan and one aggregation of the table; the result has at most ``groups x occupied
@@ -157,7 +158,7 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
     score = Column(query.score_col)
     label = Column(query.label_col)
     if query.positive_label is None:
-        positive: Node = Binary("=", label, Int(1))
+        positive: Node = Binary("=", Cast(label, "double"), Double(1.0))
     else:
         text = query.positive_label.strip()
         positive = Binary("=", Call("TRIM", (Cast(label, "string"),)), Text(text))

@@ -1,0 +1,143 @@
+"""The emitted SQL run in Spark local mode, with Spark's default settings (ANSI mode on).
+
+Only with ``pytest -m spark`` (``make test-engines``): Spark takes about half a minute to
+start. One session serves every test (the ``spark`` fixture in conftest.py); if Spark cannot
+start, these tests fail with the reason. References as in the DuckDB tests: apply_chain,
+the NumPy sampling rule and its test vectors, summarize_arrays.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from calib_cli.core.chain import PriorParams, apply_chain
+from calib_cli.core.isotonic import IsotonicParams
+from calib_cli.core.platt import PlattParams
+from calib_cli.core.sampling import ClassRates, hash_uint64_keys, keep_mask, row_thresholds
+from calib_cli.core.selection import fit_calibrator
+from calib_cli.sql.calibrators import calibrated_sql
+from calib_cli.sql.sampling import SamplingQuery, sampling_sql
+from calib_cli.sql.summary import METADATA_COLUMN, SummaryQuery, summary_sql
+from calib_cli.summaries import ScoreSummary, summarize_arrays
+from calib_cli.summaries.summary import COUNT_COLUMNS, KEY_COLUMNS, SUM_COLUMNS
+
+pytestmark = pytest.mark.spark
+
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
+EDGE_SCORES = [0.0, 5e-324, 1e-300, 1e-12, 0.1, 0.25, 0.3, 0.5, 0.65, 0.7, 1 - 2**-53, 1.0]
+
+
+def _view(spark: Any, name: str, columns: dict[str, list[Any]], types: dict[str, str]) -> None:
+    from pyspark.sql.types import (
+        BooleanType,
+        DoubleType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+    )
+
+    kinds = {"double": DoubleType(), "bigint": LongType(), "string": StringType(),
+             "boolean": BooleanType()}  # fmt: skip
+    schema = StructType([StructField(c, kinds[types[c]], True) for c in columns])
+    rows = list(zip(*columns.values(), strict=True))
+    spark.createDataFrame(rows, schema).createOrReplaceTempView(name)
+
+
+def _fitted(method: str, **options: Any) -> Any:
+    rng = np.random.default_rng(1)
+    scores = rng.beta(0.8, 3.0, 400)
+    labels = (rng.random(400) < scores**0.7).astype(np.float64)
+    return fit_calibrator(method, scores, labels, **options)
+
+
+def test_spark_runs_with_ansi_mode_on(spark: Any) -> None:
+    assert spark.conf.get("spark.sql.ansi.enabled") == "true"
+
+
+def test_calibrators_in_spark_equal_calib(spark: Any) -> None:
+    rng = np.random.default_rng(0)
+    scores = np.concatenate([rng.beta(0.6, 2.0, 200), EDGE_SCORES])
+    regions = [("eu", "us")[i % 2] for i in range(scores.size)]
+    _view(spark, "scores", {"score": scores.tolist(), "region": regions},
+          {"score": "double", "region": "string"})  # fmt: skip
+    prior = PriorParams(log_odds_shift=0.0, strata_col="region",
+                        stratum_shifts={"eu": -2.0, "us": 0.7})  # fmt: skip
+    codes = np.array([0 if r == "eu" else 1 for r in regions])
+    chains: list[tuple[Any, ...]] = [
+        (_fitted("platt"),),
+        (_fitted("beta"),),
+        (_fitted("histogram", n_bins=12),),
+        (_fitted("isotonic"),),
+        (_fitted("isotonic", strict=True, eps=1e-4), PriorParams(log_odds_shift=math.log(0.05))),
+        (prior, _fitted("isotonic")),
+        (IsotonicParams(x_knots=np.array([0.2]), y_knots=np.array([0.4]), eps=0.0, strict=False),),
+    ]
+    for steps in chains:
+        sql = calibrated_sql(steps, dialect_name="spark")
+        got = [r[0] for r in spark.sql(f"SELECT {sql} AS p FROM scores").collect()]
+        expected = apply_chain(steps, scores, strata=(("eu", "us"), codes))
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300)
+    margins = [-2000.0, -709.9, -30.0, 0.0, 40.0, 800.0]
+    _view(spark, "margins", {"score": margins}, {"score": "double"})
+    platt = PlattParams(slope=1.3, intercept=-0.2, score_kind="raw", converged=True, n_iter=1,
+                        separable=False)  # fmt: skip
+    got = [r[0] for r in spark.sql(
+        f"SELECT {calibrated_sql((platt,), dialect_name='spark', score_kind='raw')} FROM margins"
+    ).collect()]  # fmt: skip
+    np.testing.assert_allclose(got, apply_chain((platt,), np.array(margins), score_kind="raw"),
+                               rtol=1e-12, atol=1e-300)  # fmt: skip
+
+
+def test_sampling_in_spark_keeps_calibs_rows(spark: Any) -> None:
+    rng = np.random.default_rng(4)
+    n = 3000
+    keys = rng.integers(INT64_MIN, INT64_MAX, n // 2, endpoint=True)[rng.integers(0, n // 2, n)]
+    keys[:4] = [0, -1, INT64_MIN, INT64_MAX]
+    labels = (rng.random(n) < 0.3).astype(np.int64)
+    _view(spark, "events", {"row": list(range(n)), "user_id": keys.tolist(),
+                            "label": labels.tolist(), "flag": (labels == 1).tolist()},
+          {"row": "bigint", "user_id": "bigint", "label": "bigint", "flag": "boolean"})  # fmt: skip
+    for seed, rates in ((0, ClassRates(0.1)), (2**64 - 1, ClassRates(0.5, 0.25))):
+        mask = keep_mask(hash_uint64_keys(keys, seed=seed), row_thresholds(labels, rates))
+        for label_col in ("label", "flag"):
+            query = SamplingQuery(table="events", key_col="user_id", label_col=label_col,
+                                  seed=seed, rates=rates)  # fmt: skip
+            rows = spark.sql(sampling_sql(query, dialect_name="spark")).collect()
+            assert sorted(r["row"] for r in rows) == np.flatnonzero(mask).tolist()
+
+
+def test_summary_in_spark_equals_calibs(spark: Any) -> None:
+    rng = np.random.default_rng(5)
+    scores = np.concatenate([rng.beta(0.4, 3.0, 2000), EDGE_SCORES * 2])
+    labels = (rng.random(scores.size) < scores).astype(np.int64)
+    weights = rng.choice([0.0, 0.5, 1.0, 2.0], scores.size)
+    days = [("mon", "tue", None)[i % 3] for i in range(scores.size)]
+    _view(spark, "rows", {"score": scores.tolist(), "label": labels.tolist(),
+                          "w": weights.tolist(), "day": days},
+          {"score": "double", "label": "bigint", "w": "double", "day": "string"})  # fmt: skip
+    query = SummaryQuery(table="rows", weight_col="w", by="day")
+    result = spark.sql(summary_sql(query, dialect_name="spark")).collect()
+    frame = {name: [row[name] for row in result] for name in result[0].asDict()}
+    (meta,) = set(frame.pop(METADATA_COLUMN))
+    columns: dict[str, Any] = {
+        name: np.array([*values, None], dtype=object)[:-1]
+        if name == "group"
+        else np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        for name, values in frame.items()
+    }
+    engine = ScoreSummary.from_columns(columns, json.loads(meta))
+    calib = summarize_arrays(labels, scores, sample_weight=weights, groups=days,
+                             weight_column="w", group_column="day")  # fmt: skip
+    assert engine.metadata() == calib.metadata() and engine.groups == calib.groups
+    for name in (*KEY_COLUMNS, *COUNT_COLUMNS, "weight_min", "score_min", "score_max"):
+        np.testing.assert_array_equal(engine.column(name), calib.column(name), err_msg=name)
+    for name in SUM_COLUMNS:
+        scale = float(np.sum(np.abs(calib.column(name)))) or 1.0
+        np.testing.assert_allclose(engine.column(name), calib.column(name), rtol=1e-9,
+                                   atol=1e-15 * scale, err_msg=name)  # fmt: skip
