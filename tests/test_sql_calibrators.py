@@ -28,10 +28,11 @@ from calib_cli.core.histogram import HistogramParams
 from calib_cli.core.isotonic import IsotonicParams
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.selection import fit_calibrator
-from calib_cli.errors import InputError
+from calib_cli.errors import InputError, MissingInputError, OptionError
 from calib_cli.sql.calibrators import calibrated_sql
 from calib_cli.sql.dialects import SQL_DIALECTS
 from calib_cli.workflows.export_sql import ExportSqlRequest, run_export_sql
+from tests.conftest import RunCalib
 
 RTOL, ATOL = 1e-12, 1e-300
 _CON = duckdb.connect()  # one in-process database for the module (queries read Arrow tables)
@@ -260,3 +261,26 @@ def test_mismatched_score_kinds_are_refused_naming_the_step() -> None:
         calibrated_sql((_fitted("isotonic"),), dialect_name="spark", score_kind="logit")
     with pytest.raises(InputError, match="fitted on probability scores, not raw"):
         calibrated_sql((_fitted("platt"),), dialect_name="spark", score_kind="raw")
+
+
+def test_the_installed_command_end_to_end(tmp_path: Path, run_calib: RunCalib) -> None:
+    """calib export-sql: the SQL on stdout (nothing on stderr); usage and data exit codes."""
+    steps = (_fitted("beta"), PriorParams(log_odds_shift=-1.0))
+    model = tmp_path / "model.json"
+    save_artifact(str(model), steps_artifact(steps, {"file": "x", "rows": 1}))
+    done = run_calib(["export-sql", str(model), "--dialect", "duckdb", "--score-col", "p"])
+    assert done.returncode == 0 and done.stderr == b""
+    scores = _scores(20)
+    _CON.register("t", pa.table({"p": scores}))
+    got = [r[0] for r in _CON.execute(f"SELECT {done.stdout.decode()} FROM t").fetchall()]
+    np.testing.assert_allclose(got, apply_chain(steps, scores), rtol=RTOL, atol=ATOL)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema_version": 1, "kind": "platt", "params": {}}')
+    refused = run_calib(["export-sql", str(bad), "--dialect", "postgres"])
+    assert refused.returncode == 65 and b"params.slope is missing" in refused.stderr
+    with pytest.raises(MissingInputError, match=r"no\.json: no such file"):
+        run_export_sql(ExportSqlRequest(model=str(tmp_path / "no.json"), dialect="spark"))
+    with pytest.raises(OptionError, match="exclusive"):
+        run_export_sql(
+            ExportSqlRequest(model=str(model), dialect="spark", score_col="a", score_expr="b")
+        )
