@@ -804,3 +804,30 @@ def test_estimate_needs_scores_or_counts_but_not_both(
         sh.estimate_prevalence(small_reference, [0.2], target_counts=counts)
     with pytest.raises(InputError, match="no rows"):
         sh.merge_target_counts([])
+
+
+@pytest.mark.parametrize("seed", [11, 13])
+def test_map_replicates_solved_to_their_noise_move_the_interval_by_under_2_percent(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Bootstrap replicates of ``map`` stop at ``replicate_tol(n) = 0.01 / sqrt(n)`` (about 1%
+    of the sampling spread) instead of the point estimate's tolerance. With the same draws
+    (the generator's use does not depend on the tolerance), the interval's ends move by less
+    than 2% of its width against replicates solved to ``shift_map.TOL``."""
+    ref, z, _ = _scenario_001(seed)
+    z = z[:6_500]  # a weekly batch of the benchmark's size
+    assert sh.replicate_tol(z.size) > 100 * sm.TOL  # the looser tolerance is in use
+
+    def interval() -> tuple[float, float]:
+        est = sh.estimate_prevalence(
+            ref, z, method="map", n_bootstrap=60, rng=np.random.default_rng(seed)
+        )
+        return est.ci_low, est.ci_high
+
+    low, high = interval()
+    monkeypatch.setattr(sh, "REPLICATE_SHARE", 1e-12)  # every replicate to shift_map.TOL
+    exact_low, exact_high = interval()
+    width = exact_high - exact_low
+    assert width > 0.0
+    assert abs(low - exact_low) <= 0.02 * width
+    assert abs(high - exact_high) <= 0.02 * width

@@ -289,9 +289,10 @@ def projected_newton(
             d[outward] = -g[outward] / np.where(diag > 0.0, diag, 1.0)
         noise = _NOISE * max(1.0, abs(f))
         # where the step first takes a free coordinate onto its bound: tried after t = 1
-        with np.errstate(divide="ignore", invalid="ignore"):
-            reach = np.where(d < 0.0, (lo - x) / d, np.where(d > 0.0, (hi - x) / d, np.inf))
-        block = float(np.min(reach[~held], initial=np.inf))
+        reach = np.full(x.size, np.inf)
+        np.divide(lo - x, d, out=reach, where=(d < 0.0) & ~held)
+        np.divide(hi - x, d, out=reach, where=(d > 0.0) & ~held)
+        block = float(reach.min())
         t, step = 1.0, None
         for _ in range(_MAX_HALVINGS):
             xt = np.minimum(np.maximum(x + t * d, lo), hi)
@@ -329,8 +330,11 @@ def _newton_step(hessian: FloatArray, grad: FloatArray, free: npt.NDArray[np.boo
     d = np.zeros(grad.size)
     if not free.any():
         return d
-    sub = hessian[np.ix_(free, free)] if not free.all() else hessian
-    gf = grad[free]
+    if free.all():
+        sub, gf = hessian, grad
+    else:
+        index = np.flatnonzero(free)
+        sub, gf = hessian[index[:, None], index], grad[index]
     factor, info = dpotrf(sub, lower=0, clean=0)
     if info == 0:
         step, info = dpotrs(factor, gf)

@@ -213,12 +213,15 @@ IDENTIFIABILITY_LEVEL = 0.05
 #: ``mle`` (and EM's fixed point in bootstrap replicates) is converged when the projected
 #: Newton step of its log-likelihood, the distance to the maximiser, is at most this.
 ROOT_TOL = 1e-10
-#: Projected-gradient tolerance of ``map`` fits in bootstrap replicates (the point estimate
-#: uses ``shift_map.TOL``). The residual is a gradient per count in coordinates of unit
-#: curvature, where the sampling noise of that gradient is about 1 / sqrt(n) (1e-3 or more
-#: for up to a million rows); the same inverse Hessian carries both to the estimate, so a
-#: replicate's own error is about 1e-3 of the bootstrap spread or less.
-REPLICATE_TOL = 1e-6
+#: Share of the bootstrap spread that a ``map`` replicate's own optimisation error may take:
+#: replicates are solved to a projected-gradient residual of
+#: :func:`replicate_tol` ``= REPLICATE_SHARE / sqrt(n)`` (never below ``shift_map.TOL``, the
+#: point estimate's). The residual is a gradient per count in coordinates of about unit
+#: curvature, whose sampling noise over ``n`` effective rows is about ``1 / sqrt(n)``; the
+#: same inverse Hessian carries both to the estimate, so a replicate is off by about
+#: ``REPLICATE_SHARE`` of the spread (tested: interval ends within 2% of the interval's width
+#: of those of replicates solved to ``shift_map.TOL``).
+REPLICATE_SHARE = 0.01
 
 _METHODS = ("auto", "mle", "em", "acc", "pacc", "map")
 _LOG_RATIO_CLIP = 700.0
@@ -1548,6 +1551,16 @@ def _map_setup(
     )
 
 
+def replicate_tol(n_eff: float) -> float:
+    """Residual tolerance of a bootstrap replicate's fit over ``n_eff`` effective rows:
+    ``REPLICATE_SHARE / sqrt(n_eff)``, at least ``shift_map.TOL`` (see ``REPLICATE_SHARE``).
+
+    >>> round(replicate_tol(10_000), 12), replicate_tol(1e20) == shift_map.TOL
+    (0.0001, True)
+    """
+    return max(shift_map.TOL, REPLICATE_SHARE / math.sqrt(max(n_eff, 1.0)))
+
+
 def _estimate_map(
     ref: ReferenceModel,
     stats: _TargetStats,
@@ -1558,17 +1571,18 @@ def _estimate_map(
     """``map`` on one (reference, batch) pair; a bootstrap replicate passes ``start_fit``.
 
     A replicate starts from the point estimate's reference density and fit (warm start), and
-    is solved to ``REPLICATE_TOL``: its sampling spread is orders of magnitude larger.
+    is solved to :func:`replicate_tol` of its rows: about 1% of its sampling spread.
     """
     reference_fit = setup.reference_fit
-    tol = shift_map.TOL if start_fit is None else REPLICATE_TOL
+    replicate = start_fit is not None
+    tol = replicate_tol(stats.n_eff) if replicate else shift_map.TOL
     if ref.fine_weight_pos is not setup.fitted_on:  # a bootstrap replicate of the reference
         reference_fit = shift_map.fit_piecewise_linear(
             ref.fine_weight_pos,
             setup.fine_basis,
             setup.nodes,
             start=reference_fit.heights,
-            tol=tol,
+            tol=replicate_tol(ref.n_eff_pos) if replicate else shift_map.TOL,
         )
     counts = _cell_sum(stats.weight, ref.cell_bounds)
     prior_weights = ref.fine_weight_neg / float(ref.fine_weight_neg.sum())

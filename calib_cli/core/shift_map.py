@@ -384,7 +384,8 @@ class _LastPoint:
         self.result: tuple[float, FloatArray, Callable[[], FloatArray]] | None = None
 
     def __call__(self, x: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
-        if self.result is not None and self.x is not None and np.array_equal(x, self.x):
+        last = self.x
+        if self.result is not None and last is not None and bool((x == last).all()):
             return self.result
         self.result = self.fun(x)
         self.x = np.array(x, dtype=np.float64, copy=True)
@@ -906,7 +907,9 @@ def fit_map(
     # Coordinates y = x / d, d from the Gauss-Newton diagonal at the start (see _map_scale).
     unit = _map_scale(curvature, s0)[keep] if curvature is not None else np.ones(keep.size)
     unit_outer = np.outer(unit, unit)
-    eye, weights_outer = np.eye(nodes.size), np.outer(weights, weights)
+    # dh/dv restricted to the free heights: (I - h w^T) / S on the columns of free nodes
+    eye_free, weights_free = np.eye(nodes.size)[:, free], weights[free]
+    weights_outer = np.outer(weights_free, weights_free)
     y0 = np.concatenate(([a0], v0[free])) / unit
 
     def unpack(y: FloatArray) -> tuple[float, FloatArray, float]:
@@ -929,19 +932,20 @@ def fit_map(
 
         def hessian() -> FloatArray:
             # h = v / S: dh/dv = J = (I - h w^T) / S, and the curvature of h itself adds
-            # (2 (G.h) w w^T - G w^T - w G^T) / S^2 (G the gradient in h).
+            # (2 (G.h) w w^T - G w^T - w G^T) / S^2 (G the gradient in h); only the rows and
+            # columns of alpha and the free heights are formed.
             full = hessian_ah()
-            jac = (eye - np.outer(h, weights)) / s
-            out = np.empty_like(full)
+            jac = (eye_free - np.outer(h, weights_free)) / s
+            out = np.empty((jac.shape[1] + 1, jac.shape[1] + 1))
             out[0, 0] = full[0, 0]
             cross = full[0, 1:] @ jac
             out[0, 1:] = cross
             out[1:, 0] = cross
-            bend = np.outer(grad_h, weights)
+            bend = np.outer(grad_h[free], weights_free)
             out[1:, 1:] = jac.T @ full[1:, 1:] @ jac + (
                 (2.0 * gh) * weights_outer - bend - bend.T
             ) / (s * s)
-            result: FloatArray = out[np.ix_(keep, keep)] * unit_outer
+            result: FloatArray = out * unit_outer
             return result
 
         return value, grad, hessian
