@@ -7,11 +7,15 @@ for diagnostics). Rendering returns values.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-from rich.console import Group, RenderableType
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
     from calib_cli.core.strata import RankingComparison, StratumSummary
     from calib_cli.workflows.estimate_shift import BatchEstimate
     from calib_cli.workflows.recalibrate import FileEffect
+    from calib_cli.workflows.reliability import ReliabilityResult
     from calib_cli.workflows.resample import ResampleResult
     from calib_cli.workflows.show import ShowResult
 
@@ -72,6 +77,261 @@ def fmt_count(value: float) -> str:
     return f"{number:,.0f}" if number == round(number) else f"{number:,.2f}"
 
 
+# ---------------------------------------------------------------------------------- layout
+
+#: Entries (score column x group) beyond which the figures are not tried side by side.
+WIDE_MAX_ENTRIES = 16
+#: Entries beyond which the human report leaves out the per-entry tables and bin tables (the
+#: JSON report has them all).
+DETAIL_MAX_ENTRIES = 50
+#: The width a layout is measured at to learn its natural width.
+UNBOUNDED_WIDTH = 1_000_000
+#: Columns between two cells of a long table.
+LONG_GAP = 2
+#: A label cell (group, column) folds onto more lines rather than take more of the width than
+#: this, when the table would not fit otherwise.
+LABEL_MIN_WIDTH = 10
+
+
+class FirstThatFits:
+    """The first of several layouts whose natural width fits the console, else the last.
+
+    Rich renders it at the width it is given (a terminal's, ``COLUMNS``, or 120 off a
+    terminal), so the same report is side by side on a wide terminal and stacked on an
+    80-column one; nothing is ever cut with an ellipsis.
+    """
+
+    def __init__(self, *layouts: RenderableType) -> None:
+        if not layouts:
+            raise ValueError("layouts: give at least one")
+        self.layouts = layouts
+
+    def choose(self, console: Console, options: ConsoleOptions) -> RenderableType:
+        """The layout drawn at ``options.max_width``."""
+        unbounded = options.update_width(UNBOUNDED_WIDTH)
+        for layout in self.layouts[:-1]:
+            if Measurement.get(console, unbounded, layout).maximum <= options.max_width:
+                return layout
+        return self.layouts[-1]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.choose(console, options)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.choose(console, options))
+
+
+class Titled:
+    """A title on lines of its own above a table (a Rich table's own title wraps at the
+    table's width, breaking a long file name); measured as the table alone."""
+
+    def __init__(self, title: str, body: RenderableType) -> None:
+        self.title = title
+        self.body = body
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(self.title, style="table.title")
+        yield self.body
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement.get(console, options, self.body)
+
+
+@dataclass(frozen=True)
+class LongColumn:
+    """One column of a :class:`LongTable`: its heading and one cell per row. Label columns
+    (``label=True``: group, score column) are left-aligned and fold when space is short;
+    figures are right-aligned and never fold."""
+
+    heading: str
+    cells: Sequence[str]
+    label: bool = False
+
+    @property
+    def width(self) -> int:
+        """The natural width: the longest of the heading and the cells."""
+        return max([cell_len(self.heading), *(cell_len(c) for c in self.cells)])
+
+
+class LongTable:
+    """One row per entry, columns left to right, drawn as plain lines (Rich's ``Table``
+    measures every cell again at each render: seconds for thousands of rows).
+
+    Label columns fold onto more lines when the table is wider than the console; figures
+    stay whole (a line too wide for a very narrow console runs on rather than being cut).
+    """
+
+    def __init__(
+        self,
+        columns: Sequence[LongColumn],
+        *,
+        title: str | None = None,
+        bold_rows: frozenset[int] = frozenset(),
+    ) -> None:
+        if not columns:
+            raise ValueError("columns: give at least one")
+        lengths = {len(column.cells) for column in columns}
+        if len(lengths) != 1:
+            raise ValueError(f"columns: every column needs as many cells ({sorted(lengths)})")
+        self.columns = tuple(columns)
+        self.title = title
+        self.bold_rows = bold_rows
+        self.widths = [column.width for column in self.columns]
+
+    @property
+    def natural_width(self) -> int:
+        """The width with every cell on one line."""
+        return sum(self.widths) + LONG_GAP * (len(self.widths) - 1)
+
+    def fitted_widths(self, max_width: int) -> list[int]:
+        """Column widths for ``max_width``: label columns narrowed (down to
+        :data:`LABEL_MIN_WIDTH`, widest first) until the table fits, figures untouched."""
+        widths = list(self.widths)
+        excess = self.natural_width - max_width
+        while excess > 0:
+            candidates = [
+                i
+                for i, column in enumerate(self.columns)
+                if column.label and widths[i] > LABEL_MIN_WIDTH
+            ]
+            if not candidates:
+                break
+            widest = max(candidates, key=lambda i: widths[i])
+            cut = min(excess, widths[widest] - LABEL_MIN_WIDTH)
+            widths[widest] -= cut
+            excess -= cut
+        return widths
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        narrowest = sum(self.fitted_widths(0)) + LONG_GAP * (len(self.widths) - 1)
+        return Measurement(min(narrowest, self.natural_width), self.natural_width)
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        widths = self.fitted_widths(options.max_width)
+        gap = " " * LONG_GAP
+        bold = console.get_style("bold")
+        if self.title:
+            yield from console.render(
+                Text(self.title, style="table.title", overflow="fold"), options
+            )
+        for line in self._line([c.heading for c in self.columns], widths, gap):
+            yield Segment(line, bold)
+            yield Segment.line()
+        rule_width = sum(widths) + LONG_GAP * (len(widths) - 1)
+        yield Segment("─" * rule_width, console.get_style("dim"))
+        yield Segment.line()
+        for row in range(len(self.columns[0].cells)):
+            style = bold if row in self.bold_rows else None
+            for line in self._line([c.cells[row] for c in self.columns], widths, gap):
+                yield Segment(line, style)
+                yield Segment.line()
+
+    def _line(self, cells: Sequence[str], widths: Sequence[int], gap: str) -> list[str]:
+        """A row on one or more lines: label cells folded to their width, figures whole."""
+        pieces: list[list[str]] = []
+        for column, cell, width in zip(self.columns, cells, widths, strict=True):
+            if column.label and cell_len(cell) > width:
+                pieces.append([cell[i : i + width] for i in range(0, len(cell), width)])
+            else:
+                pieces.append([cell])
+        lines = []
+        for index in range(max(len(p) for p in pieces)):
+            parts = []
+            for column, piece, width in zip(self.columns, pieces, widths, strict=True):
+                text = piece[index] if index < len(piece) else ""
+                parts.append(text.ljust(width) if column.label else text.rjust(width))
+            lines.append(gap.join(parts).rstrip())
+        return lines
+
+
+class PackedTables:
+    """Rows with a few label columns (a group, a batch) and more figure columns than a line
+    holds: the figures packed left to right into as few :class:`LongTable` as fit the console,
+    each repeating the labels (with ``headline_only``, only the first). ``columns`` may be a
+    function, called once when first drawn (thousands of rows cost nothing until then)."""
+
+    def __init__(
+        self,
+        labels: Sequence[LongColumn],
+        columns: Sequence[LongColumn] | Callable[[], Sequence[LongColumn]],
+        *,
+        title: str | None = None,
+        bold_rows: frozenset[int] = frozenset(),
+        headline_only: bool = False,
+    ) -> None:
+        self.labels = list(labels)
+        self._columns = columns
+        self.title = title
+        self.bold_rows = bold_rows
+        self.headline_only = headline_only
+
+    def columns(self) -> Sequence[LongColumn]:
+        """The figure columns, in order."""
+        if callable(self._columns):
+            self._columns = self._columns()
+        return self._columns
+
+    def tables(self, max_width: int) -> list[LongTable]:
+        """The figures packed greedily into tables no wider than ``max_width`` (at least one
+        figure per table), the labels (each given at most a quarter of the width before it
+        folds) at the left of each."""
+        label_width = sum(
+            min(column.width, max(LABEL_MIN_WIDTH, max_width // 4)) for column in self.labels
+        ) + LONG_GAP * len(self.labels)
+        packs: list[list[LongColumn]] = [[]]
+        used = label_width
+        for column in self.columns():
+            if packs[-1] and used + column.width > max_width:
+                if self.headline_only:
+                    break
+                packs.append([])
+                used = label_width
+            packs[-1].append(column)
+            used += column.width + LONG_GAP
+        return [
+            LongTable(
+                [*self.labels, *pack],
+                title=self.title if index == 0 else None,
+                bold_rows=self.bold_rows,
+            )
+            for index, pack in enumerate(packs)
+        ]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for index, table in enumerate(self.tables(options.max_width)):
+            if index:
+                yield Segment.line()
+            yield table
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        widths = [table.natural_width for table in self.tables(options.max_width)]
+        return Measurement(min(widths), max(widths))
+
+
+def row_table(
+    title: str | None,
+    headings: Sequence[str],
+    rows: Sequence[Sequence[str]],
+    *,
+    labels: int = 1,
+    bold_rows: frozenset[int] = frozenset(),
+) -> RenderableType:
+    """A table of one row per item (batch, stratum, method): a Rich table when it fits the
+    console, else its first ``labels`` columns repeated at the left of as many tables as the
+    other columns need (:class:`PackedTables`). No cell is ever cut."""
+    table = Table(header_style="bold")
+    for index, heading in enumerate(headings):
+        table.add_column(heading, justify="left" if index < labels else "right", no_wrap=True)
+    for index, row in enumerate(rows):
+        table.add_row(*row, style="bold" if index in bold_rows else None)
+    columns = [
+        LongColumn(heading, [row[i] for row in rows], label=i < labels)
+        for i, heading in enumerate(headings)
+    ]
+    packed = PackedTables(columns[:labels], columns[labels:], title=title, bold_rows=bold_rows)
+    return FirstThatFits(table if title is None else Titled(title, table), packed)
+
+
 # ------------------------------------------------------------------------------ reliability
 
 # (label in the table, attribute, kind) — kind: "count", "figure", "interval"
@@ -106,6 +366,40 @@ RELIABILITY_ROWS: tuple[tuple[str, str, str], ...] = (
     ("  Spiegelhalter p-value", "spiegelhalter_pvalue", "figure"),
 )
 
+#: The same figures as columns of the long layout (one row per entry): the headline figures
+#: first (they fill the first table, the only one shown beyond DETAIL_MAX_ENTRIES), then the
+#: rest in the order of :data:`RELIABILITY_ROWS`, with short headings.
+RELIABILITY_COLUMNS: tuple[tuple[str, str, str], ...] = (
+    ("rows", "n", "count"),
+    ("positives", "positives", "count"),
+    ("ECE", "ece", "figure"),
+    ("Brier", "brier", "figure"),
+    ("log loss", "log_loss", "figure"),
+    ("AUC", "auc", "figure"),
+    ("AUC 95% CI", "auc_ci", "interval"),
+    ("base rate", "base_rate", "figure"),
+    ("mean score", "mean_score", "figure"),
+    ("score - rate", "calibration_in_the_large", "figure"),
+    ("obs./exp.", "observed_expected_ratio", "figure"),
+    ("Brier rel.", "brier_reliability", "figure"),
+    ("Brier res.", "brier_resolution", "figure"),
+    ("Brier unc.", "brier_uncertainty", "figure"),
+    ("ECE 95% CI", "ece_ci", "interval"),
+    ("ECE debiased", "ece_debiased", "figure"),
+    ("debiased 95% CI", "ece_debiased_ci", "interval"),
+    ("MCE", "mce", "figure"),
+    ("Gini", "gini", "figure"),
+    ("avg. precision", "average_precision", "figure"),
+    ("intercept", "calibration_intercept", "figure"),
+    ("intercept 95% CI", "calibration_intercept_ci", "interval"),
+    ("slope", "calibration_slope", "figure"),
+    ("slope 95% CI", "calibration_slope_ci", "interval"),
+    ("HL", "hosmer_lemeshow", "figure"),
+    ("HL p-value", "hosmer_lemeshow_pvalue", "figure"),
+    ("Spieg. z", "spiegelhalter_z", "figure"),
+    ("Spieg. p", "spiegelhalter_pvalue", "figure"),
+)
+
 
 def _cell(summary: ReliabilitySummary, attribute: str, kind: str) -> str:
     value = getattr(summary, attribute, None)
@@ -116,21 +410,100 @@ def _cell(summary: ReliabilitySummary, attribute: str, kind: str) -> str:
     return fmt(value)
 
 
-def reliability_summary_table(
-    columns: Sequence[tuple[str, ReliabilitySummary]], *, title: str
-) -> Table:
-    """Figures as rows, one column per (score column, group), side by side. Interval rows
-    that are undefined everywhere (no --bootstrap) are left out."""
+def _long_cell(summary: ReliabilitySummary, attribute: str, kind: str) -> str:
+    """A cell of the long layout: intervals as ``lo–hi`` (as in the bin table), to fit."""
+    if kind == "interval":
+        value = getattr(summary, attribute, None)
+        return MISSING if value is None else _span(*value)
+    return _cell(summary, attribute, kind)
+
+
+@dataclass(frozen=True)
+class EntryView:
+    """One entry of the reliability report as the tables show it: its heading side by side
+    (``column\\nby=group``), its labels in the long layout (score column, group) and its
+    figures."""
+
+    heading: str
+    labels: tuple[str, ...]
+    summary: ReliabilitySummary
+    bold: bool = False
+
+
+def _wide_table(entries: Sequence[EntryView], *, title: str | None) -> Table:
+    """Figures as rows, one column per entry. Interval rows undefined everywhere (no
+    --bootstrap) are left out."""
     table = Table(title=title, title_justify="left", header_style="bold")
     table.add_column("figure", no_wrap=True)
-    for heading, _ in columns:
-        table.add_column(heading, justify="right", no_wrap=True)
+    for entry in entries:
+        table.add_column(entry.heading, justify="right", no_wrap=True)
     for label, attribute, kind in RELIABILITY_ROWS:
-        cells = [_cell(summary, attribute, kind) for _, summary in columns]
+        cells = [_cell(entry.summary, attribute, kind) for entry in entries]
         if kind == "interval" and all(cell == MISSING for cell in cells):
             continue
         table.add_row(label, *cells)
     return table
+
+
+def _long_reliability(
+    entries: Sequence[EntryView], *, label_headings: Sequence[str], headline_only: bool
+) -> PackedTables:
+    """The long layout of the figures: one row per entry, the columns of
+    :data:`RELIABILITY_COLUMNS` (intervals undefined for every entry left out), computed only
+    when drawn; with ``headline_only``, only the first table (rows, positives, ECE, Brier, log
+    loss, AUC and its interval at 80 columns)."""
+    labels = [
+        LongColumn(heading, [entry.labels[i] for entry in entries], label=True)
+        for i, heading in enumerate(label_headings)
+    ]
+
+    def figures() -> list[LongColumn]:
+        columns = []
+        for heading, attribute, kind in RELIABILITY_COLUMNS:
+            cells = [_long_cell(entry.summary, attribute, kind) for entry in entries]
+            if kind == "interval" and all(cell == MISSING for cell in cells):
+                continue
+            columns.append(LongColumn(heading, cells))
+        return columns
+
+    return PackedTables(
+        labels,
+        figures,
+        bold_rows=frozenset(i for i, entry in enumerate(entries) if entry.bold),
+        headline_only=headline_only,
+    )
+
+
+def reliability_figures(
+    entries: Sequence[EntryView],
+    *,
+    label_headings: Sequence[str],
+    title: str | None,
+    headline_only: bool = False,
+) -> RenderableType:
+    """The figures of every entry: side by side (figures as rows, one column per entry) when
+    that fits the console, else the long layout (:func:`_long_reliability`). Beyond
+    :data:`WIDE_MAX_ENTRIES` entries the long layout is used whatever the width."""
+    long = _long_reliability(entries, label_headings=label_headings, headline_only=headline_only)
+    body: RenderableType = long
+    if len(entries) <= WIDE_MAX_ENTRIES:
+        body = FirstThatFits(_wide_table(entries, title=None), long)
+    if title is None:
+        return body
+    # the title on a line of its own: a table's title wraps at the table's width
+    return Group(Text(title, style="table.title", overflow="fold"), body)
+
+
+def reliability_summary_table(
+    columns: Sequence[tuple[str, ReliabilitySummary]], *, title: str
+) -> RenderableType:
+    """Figures as rows, one column per (score column, group), side by side when they fit the
+    console, else one row per (score column, group) (see :func:`reliability_figures`)."""
+    entries = [
+        EntryView(heading=heading, labels=(heading.replace("\n", " "),), summary=summary)
+        for heading, summary in columns
+    ]
+    return reliability_figures(entries, label_headings=("entry",), title=title)
 
 
 def _span(low: float, high: float, digits: int = 4) -> str:
@@ -143,7 +516,7 @@ def reliability_bin_table(summary: ReliabilitySummary, *, title: str) -> Table:
     """The bin table: edges, weighted count, mean score, observed rate and its Wilson CI."""
     table = Table(title=title, title_justify="left", header_style="bold")
     for heading in ("bin", "count", "mean score", "observed", "95% CI (Wilson)"):
-        table.add_column(heading, justify="right", no_wrap=True)
+        table.add_column(heading, justify="right", no_wrap=True, overflow="fold")
     for current in summary.bins:
         table.add_row(
             f"{current.lower:.4f}–{current.upper:.4f}",
@@ -226,12 +599,63 @@ def reliability_chart(summary: ReliabilitySummary, *, width: int = 28, height: i
 
 
 def reliability_detail(summary: ReliabilitySummary, *, title: str) -> RenderableType:
-    """The bin table with the chart beside it."""
-    grid = Table.grid(padding=(0, 3))
-    grid.add_column(no_wrap=True)
-    grid.add_column(no_wrap=True)
-    grid.add_row(reliability_bin_table(summary, title=title), reliability_chart(summary))
-    return grid
+    """The bin table with the chart beside it, or below it when the console has no room."""
+    beside = Table.grid(padding=(0, 3))
+    beside.add_column(no_wrap=True)
+    beside.add_column(no_wrap=True)
+    beside.add_row(reliability_bin_table(summary, title=title), reliability_chart(summary))
+    below = Group(reliability_bin_table(summary, title=title), reliability_chart(summary))
+    return FirstThatFits(beside, below)
+
+
+def reliability_report(
+    result: ReliabilityResult, *, detail_max_entries: int = DETAIL_MAX_ENTRIES
+) -> RenderableType:
+    """The human ``calib reliability`` report: the figures of every entry (score column x
+    group; see :func:`reliability_figures`), then each entry's bin table and chart. Beyond
+    ``detail_max_entries`` entries: the headline figures, one row per entry, and a note that
+    the JSON report has the rest."""
+    title = f"Reliability of {result.source} ({result.n_bins} {result.strategy} bins)"
+    columns = list(dict.fromkeys(entry.score_column for entry in result.entries))
+    label_headings: list[str] = []
+    if len(columns) > 1 or result.by is None:
+        label_headings.append("column")
+    if result.by is not None:
+        label_headings.append(result.by)
+    views = []
+    for entry in result.entries:
+        labels: list[str] = []
+        if len(columns) > 1 or result.by is None:
+            labels.append(entry.score_column)
+        if result.by is not None:
+            labels.append("all" if entry.group is None else str(entry.group))
+        views.append(
+            EntryView(
+                heading=entry.heading,
+                labels=tuple(labels),
+                summary=entry.summary,
+                bold=result.by is not None and entry.group is None,
+            )
+        )
+    many = len(views) > detail_max_entries
+    parts: list[RenderableType] = [
+        reliability_figures(views, label_headings=label_headings, title=title, headline_only=many)
+    ]
+    if many:
+        parts.append(
+            Text(
+                f"{len(views):,} entries (score column x group): only the headline figures "
+                f"are shown beyond {detail_max_entries}; --json or --report PATH has every "
+                "figure and the bins of each.",
+                style="dim",
+            )
+        )
+    else:
+        parts.extend(
+            reliability_detail(entry.summary, title=f"Bins: {entry.heading}")
+            for entry in result.entries
+        )
+    return Group(*parts)
 
 
 def stack(renderables: Sequence[RenderableType]) -> Group:
@@ -242,17 +666,13 @@ def stack(renderables: Sequence[RenderableType]) -> Group:
 # -------------------------------------------------------------------------------- resample
 
 
-# -------------------------------------------------------------------------------- resample
-
-
 def _rate(value: float) -> str:
     return f"{float(value):.4g}"
 
 
-def resample_table(result: ResampleResult) -> Table:
+def resample_table(result: ResampleResult) -> RenderableType:
     """Rows, positives and base rates before (in) and after (out) sampling, with the rates."""
-    table = Table(title="Sampling", title_justify="left", header_style="bold")
-    for heading in (
+    headings = (
         "stratum",
         "neg. rate",
         "pos. rate",
@@ -262,45 +682,48 @@ def resample_table(result: ResampleResult) -> Table:
         "pos. out",
         "base rate in",
         "base rate out",
-    ):
-        table.add_column(heading, justify="right")
+    )
+    rows: list[list[str]] = []
     summary = result.summary
     if summary.stratified:
         for s in summary.strata:
-            table.add_row(
-                f"{result.strata_col}={s.stratum}",
-                _rate(s.rates.negative_rate),
-                _rate(s.rates.positive_rate),
-                fmt_count(s.before.rows),
-                fmt_count(s.after.rows),
-                fmt_count(s.before.positives),
-                fmt_count(s.after.positives),
-                fmt(s.before.base_rate),
-                fmt(s.after.base_rate),
+            rows.append(
+                [
+                    f"{result.strata_col}={s.stratum}",
+                    _rate(s.rates.negative_rate),
+                    _rate(s.rates.positive_rate),
+                    fmt_count(s.before.rows),
+                    fmt_count(s.after.rows),
+                    fmt_count(s.before.positives),
+                    fmt_count(s.after.positives),
+                    fmt(s.before.base_rate),
+                    fmt(s.after.base_rate),
+                ]
             )
-    table.add_row(
-        "all",
-        "" if summary.stratified else _rate(summary.rates.negative_rate),
-        "" if summary.stratified else _rate(summary.rates.positive_rate),
-        fmt_count(summary.before.rows),
-        fmt_count(summary.after.rows),
-        fmt_count(summary.before.positives),
-        fmt_count(summary.after.positives),
-        fmt(summary.before.base_rate),
-        fmt(summary.after.base_rate),
-        style="bold",
+    rows.append(
+        [
+            "all",
+            "" if summary.stratified else _rate(summary.rates.negative_rate),
+            "" if summary.stratified else _rate(summary.rates.positive_rate),
+            fmt_count(summary.before.rows),
+            fmt_count(summary.after.rows),
+            fmt_count(summary.before.positives),
+            fmt_count(summary.after.positives),
+            fmt(summary.before.base_rate),
+            fmt(summary.after.base_rate),
+        ]
     )
-    return table
+    return row_table("Sampling", headings, rows, bold_rows=frozenset({len(rows) - 1}))
 
 
 # ----------------------------------------------------------------------------- recalibrate
 
 
-def calibration_effect_table(effect: FileEffect, *, title: str) -> Table:
+def calibration_effect_table(effect: FileEffect, *, title: str) -> RenderableType:
     """Mean score and (with labels) log loss, Brier, ECE and AUC before and after."""
-    table = Table(title=title, title_justify="left", header_style="bold")
+    table = Table(header_style="bold")
     for heading in ("figure", "before", "after"):
-        table.add_column(heading, justify="right")
+        table.add_column(heading, justify="right", overflow="fold")
     figures = effect.effect
     table.add_row("mean score", fmt(figures.mean_score_before), fmt(figures.mean_score_after))
     if effect.has_labels:
@@ -317,37 +740,34 @@ def calibration_effect_table(effect: FileEffect, *, title: str) -> Table:
                 fmt(None if before is None else getattr(before, key)),
                 fmt(None if after is None else getattr(after, key)),
             )
-    return table
+    return Titled(title, table)
 
 
-def method_choice_table(choice: MethodChoice) -> Table:
+def method_choice_table(choice: MethodChoice) -> RenderableType:
     """The ``auto`` comparison: cross-validated log loss and Brier per method."""
-    table = Table(
-        title=f"auto: {choice.n_folds}-fold cross-validated comparison",
-        title_justify="left",
-        header_style="bold",
-    )
-    for heading in ("method", "CV log loss", "CV Brier", ""):
-        table.add_column(heading, justify="right")
-    for row in choice.candidates:
-        mark = "chosen" if row.method == choice.chosen else ""
-        table.add_row(
+    rows = [
+        [
             row.method,
             fmt(row.cv_log_loss, 5),
             fmt(row.cv_brier, 5),
-            mark,
-            style="bold" if mark else None,
-        )
-    return table
+            "chosen" if row.method == choice.chosen else "",
+        ]
+        for row in choice.candidates
+    ]
+    return row_table(
+        f"auto: {choice.n_folds}-fold cross-validated comparison",
+        ("method", "CV log loss", "CV Brier", ""),
+        rows,
+        bold_rows=frozenset(i for i, row in enumerate(rows) if row[-1]),
+    )
 
 
 # --------------------------------------------------------------------------- rerank-strata
 
 
-def strata_table(summary: Sequence[StratumSummary], *, source: str) -> Table:
+def strata_table(summary: Sequence[StratumSummary], *, source: str) -> RenderableType:
     """Per stratum: reference rows, positives, odds, within-stratum AUC, slope range."""
-    table = Table(title=f"Strata (odds: {source})", title_justify="left", header_style="bold")
-    for heading in (
+    headings = (
         "stratum",
         "ref. rows",
         "positives",
@@ -356,10 +776,9 @@ def strata_table(summary: Sequence[StratumSummary], *, source: str) -> Table:
         "ROC slope min",
         "ROC slope max",
         "target rows",
-    ):
-        table.add_column(heading, justify="right", no_wrap=True)
-    for row in summary:
-        table.add_row(
+    )
+    rows = [
+        [
             str(row.stratum),
             fmt_count(row.rows),
             fmt_count(row.positives),
@@ -368,41 +787,39 @@ def strata_table(summary: Sequence[StratumSummary], *, source: str) -> Table:
             fmt(row.slope_min),
             fmt(row.slope_max),
             fmt_count(row.target_rows),
-        )
-    return table
+        ]
+        for row in summary
+    ]
+    return row_table(f"Strata (odds: {source})", headings, rows)
 
 
-def ranking_comparison_table(comparison: RankingComparison) -> Table:
+def ranking_comparison_table(comparison: RankingComparison) -> RenderableType:
     """AUC and TPR at fixed FPRs, raw pooled scores against the re-ranked order."""
-    table = Table(title="Ranking on the labelled target", title_justify="left", header_style="bold")
-    for heading in ("figure", "raw scores", "reranked"):
-        table.add_column(heading, justify="right", no_wrap=True)
-    table.add_row("AUC", fmt(comparison.auc_raw), fmt(comparison.auc_reranked))
+    rows = [["AUC", fmt(comparison.auc_raw), fmt(comparison.auc_reranked)]]
     for fpr, raw, reranked in zip(
         comparison.fpr, comparison.tpr_raw, comparison.tpr_reranked, strict=True
     ):
-        table.add_row(f"TPR at FPR {float(fpr):g}", fmt(raw), fmt(reranked))
-    return table
+        rows.append([f"TPR at FPR {float(fpr):g}", fmt(raw), fmt(reranked)])
+    return row_table("Ranking on the labelled target", ("figure", "raw scores", "reranked"), rows)
 
 
-def stratum_prevalence_table(prevalences: Mapping[str, ShiftEstimate]) -> Table:
+def stratum_prevalence_table(prevalences: Mapping[str, ShiftEstimate]) -> RenderableType:
     """Each stratum's positive rate estimated on the target, with its interval."""
-    table = Table(
-        title="Positive rate per stratum, estimated on the target",
-        title_justify="left",
-        header_style="bold",
-    )
-    for heading in ("stratum", "estimate", "95% CI", "reference", "method"):
-        table.add_column(heading, justify="right", no_wrap=True)
-    for stratum, row in prevalences.items():
-        table.add_row(
+    rows = [
+        [
             str(stratum),
             fmt(row.prevalence),
             _span(row.ci_low, row.ci_high),
             fmt(row.reference_prevalence),
             str(row.method),
-        )
-    return table
+        ]
+        for stratum, row in prevalences.items()
+    ]
+    return row_table(
+        "Positive rate per stratum, estimated on the target",
+        ("stratum", "estimate", "95% CI", "reference", "method"),
+        rows,
+    )
 
 
 def pca_note(pca: PcaStrata) -> str:
@@ -430,19 +847,19 @@ def _signed(value: float) -> str:
     return f"{value:+.1f}" if math.isfinite(value) else MISSING
 
 
-def shift_table(batches: Sequence[BatchEstimate], *, batch_col: str | None, source: str) -> Table:
+def shift_table(
+    batches: Sequence[BatchEstimate], *, batch_col: str | None, source: str
+) -> RenderableType:
     """Per batch: rows, estimated prevalence and interval, method, PCC and the disagreement
     (``prevalence - pcc`` in standard errors), diagnostics (and the true rate and error when
     the target has labels)."""
-    table = Table(title=f"Positive rate of {source}", title_justify="left", header_style="bold")
     has_truth = any(b.true_prevalence is not None for b in batches)
     headings = [batch_col] if batch_col is not None else []
     headings += ["rows", "estimate", "95% CI", "ref. rate", "method", "PCC", "disagr."]
     headings += ["conv.", "ref. AUC", "fit p"]
     if has_truth:
         headings += ["true", "error"]
-    for heading in headings:
-        table.add_column(heading, justify="right", no_wrap=True)
+    rows = []
     for batch in batches:
         estimate = batch.estimate
         cells = [str(batch.batch)] if batch_col is not None else []
@@ -460,20 +877,16 @@ def shift_table(batches: Sequence[BatchEstimate], *, batch_col: str | None, sour
         ]
         if has_truth:
             cells += [fmt(batch.true_prevalence), fmt(batch.error)]
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    return row_table(
+        f"Positive rate of {source}", headings, rows, labels=1 if batch_col is not None else 0
+    )
 
 
 def decision_table(
     batches: Sequence[BatchEstimate], *, batch_col: str | None, threshold: float
-) -> Table:
+) -> RenderableType:
     """Expected (and realised) cost per row of the static and the re-estimated decisions."""
-    table = Table(
-        title=f"Decisions at the Bayes threshold {threshold:.4g}: share of rows flagged, cost "
-        "per row (static = reference prior)",
-        title_justify="left",
-        header_style="bold",
-    )
     has_truth = any(
         b.decision is not None and b.decision.realised_cost_static is not None for b in batches
     )
@@ -481,8 +894,7 @@ def decision_table(
     headings += ["flagged: static", "re-est.", "expected cost: static", "re-est."]
     if has_truth:
         headings += ["actual cost: static", "re-est."]
-    for heading in headings:
-        table.add_column(heading, justify="right", no_wrap=True)
+    rows = []
     for batch in batches:
         decision = batch.decision
         cells = [str(batch.batch)] if batch_col is not None else []
@@ -500,8 +912,14 @@ def decision_table(
                     fmt(decision.realised_cost_static),
                     fmt(decision.realised_cost_shifted),
                 ]
-        table.add_row(*cells)
-    return table
+        rows.append(cells)
+    return row_table(
+        f"Decisions at the Bayes threshold {threshold:.4g}: share of rows flagged, cost per "
+        "row (static = reference prior)",
+        headings,
+        rows,
+        labels=1 if batch_col is not None else 0,
+    )
 
 
 # ------------------------------------------------------------------------------------ show
@@ -534,8 +952,8 @@ def show_table(result: ShowResult) -> Table:
         title_justify="left",
         show_header=False,
     )
-    table.add_column("", style="bold")
-    table.add_column("")
+    table.add_column("", style="bold", overflow="fold")
+    table.add_column("", overflow="fold")
     for index, step in enumerate(result.steps, start=1):
         name = f"step {index}: {step.kind}" if len(result.steps) > 1 else step.kind
         details = "\n".join(f"{k} {_detail(v)}" for k, v in step.details.items())
