@@ -170,3 +170,40 @@ def test_impossible_queries_are_refused() -> None:
         )
     with pytest.raises(InputError, match="negative_rate must be a rate"):
         sampling_sql(SamplingQuery("t", "id", rates=ClassRates(0.0)), dialect_name="duckdb")
+
+
+def test_resample_emit_sql_workflow(tmp_path: Path) -> None:
+    """run_resample_sql: the rates of --rates-file; the options SQL cannot honour refused."""
+    from calib_cli.errors import OptionError
+    from calib_cli.workflows.export_sql import ResampleSqlRequest, run_resample_sql
+
+    table = _table(1500, seed=4)
+    source = tmp_path / "rows.parquet"
+    pl.from_arrow(table).write_parquet(source)  # type: ignore[union-attr]
+    rates_file = tmp_path / "rates.csv"
+    rates_file.write_text("stratum,negative_rate\neu,0.3\nus,0.1\no'x,0.5\n")
+    out = tmp_path / "sample.parquet"
+    request = ResampleRequest(file=str(source), output=str(out), strata_col="region",
+                              rates_file=str(rates_file), key_col="user_id", seed=5)  # fmt: skip
+    run_resample(request)
+    sql = run_resample_sql(
+        ResampleSqlRequest(
+            dialect="duckdb",
+            table="t",
+            key_col="user_id",
+            seed=5,
+            strata_col="region",
+            rates_file=str(rates_file),
+            output=str(tmp_path / "q.sql"),
+        )
+    )
+    assert _kept_rows(sql, table) == sorted(pl.read_parquet(out)["row"].to_list())
+    for bad, message in (
+        ({"key_col": None}, "needs --key-col"),
+        ({"target_ratio": "1:4"}, "need the class counts"),
+        ({"negative_rate": None}, "needs --negative-rate or --rates-file"),
+        ({"negative_rate": 1.5}, "negative-rate"),
+    ):
+        options = {"dialect": "spark", "table": "t", "key_col": "id", "negative_rate": 0.1} | bad
+        with pytest.raises(OptionError, match=message):
+            run_resample_sql(ResampleSqlRequest(**options))  # type: ignore[arg-type]

@@ -145,3 +145,26 @@ def test_every_dialect_parses(name: str) -> None:
         "n_rows",
     ]
     assert len(tree.args["group"].expressions) == 4
+
+
+def test_summarize_emit_sql_workflow_equals_calib_summarize(tmp_path: Path) -> None:
+    """run_summarize_sql's query in DuckDB against calib summarize (in-process) on one file."""
+    import polars as pl
+
+    from calib_cli.workflows.export_sql import SummarizeSqlRequest, run_summarize_sql
+    from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+
+    rows = _rows(1200, seed=8)
+    source = tmp_path / "rows.parquet"
+    pl.DataFrame({k: list(v) for k, v in rows.items()}).write_parquet(source)
+    out = tmp_path / "calib.parquet"
+    run_summarize(SummarizeRequest(files=(str(source),), output=str(out), weight_col="weight",
+                                   by="day", n_bins=7))  # fmt: skip
+    sql_path = tmp_path / "summary.sql"
+    sql = run_summarize_sql(
+        SummarizeSqlRequest(
+            dialect="duckdb", table="t", weight_col="weight", by="day", bins=7, output=str(sql_path)
+        )
+    )
+    assert sql_path.read_text() == sql + "\n"
+    _assert_same(_engine_summary(sql, rows), read_summary(str(out)))

@@ -63,3 +63,121 @@ def run_export_sql(request: ExportSqlRequest, *, warn: Warn = ignore) -> ExportS
         score_kind=kind,
         sql=sql,
     )
+
+
+# ------------------------------------------------------------------ resample --emit-sql
+
+
+@dataclass(frozen=True)
+class ResampleSqlRequest:
+    """The options of ``calib resample --emit-sql`` (those of ``resample`` that apply)."""
+
+    dialect: str
+    table: str
+    key_col: str | None = None
+    label_col: str = "label"
+    positive_label: str | None = None
+    seed: int = 0
+    negative_rate: float | None = None
+    positive_rate: float = 1.0
+    target_positive_rate: float | None = None
+    target_ratio: str | None = None
+    strata_col: str | None = None
+    rates_file: str | None = None
+    weight_col_out: str | None = None
+    output: str = "-"
+
+
+def run_resample_sql(request: ResampleSqlRequest, *, warn: Warn = ignore) -> str:
+    """Write the SELECT returning the rows ``calib resample`` keeps; return it."""
+    from calib_cli.core.sampling import ClassRates, check_rate_options
+    from calib_cli.sql.sampling import SamplingQuery, sampling_sql
+
+    if request.key_col is None:
+        raise OptionError(
+            "--emit-sql needs --key-col: a table has no row order, so the row-number key "
+            "calib hashes in files has no SQL equivalent"
+        )
+    if request.target_positive_rate is not None or request.target_ratio is not None:
+        raise OptionError(
+            "--target-positive-rate and --target-ratio need the class counts; with --emit-sql "
+            "give --negative-rate (and --positive-rate) or --rates-file"
+        )
+    if request.rates_file is not None and request.strata_col is None:
+        raise OptionError("--rates-file needs --strata-col")
+    check_paths(inputs=[request.rates_file], files=[request.output])
+    stratum_rates: dict[str, ClassRates] | None = None
+    rates: ClassRates | None = None
+    if request.rates_file is not None:
+        from calib_cli.workflows.resample import read_rates_file
+
+        stratum_rates = read_rates_file(request.rates_file)
+    else:
+        if request.negative_rate is None:
+            raise OptionError("--emit-sql needs --negative-rate or --rates-file")
+        check_rate_options(
+            negative_rate=request.negative_rate,
+            target_positive_rate=None,
+            target_ratio=None,
+            positive_rate=request.positive_rate,
+        )
+        rates = ClassRates(request.negative_rate, request.positive_rate)
+    sql = sampling_sql(
+        SamplingQuery(
+            table=request.table,
+            key_col=request.key_col,
+            label_col=request.label_col,
+            positive_label=request.positive_label,
+            seed=request.seed,
+            rates=rates,
+            strata_col=request.strata_col if stratum_rates is not None else None,
+            stratum_rates=stratum_rates,
+            weight_col_out=request.weight_col_out,
+        ),
+        dialect_name=request.dialect,
+    )
+    io.write_text(request.output, sql + "\n")
+    return sql
+
+
+# ------------------------------------------------------------------ summarize --emit-sql
+
+
+@dataclass(frozen=True)
+class SummarizeSqlRequest:
+    """The options of ``calib summarize --emit-sql``."""
+
+    dialect: str
+    table: str
+    score_col: str = "score"
+    label_col: str = "label"
+    weight_col: str | None = None
+    by: str | None = None
+    positive_label: str | None = None
+    bins: int = 10
+    output: str = "-"
+
+
+def run_summarize_sql(request: SummarizeSqlRequest, *, warn: Warn = ignore) -> str:
+    """Write the GROUP BY whose result is the summary of the table's rows; return it."""
+    import numpy as np
+
+    from calib_cli.sql.summary import SummaryQuery, summary_sql
+
+    if isinstance(request.bins, bool) or request.bins < 1:
+        raise OptionError(f"--bins must be a positive integer, got {request.bins!r}")
+    check_paths(inputs=[], files=[request.output])
+    sql = summary_sql(
+        SummaryQuery(
+            table=request.table,
+            score_col=request.score_col,
+            label_col=request.label_col,
+            weight_col=request.weight_col,
+            by=request.by,
+            positive_label=request.positive_label,
+            bin_edges=tuple(float(e) for e in np.linspace(0.0, 1.0, request.bins + 1)),
+        ),
+        dialect_name=request.dialect,
+    )
+    io.write_text(request.output, sql + "\n")
+    return sql
