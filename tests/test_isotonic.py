@@ -4,10 +4,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.isotonic import IsotonicRegression
 from sklearn.metrics import roc_auc_score
 
-from calib_cli.core.isotonic import IsotonicParams, apply_isotonic, fit_isotonic
+from calib_cli.core.isotonic import (
+    IsotonicParams,
+    IsotonicUnits,
+    apply_isotonic,
+    fit_isotonic,
+    fit_isotonic_units,
+)
 from calib_cli.errors import InputError
 
 
@@ -187,3 +195,100 @@ def test_strict_map_does_not_tie_blocks_whose_values_differ_by_rounding() -> Non
     out = apply_isotonic(params, s)
     assert roc_auc_score(y, out, sample_weight=w) == roc_auc_score(y, s, sample_weight=w)
     assert np.all(np.diff(apply_isotonic(params, np.array([0.0, 0.005, 0.01, 0.015, 0.075]))) > 0)
+
+
+def _units(x: np.ndarray, y: np.ndarray, w: np.ndarray, group: np.ndarray) -> IsotonicUnits:
+    """One unit per value of ``group`` (groups are contiguous in score order)."""
+    keys, index = np.unique(group, return_inverse=True)
+    low = np.full(keys.size, np.inf)
+    high = np.full(keys.size, -np.inf)
+    np.minimum.at(low, index, x)
+    np.maximum.at(high, index, x)
+    return IsotonicUnits(
+        low=low,
+        high=high,
+        weight=np.bincount(index, weights=w).astype(np.float64),
+        positive_weight=np.bincount(index, weights=w * y).astype(np.float64),
+        score_sum=np.bincount(index, weights=w * x).astype(np.float64),
+    )
+
+
+def _fit_by_refinement(
+    x: np.ndarray, y: np.ndarray, w: np.ndarray, cell: np.ndarray, **options: object
+) -> tuple[IsotonicParams, int]:
+    """What the streaming fit does: units are cells; open cells are resolved into their
+    distinct scores; fit again until no unit is open. Returns the fit and the rounds."""
+    resolved = np.zeros(cell.size, dtype=bool)
+    for rounds in range(1, 50):
+        # a resolved row's unit is its distinct score (after every cell: keys stay ordered)
+        key = np.where(resolved, x, -1.0)
+        units_key = np.column_stack((cell, key))
+        _, group = np.unique(units_key, axis=0, return_inverse=True)
+        group = group.reshape(-1)
+        units = _units(x, y, w, group)
+        params, open_units = fit_isotonic_units(units, **options)  # type: ignore[arg-type]
+        if not open_units.any():
+            return params, rounds
+        keys = np.unique(units_key, axis=0)
+        resolved |= np.isin(cell, keys[open_units, 0])
+    raise AssertionError("the refinement did not close")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(2, 400),
+    n_distinct=st.integers(1, 60),
+    cell_width=st.integers(1, 40),
+    weighted=st.booleans(),
+    strict=st.booleans(),
+)
+def test_fit_on_certified_units_equals_the_fit_on_rows(
+    seed: int, n: int, n_distinct: int, cell_width: int, weighted: bool, strict: bool
+) -> None:
+    """Cells held at one value, refined where the certificate fails, give the knots of the
+    fit on the rows (ties, flat runs, weights, strict and sklearn knots)."""
+    rng = np.random.default_rng(seed)
+    levels = np.sort(rng.random(n_distinct))
+    x = levels[rng.integers(0, n_distinct, n)]
+    y = (rng.random(n) < x).astype(np.float64)
+    if y.min() == y.max():
+        y[0] = 1.0 - y[0]
+    w = rng.integers(1, 4, n).astype(np.float64) if weighted else np.ones(n)
+    # contiguous cells of about cell_width distinct scores each
+    cell = np.searchsorted(levels, x) // cell_width
+    exact = fit_isotonic(x, y, sample_weight=w, strict=strict)
+    fitted, _ = _fit_by_refinement(x, y, w, cell, strict=strict)
+    np.testing.assert_allclose(fitted.x_knots, exact.x_knots, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fitted.y_knots, exact.y_knots, rtol=0, atol=1e-12)
+
+
+def test_units_that_pass_the_certificate_are_not_split_by_the_exact_fit() -> None:
+    """A sample whose cells are finer than the fit's blocks (as a streaming fit's grid is on
+    millions of rows): most cells are certified in the first round (only cells near block
+    ends are resolved), and two rounds give the exact fit."""
+    rng = np.random.default_rng(3)
+    n = 20_000
+    x = np.round(rng.beta(1.2, 6.0, n), 5)
+    y = (rng.random(n) < x).astype(np.float64)
+    cell = np.floor(x * 4000).astype(np.int64)
+    units = _units(x, y, np.ones(n), np.unique(cell, return_inverse=True)[1].reshape(-1))
+    _, open_units = fit_isotonic_units(units)
+    assert 0 < open_units.sum() < 0.1 * open_units.size
+    fitted, rounds = _fit_by_refinement(x, y, np.ones(n), cell)
+    exact = fit_isotonic(x, y)
+    np.testing.assert_allclose(fitted.x_knots, exact.x_knots, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(fitted.y_knots, exact.y_knots, rtol=0, atol=1e-12)
+    assert rounds == 2
+
+
+def test_fit_isotonic_units_refuses_overlapping_or_empty_units() -> None:
+    one = np.array([1.0])
+    with pytest.raises(InputError, match="positive weights"):
+        fit_isotonic_units(IsotonicUnits(one, one, np.zeros(1), np.zeros(1), np.zeros(1)))
+    with pytest.raises(InputError, match="must not overlap"):
+        fit_isotonic_units(
+            IsotonicUnits(
+                np.array([0.1, 0.2]), np.array([0.3, 0.4]), np.ones(2), np.ones(2), np.ones(2)
+            )
+        )

@@ -48,7 +48,13 @@ from calib_cli.core.checks import check_fit_data, check_scores
 from calib_cli.errors import InputError
 from calib_cli.types import BoolArray, FloatArray
 
-__all__ = ["IsotonicParams", "apply_isotonic", "fit_isotonic"]
+__all__ = [
+    "IsotonicParams",
+    "IsotonicUnits",
+    "apply_isotonic",
+    "fit_isotonic",
+    "fit_isotonic_units",
+]
 
 
 @dataclass(frozen=True)
@@ -100,8 +106,38 @@ def _sklearn_knots(ux: FloatArray, fitted: FloatArray) -> tuple[FloatArray, Floa
 _SAME_VALUE = 1e-12
 
 
+def _knots(
+    low: FloatArray,
+    high: FloatArray,
+    weight: FloatArray,
+    score_sum: FloatArray,
+    fitted: FloatArray,
+    *,
+    strict: bool,
+    increasing: bool,
+    eps: float,
+) -> tuple[FloatArray, FloatArray]:
+    """The knots of a fit on score-ordered units (a distinct score: ``low == high``; a group
+    of scores that share one value: its smallest and largest score), each with its fitted
+    value, summed weight and summed ``weight * score``."""
+    if not strict:
+        # every unit contributes its lowest and (when different) its highest score
+        two = high > low
+        x = np.column_stack((low, high))[np.column_stack((np.ones(low.size, bool), two))]
+        values = np.repeat(fitted, np.where(two, 2, 1))
+        return _sklearn_knots(x, values)
+    return _strict_knots(low, high, weight, score_sum, fitted, increasing=increasing, eps=eps)
+
+
 def _strict_knots(
-    ux: FloatArray, uw: FloatArray, fitted: FloatArray, *, increasing: bool, eps: float
+    low: FloatArray,
+    high: FloatArray,
+    weight: FloatArray,
+    score_sum: FloatArray,
+    fitted: FloatArray,
+    *,
+    increasing: bool,
+    eps: float,
 ) -> tuple[FloatArray, FloatArray]:
     """Block centres with block values, end knots at 0 and 1, squeezed into [eps, 1 - eps]."""
     start = np.empty(fitted.shape[0], dtype=bool)
@@ -110,9 +146,9 @@ def _strict_knots(
     # two knots at the same height would make the map flat between them and tie their scores.
     start[1:] = np.abs(fitted[1:] - fitted[:-1]) > _SAME_VALUE * np.maximum(1.0, np.abs(fitted[1:]))
     block = np.cumsum(start) - 1
-    centre = np.bincount(block, weights=uw * ux) / np.bincount(block, weights=uw)
-    first = ux[start]
-    last = ux[np.r_[np.flatnonzero(start)[1:] - 1, ux.shape[0] - 1]]
+    centre = np.bincount(block, weights=score_sum) / np.bincount(block, weights=weight)
+    first = low[start]
+    last = high[np.r_[np.flatnonzero(start)[1:] - 1, high.shape[0] - 1]]
     centre = np.clip(centre, first, last)  # rounding cannot push a centre out of its block
     values = fitted[start]
     sign = 1.0 if increasing else -1.0
@@ -128,6 +164,15 @@ def _strict_knots(
     raw = np.concatenate(knots_y)
     y_knots = eps + (1.0 - 2.0 * eps) * (raw + eps) / (1.0 + 2.0 * eps)
     return x_knots, y_knots
+
+
+def _check_eps(eps: float, strict: bool) -> float:
+    eps_value = float(eps)
+    if not (math.isfinite(eps_value) and 0.0 <= eps_value < 0.5):
+        raise InputError(f"eps must be in [0, 0.5), got {eps!r}")
+    if strict and eps_value == 0.0:
+        raise InputError("eps must be positive when strict=True (it sets the end ramps)")
+    return eps_value
 
 
 def fit_isotonic(
@@ -178,20 +223,112 @@ def fit_isotonic(
     >>> apply_isotonic(params, [0.0, 0.15, 0.35]).round(12).tolist()
     [1e-06, 0.25, 0.75]
     """
-    eps_value = float(eps)
-    if not (math.isfinite(eps_value) and 0.0 <= eps_value < 0.5):
-        raise InputError(f"eps must be in [0, 0.5), got {eps!r}")
-    if strict and eps_value == 0.0:
-        raise InputError("eps must be positive when strict=True (it sets the end ramps)")
+    eps_value = _check_eps(eps, strict)
     x, y, w = check_fit_data(scores, y_true, sample_weight)
     used = w > 0.0
     ux, uy, uw = _pool_ties(x[used], y[used], w[used])
     fitted = np.asarray(isotonic_regression(uy, weights=uw, increasing=increasing).x)
-    if strict:
-        x_knots, y_knots = _strict_knots(ux, uw, fitted, increasing=increasing, eps=eps_value)
-    else:
-        x_knots, y_knots = _sklearn_knots(ux, fitted)
+    x_knots, y_knots = _knots(
+        ux, ux, uw, uw * ux, fitted, strict=strict, increasing=increasing, eps=eps_value
+    )
     return IsotonicParams(x_knots=x_knots, y_knots=y_knots, eps=eps_value, strict=bool(strict))
+
+
+@dataclass(frozen=True)
+class IsotonicUnits:
+    """Score-ordered groups of rows for :func:`fit_isotonic_units`, each given one value.
+
+    A unit is either one distinct score (``low == high``: a group of ties, as the fit on
+    rows pools them) or a grid cell of a summary whose rows are not told apart. Units must
+    not overlap (``high[i] < low[i + 1]``) and carry positive weight.
+
+    Attributes
+    ----------
+    low, high : ndarray of shape (k,)
+        The smallest and largest score of the unit's rows (of positive weight).
+    weight, positive_weight : ndarray of shape (k,)
+        Summed weight of its rows, and of its positive rows.
+    score_sum : ndarray of shape (k,)
+        Summed ``weight * score``.
+    """
+
+    low: FloatArray
+    high: FloatArray
+    weight: FloatArray
+    positive_weight: FloatArray
+    score_sum: FloatArray
+
+
+def fit_isotonic_units(
+    units: IsotonicUnits, *, increasing: bool = True, strict: bool = False, eps: float = 1e-6
+) -> tuple[IsotonicParams, BoolArray]:
+    """The isotonic fit with every unit held at one value, and the units it may not hold.
+
+    Pool adjacent violators on the units' label rates gives the best map that is constant on
+    each unit. It is the fit on the rows (:func:`fit_isotonic`) unless the fit on the rows
+    would split a unit. That cannot happen to a unit of one distinct score, nor to a unit
+    that passes this certificate: for an increasing fit, a block (a run of equal values
+    ``v``) is optimal iff every prefix of it, in score order, has
+    :math:`S = \\sum w (y - v) \\ge 0` (its rate is at least ``v``); inside a unit, whatever
+    the order of its rows, a prefix has
+    :math:`S \\ge S_{\\text{before}} - v\\, W_0` (its negatives first), where
+    :math:`S_{\\text{before}}` sums the block's units before it and :math:`W_0` is the unit's
+    negative weight (for a decreasing fit, :math:`S \\le S_{\\text{before}} + (1 - v) W_1`
+    is needed, positives first). Units that fail it are returned as ``open``: resolve them
+    into their distinct scores (a second pass over the rows) and fit again; when no unit is
+    open the knots are exactly those of the fit on the rows, up to the order of
+    floating-point sums. The first and last unit of a block with both classes always fail.
+
+    Returns
+    -------
+    params : IsotonicParams
+    open : ndarray of bool, shape (k,)
+        Units that the fit on the rows could split.
+
+    Examples
+    --------
+    >>> units = IsotonicUnits(np.array([0.1, 0.3, 0.5]), np.array([0.2, 0.3, 0.9]),
+    ...     np.array([4.0, 1.0, 4.0]), np.array([1.0, 1.0, 3.0]), np.array([0.6, 0.3, 2.8]))
+    >>> params, open_ = fit_isotonic_units(units)
+    >>> params.x_knots.tolist(), params.y_knots.tolist(), open_.tolist()
+    ([0.1, 0.2, 0.3, 0.9], [0.25, 0.25, 0.8, 0.8], [True, False, True])
+    """
+    eps_value = _check_eps(eps, strict)
+    low = np.asarray(units.low, dtype=np.float64)
+    high = np.asarray(units.high, dtype=np.float64)
+    weight = np.asarray(units.weight, dtype=np.float64)
+    positive = np.asarray(units.positive_weight, dtype=np.float64)
+    if low.size == 0 or not np.all(weight > 0.0):
+        raise InputError("isotonic units need positive weights (and at least one unit)")
+    if np.any(high < low) or np.any(low[1:] <= high[:-1]):
+        raise InputError("isotonic units must be sorted by score and must not overlap")
+    fitted = np.asarray(
+        isotonic_regression(positive / weight, weights=weight, increasing=increasing).x
+    )
+    x_knots, y_knots = _knots(
+        low,
+        high,
+        weight,
+        np.asarray(units.score_sum, dtype=np.float64),
+        fitted,
+        strict=strict,
+        increasing=increasing,
+        eps=eps_value,
+    )
+    params = IsotonicParams(x_knots=x_knots, y_knots=y_knots, eps=eps_value, strict=bool(strict))
+    # S before each unit, within its block (runs of exactly equal values, as PAV leaves them)
+    start = np.r_[True, fitted[1:] != fitted[:-1]]
+    block = np.cumsum(start) - 1
+    residual = positive - fitted * weight
+    before = np.cumsum(residual) - residual
+    before = before - before[start][block]
+    if increasing:
+        worst = before - fitted * (weight - positive)
+        open_units = worst < 0.0
+    else:
+        worst = before + (1.0 - fitted) * positive
+        open_units = worst > 0.0
+    return params, open_units & (high > low)
 
 
 def apply_isotonic(
