@@ -15,6 +15,7 @@ from calib_cli.core.shift_history import (
     conformal_halfwidth,
     history_blend,
     history_candidates,
+    history_schedule,
     last_labelled,
     residual_corrected,
     rolling_rate,
@@ -137,3 +138,29 @@ def test_history_blend_refuses_bad_shapes() -> None:
         history_blend(np.zeros((2, 1)), [0.1, 0.2, 0.3], label_delay=1)
     with pytest.raises(InputError, match="level must be in"):
         conformal_halfwidth([0.1], level=1.0)
+
+
+def test_history_schedule_and_unlabelled_batches_are_never_read() -> None:
+    """--history: 6 labelled past batches then 2 new ones; the new ones' rates (unknown)
+    may hold anything without moving any figure, and both see the whole history."""
+    schedule = history_schedule(6, 2, label_delay=2)
+    assert schedule.tolist() == [-1, -1, 0, 1, 2, 3, 5, 5]
+    rng = np.random.default_rng(4)
+    shift, pcc, rates = rng.random(8), rng.random(8), rng.random(8)
+    runs = []
+    for unknown in (0.0, 1.0):
+        y = np.concatenate([rates[:6], [unknown, unknown]])
+        c = history_candidates(shift, pcc, y, reference_rate=0.3, last=schedule)
+        runs.append(history_blend(c, y, last=schedule, min_history=1))
+    assert runs[0].prevalence.tolist() == runs[1].prevalence.tolist()
+    assert runs[0].n_history.tolist() == [0, 0, 1, 2, 3, 4, 6, 6]
+    # the new batches' rolling mean of the last 4 labelled batches: batches 2..5
+    c = history_candidates(shift, pcc, np.r_[rates[:6], 0, 0], reference_rate=0.3, last=schedule)
+    assert c[7, CANDIDATE_NAMES.index("rolling_4")] == pytest.approx(np.mean(rates[2:6]))
+
+
+def test_schedule_must_not_reach_a_batch_s_own_label() -> None:
+    with pytest.raises(InputError, match=r"last\[2\] = 2: batch 2 may only use"):
+        rolling_rate([0.1, 0.2, 0.3], window=1, fallback=0.0, last=np.array([-1, 0, 2]))
+    with pytest.raises(InputError, match="give label_delay or last"):
+        rolling_rate([0.1], window=1, fallback=0.0)

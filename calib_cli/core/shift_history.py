@@ -58,6 +58,7 @@ __all__ = [
     "conformal_halfwidth",
     "history_blend",
     "history_candidates",
+    "history_schedule",
     "last_labelled",
     "residual_corrected",
     "rolling_rate",
@@ -125,8 +126,50 @@ def last_labelled(n_batches: int, *, label_delay: int) -> IntArray:
     return np.maximum(result, -1)
 
 
+def history_schedule(n_history: int, n_new: int, *, label_delay: int) -> IntArray:
+    """The labelled batches each batch may use when ``n_new`` unlabelled batches follow
+    ``n_history`` labelled ones (``--history``): a past batch ``s`` sees up to ``s - K`` (as
+    it was estimated then), every new batch sees the whole history.
+
+    Examples
+    --------
+    >>> history_schedule(4, 2, label_delay=2)
+    array([-1, -1,  0,  1,  3,  3])
+    """
+    if n_history < 0 or n_new < 0:
+        raise InputError(f"batch counts must be non-negative, got {n_history} and {n_new}")
+    past = last_labelled(n_history, label_delay=label_delay)
+    return np.concatenate([past, np.full(n_new, n_history - 1, dtype=np.int64)])
+
+
+def _schedule(n_batches: int, label_delay: int | None, last: npt.ArrayLike | None) -> IntArray:
+    """``last_labelled(n_batches, label_delay)``, or ``last`` checked: one integer per batch,
+    ``-1 <= last[t] < t`` (no batch sees its own label or a later one)."""
+    if (label_delay is None) == (last is None):
+        raise InputError("give label_delay or last (one of them)")
+    if label_delay is not None:
+        return last_labelled(n_batches, label_delay=label_delay)
+    arr = np.asarray(last)
+    if arr.shape != (n_batches,) or not np.issubdtype(arr.dtype, np.integer):
+        raise InputError(f"last must hold one integer per batch ({n_batches}), got {arr!r}")
+    result: IntArray = arr.astype(np.int64)
+    bad = (result < -1) | (result >= np.arange(n_batches))
+    if bad.any():
+        first = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"last[{first}] = {int(result[first])}: batch {first} may only use the labels of "
+            "earlier batches"
+        )
+    return result
+
+
 def rolling_rate(
-    rates: npt.ArrayLike, *, label_delay: int, window: int, fallback: float
+    rates: npt.ArrayLike,
+    *,
+    window: int,
+    fallback: float,
+    label_delay: int | None = None,
+    last: npt.ArrayLike | None = None,
 ) -> FloatArray:
     """The mean true rate of the last ``window`` labelled batches (``fallback`` before any).
 
@@ -136,23 +179,28 @@ def rolling_rate(
     array([0.5 , 0.1 , 0.15, 0.25])
     """
     y = _check_rates(rates, "rates")
-    return _rolling_mean(y, label_delay=label_delay, window=window, fallback=fallback)
+    schedule = _schedule(y.shape[0], label_delay, last)
+    return _rolling_mean(y, schedule, window=window, fallback=fallback)
 
 
 def _rolling_mean(
-    values: FloatArray, *, label_delay: int, window: int, fallback: float
+    values: FloatArray, schedule: IntArray, *, window: int, fallback: float
 ) -> FloatArray:
     width = _check_window(window)
-    last = last_labelled(values.shape[0], label_delay=label_delay)
     result: FloatArray = np.full(values.shape[0], float(fallback))
-    for t, stop in enumerate(last + 1):
+    for t, stop in enumerate(schedule + 1):
         if stop > 0:
             result[t] = float(np.mean(values[max(0, stop - width) : stop]))
     return result
 
 
 def residual_corrected(
-    estimates: npt.ArrayLike, rates: npt.ArrayLike, *, label_delay: int, window: int
+    estimates: npt.ArrayLike,
+    rates: npt.ArrayLike,
+    *,
+    window: int,
+    label_delay: int | None = None,
+    last: npt.ArrayLike | None = None,
 ) -> FloatArray:
     """Each batch's estimate plus the mean error ``rate - estimate`` of the last ``window``
     labelled batches, clipped to [0, 1] (the estimate itself before any label).
@@ -166,7 +214,8 @@ def residual_corrected(
     y = _check_rates(rates, "rates")
     if est.shape != y.shape:
         raise InputError(f"estimates has {est.shape[0]} batches and rates {y.shape[0]}")
-    correction = _rolling_mean(y - est, label_delay=label_delay, window=window, fallback=0.0)
+    schedule = _schedule(y.shape[0], label_delay, last)
+    correction = _rolling_mean(y - est, schedule, window=window, fallback=0.0)
     result: FloatArray = np.clip(est + correction, 0.0, 1.0)
     return result
 
@@ -177,7 +226,8 @@ def history_candidates(
     rates: npt.ArrayLike,
     *,
     reference_rate: float,
-    label_delay: int,
+    label_delay: int | None = None,
+    last: npt.ArrayLike | None = None,
 ) -> FloatArray:
     """The candidates of the blend, one column each (see :data:`CANDIDATE_NAMES`).
 
@@ -189,8 +239,11 @@ def history_candidates(
         Each batch's true rate; batch ``t`` uses only ``rates[: t - label_delay + 1]``.
     reference_rate : float
         The reference's positive rate (``no shift``, and the rolling mean before any label).
-    label_delay : int
-        :math:`K \\ge 1`.
+    label_delay : int, optional
+        :math:`K \\ge 1`: batch ``t`` sees the labels of batches up to ``t - K``.
+    last : array-like of int, optional
+        In place of ``label_delay``: the last labelled batch of each batch
+        (:func:`history_schedule`).
 
     Returns
     -------
@@ -213,15 +266,13 @@ def history_candidates(
         )
     if not (math.isfinite(reference_rate) and 0.0 <= reference_rate <= 1.0):
         raise InputError(f"reference_rate must be in [0, 1], got {reference_rate!r}")
+    schedule = _schedule(y.shape[0], label_delay, last)
     columns = [shift, posterior_mean, np.full(y.shape[0], float(reference_rate))]
     for window in (1, 4):
-        columns.append(
-            rolling_rate(y, label_delay=label_delay, window=window, fallback=reference_rate)
-        )
+        columns.append(_rolling_mean(y, schedule, window=window, fallback=reference_rate))
     for window in (1, 4):
-        columns.append(
-            residual_corrected(posterior_mean, y, label_delay=label_delay, window=window)
-        )
+        correction = _rolling_mean(y - posterior_mean, schedule, window=window, fallback=0.0)
+        columns.append(np.clip(posterior_mean + correction, 0.0, 1.0))
     return np.column_stack(columns)
 
 
@@ -315,7 +366,8 @@ def history_blend(
     candidates: npt.ArrayLike,
     rates: npt.ArrayLike,
     *,
-    label_delay: int,
+    label_delay: int | None = None,
+    last: npt.ArrayLike | None = None,
     min_history: int = 2,
     fallback: int = 1,
     level: float = 0.95,
@@ -329,8 +381,12 @@ def history_blend(
         of batch ``t`` must use no label after batch ``t - label_delay``.
     rates : array-like of shape (n_batches,)
         True rates; batch ``t`` uses ``rates[: t - label_delay + 1]`` only.
-    label_delay : int
-        :math:`K \\ge 1`.
+    label_delay : int, optional
+        :math:`K \\ge 1`: batch ``t`` sees the labels of batches up to ``t - K``.
+    last : array-like of int, optional
+        In place of ``label_delay``: each batch's last labelled batch
+        (:func:`history_schedule`); the rates of batches no batch sees are never read (so
+        unlabelled batches may hold any rate, e.g. 0).
     min_history : int, default 2
         Labelled batches needed before the weights are learnt; before, the ``fallback``
         candidate alone (default 1: PCC in :func:`history_candidates`).
@@ -361,12 +417,12 @@ def history_blend(
     if not 0 <= fallback < cand.shape[1]:
         raise InputError(f"fallback must be a candidate column, got {fallback!r}")
     n, m = cand.shape
-    last = last_labelled(n, label_delay=label_delay)
+    schedule = _schedule(n, label_delay, last)
     weights = np.zeros((n, m))
     prevalence = np.empty(n)
     halfwidth = np.empty(n)
     for t in range(n):
-        seen = int(last[t]) + 1  # batches 0 .. last[t] are labelled
+        seen = int(schedule[t]) + 1  # batches 0 .. schedule[t] are labelled
         if seen >= min_history:
             weights[t] = blend_weights(cand[:seen] - y[:seen, None])
         else:
@@ -377,7 +433,7 @@ def history_blend(
     return HistoryBlend(
         prevalence=prevalence,
         weights=weights,
-        n_history=last + 1,
+        n_history=schedule + 1,
         ci_low=np.clip(prevalence - halfwidth, 0.0, 1.0),
         ci_high=np.clip(prevalence + halfwidth, 0.0, 1.0),
         halfwidth=halfwidth,
