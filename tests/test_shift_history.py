@@ -13,6 +13,7 @@ from calib_cli.core.shift_history import (
     CANDIDATE_NAMES,
     blend_weights,
     conformal_halfwidth,
+    conformal_min_errors,
     history_blend,
     history_candidates,
     history_schedule,
@@ -78,6 +79,13 @@ def test_conformal_halfwidth_is_the_order_statistic(n: int) -> None:
     assert rank == {19: 19, 20: 20, 39: 38, 100: 96}[n]
     assert conformal_halfwidth(-r, level=0.95) == np.sort(r)[rank - 1]
     assert conformal_halfwidth(r[:18], level=0.95) == math.inf
+
+
+@pytest.mark.parametrize("level", [0.5, 0.8, 0.9, 0.95, 0.99])
+def test_conformal_min_errors_is_where_the_width_turns_finite(level: float) -> None:
+    n = conformal_min_errors(level)
+    assert math.isfinite(conformal_halfwidth(np.ones(n), level=level))
+    assert conformal_halfwidth(np.ones(n - 1), level=level) == math.inf
 
 
 def test_conformal_halfwidth_covers_exchangeable_errors() -> None:

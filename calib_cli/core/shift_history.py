@@ -56,6 +56,7 @@ __all__ = [
     "HistoryBlend",
     "blend_weights",
     "conformal_halfwidth",
+    "conformal_min_errors",
     "history_blend",
     "history_candidates",
     "history_schedule",
@@ -330,6 +331,21 @@ def conformal_halfwidth(abs_residuals: npt.ArrayLike, *, level: float) -> float:
     if rank > n:
         return math.inf
     return float(np.partition(r, rank - 1)[rank - 1])
+
+
+def conformal_min_errors(level: float) -> int:
+    """The fewest past errors for which :func:`conformal_halfwidth` is finite:
+    :math:`\\lceil (n+1)\\,\\mathrm{level} \\rceil \\le n \\iff n \\ge \\mathrm{level} /
+    (1 - \\mathrm{level})`.
+
+    Examples
+    --------
+    >>> conformal_min_errors(0.95), conformal_min_errors(0.9), conformal_min_errors(0.8)
+    (19, 9, 4)
+    """
+    if not (math.isfinite(level) and 0.0 < level < 1.0):
+        raise InputError(f"level must be in (0, 1), got {level!r}")
+    return max(math.ceil(level / (1.0 - level) - 1e-9), 1)
 
 
 @dataclass(frozen=True)
