@@ -891,9 +891,10 @@ def decision_table(
         b.decision is not None and b.decision.realised_cost_static is not None for b in batches
     )
     headings = [batch_col] if batch_col is not None else []
-    headings += ["flagged: static", "re-est.", "expected cost: static", "re-est."]
+    # each heading says what it is: a narrow console packs them into separate tables
+    headings += ["flagged: static", "flagged: re-est.", "expected: static", "expected: re-est."]
     if has_truth:
-        headings += ["actual cost: static", "re-est."]
+        headings += ["actual: static", "actual: re-est."]
     rows = []
     for batch in batches:
         decision = batch.decision
@@ -914,8 +915,8 @@ def decision_table(
                 ]
         rows.append(cells)
     return row_table(
-        f"Decisions at the Bayes threshold {threshold:.4g}: share of rows flagged, cost per "
-        "row (static = reference prior)",
+        f"Decisions at the Bayes threshold {threshold:.4g}: share of rows flagged, expected and "
+        "actual cost per row (static = reference prior)",
         headings,
         rows,
         labels=1 if batch_col is not None else 0,
