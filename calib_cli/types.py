@@ -7,6 +7,7 @@ help text and the library cannot drift apart.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Literal, TypeAlias, get_args
 
 import numpy as np
@@ -46,6 +47,35 @@ ScoreHistogram: TypeAlias = tuple[FloatArray, FloatArray]
 Warn: TypeAlias = Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class CsvDialect:
+    """How CSV text is read and written: ``separator`` (None: ``,`` for CSV and a tab for
+    TSV) and ``decimal_comma`` (numbers written ``0,37``)."""
+
+    separator: str | None = None
+    decimal_comma: bool = False
+
+    def read_separator(self, fmt: str) -> str:
+        """The separator to read a CSV or TSV input with.
+
+        >>> CsvDialect().read_separator("tsv"), CsvDialect(";").read_separator("csv")
+        ('\\t', ';')
+        """
+        if self.separator is not None:
+            return self.separator
+        return "\t" if fmt == "tsv" else ","
+
+    def write_separator(self, fmt: str) -> str:
+        """The separator of a CSV or TSV output: a tab for TSV, else the input's separator.
+
+        >>> CsvDialect(";").write_separator("csv"), CsvDialect(";").write_separator("tsv")
+        (';', '\\t')
+        """
+        if fmt == "tsv":
+            return "\t"
+        return self.separator if self.separator is not None else ","
+
+
 def choices(alias: object) -> tuple[str, ...]:
     """The string choices of a ``Literal`` alias, in declaration order.
 
@@ -53,3 +83,10 @@ def choices(alias: object) -> tuple[str, ...]:
     ('uniform', 'quantile')
     """
     return tuple(str(a) for a in get_args(alias))
+
+
+#: The CSV dialect without ``--separator`` or ``--decimal-comma``.
+DEFAULT_DIALECT = CsvDialect()
+
+#: ``--max-invalid`` when not given: ``--on-invalid drop`` drops at most 1% of the rows.
+DEFAULT_MAX_INVALID = 0.01

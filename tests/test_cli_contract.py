@@ -214,14 +214,19 @@ def test_tables_go_to_stdout_and_dropped_rows_are_a_warning_on_stderr(
     bad.write_text("score,label\n" + "0.5,0\n" * 16 + "1.2,1\n0.3,0\n-1,0\n2,1\n")
     report_path = tmp_path / "r.json"
     done = run_calib(
-        ["reliability", str(bad), "--on-invalid", "drop", "--report", str(report_path)]
+        [
+            *("reliability", str(bad), "--on-invalid", "drop", "--max-invalid", "3"),
+            *("--report", str(report_path)),
+        ]
     )
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
     assert "Brier score" in text and "AUC" in text and "● observed" in text
     warning = done.stderr.decode()
     assert warning.startswith("warning: ") and warning.count("\n") == 1  # one line, never wrapped
-    assert len(warning) > 160 and "dropped 3 invalid rows of 20" in warning
+    assert (
+        len(warning) > 160 and "dropped 3 invalid rows of 20 (score outside [0, 1]: 3)" in warning
+    )
     assert json.loads(report_path.read_text())["n"] == 17
 
 

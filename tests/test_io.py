@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import gzip
 import io
+import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -23,6 +25,7 @@ from calib_cli.core.sampling import (
     string_buffers,
 )
 from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
+from calib_cli.types import CsvDialect
 
 FRAME = pl.DataFrame(
     {
@@ -213,20 +216,35 @@ def test_added_column_may_not_overwrite(tmp_path: Path) -> None:
         calib_io.read_table(str(path)).with_columns({"score": np.zeros(4)})
 
 
-def test_drop_invalid_rows_counts(tmp_path: Path) -> None:
+def test_drop_invalid_rows_counts_each_row_once_by_its_first_reason(tmp_path: Path) -> None:
     path = tmp_path / "t.csv"
-    path.write_text("score,label,w\n0.1,0,1\n1.5,1,1\n0.3,x,1\n0.4,1,-1\n,0,1\n0.9,1,2\n")
+    # row 7 has two problems (score not a number, label 2): it counts under the score only
+    path.write_text("score,label,w\n0.1,0,1\n1.5,1,1\n0.3,x,1\n0.4,1,-1\n,0,1\n0.9,1,2\nn/a,2,1\n")
     table = calib_io.read_table(str(path))
-    kept, dropped = calib_io.drop_invalid_rows(
-        table,
-        score_cols=["score"],
-        score_kind="probability",
-        label_col="label",
-        positive_label=None,
-        weight_col="w",
-    )
-    assert dropped == 4
+    options: dict[str, Any] = {
+        "score_cols": ["score"],
+        "score_kind": "probability",
+        "label_col": "label",
+        "positive_label": None,
+        "weight_col": "w",
+    }
+    kept, invalid = calib_io.drop_invalid_rows(table, max_invalid=5, **options)
+    assert (invalid.rows, invalid.dropped, invalid.kept) == (7, 5, 2)
+    assert dict(invalid.by_reason) == {
+        "score not a number": 1,
+        "score missing": 1,
+        "score outside [0, 1]": 1,
+        "label not 0/1": 1,
+        "w negative": 1,
+    }
     assert kept.scores("score").tolist() == [0.1, 0.9]
+    # 5 of 7 rows: above a count of 4, a fraction of 0.7 (4.9 rows) and the default 1%
+    for limit in (4, 0.7, None):
+        with pytest.raises(
+            InputError, match=r"t.csv: 5 of 7 rows invalid \(score not a number: 1, "
+        ):
+            calib_io.drop_invalid_rows(table, max_invalid=limit, **options)
+    assert calib_io.drop_invalid_rows(table, max_invalid=0.72, **options)[1].dropped == 5
 
 
 def test_categories_are_sorted_codes(tmp_path: Path) -> None:
@@ -311,3 +329,75 @@ def test_the_streaming_sampling_rule_keeps_the_rows_of_the_core_rule(key_kind: s
         ).collect()
         expected = _core_kept(keys, labels, strata, rates, seed)
         assert kept["rid"].to_list() == np.flatnonzero(expected).tolist()
+
+
+# ------------------------------------------------------------------ CSV dialects (#11)
+
+EURO = "id;score;label;amount\n007;0,25;0;1,50\n008;0,5;1;2\n009;1;1; 3,5\n"
+
+
+@pytest.mark.parametrize("compressed", [False, True])
+def test_a_semicolon_decimal_comma_file_reads_as_its_numbers_in_both_readers(
+    tmp_path: Path, compressed: bool
+) -> None:
+    path = tmp_path / ("e.csv.gz" if compressed else "e.csv")
+    path.write_bytes(gzip.compress(EURO.encode()) if compressed else EURO.encode())
+    with calib_io.using_dialect(CsvDialect(";", decimal_comma=True)):
+        table = calib_io.read_table(str(path))
+        assert table.columns == ["id", "score", "label", "amount"]
+        assert table.scores("score").tolist() == [0.25, 0.5, 1.0]
+        assert table.numbers("amount").tolist() == [1.5, 2.0, 3.5]
+        assert table.frame["id"].to_list() == ["007", "008", "009"]  # text kept as it was
+        scan = calib_io.scored_scan(
+            calib_io.scan_table(str(path))[0],
+            name="e.csv",
+            score_cols=["score"],
+            label_col="label",
+            weight_col=None,
+            positive_label=None,
+            by=None,
+            on_invalid="error",
+        )
+        assert scan.lazy.collect()["score"].to_list() == [0.25, 0.5, 1.0]
+        # a typed output keeps exact text: '1,50' would come back '1,5', ' 3,5' has a space
+        typed = calib_io.read_table(str(path), typed=True).frame
+        assert typed.schema["score"] == pl.Float64 and typed["score"].to_list() == [0.25, 0.5, 1.0]
+        assert typed.schema["amount"] == pl.String and typed.schema["id"] == pl.String
+    # without --decimal-comma the same text is not a number
+    with calib_io.using_dialect(CsvDialect(";")), pytest.raises(InputError, match="not numbers"):
+        calib_io.read_table(str(path)).scores("score")
+
+
+def test_csv_outputs_are_written_in_the_input_dialect(tmp_path: Path) -> None:
+    frame = pl.DataFrame({"id": ["007"], "calibrated": [0.25]})
+    with calib_io.using_dialect(CsvDialect(";", decimal_comma=True)):
+        calib_io.write_table(frame, str(tmp_path / "o.csv"))
+        calib_io.write_table(frame, str(tmp_path / "o.tsv"))
+        calib_io.sink_table(frame.lazy(), str(tmp_path / "s.csv"), output_format_override=None)
+    with calib_io.using_dialect(CsvDialect("|")):
+        calib_io.write_table(frame, str(tmp_path / "p.csv"))
+    assert (tmp_path / "o.csv").read_text() == "id;calibrated\n007;0,25\n"
+    assert (tmp_path / "s.csv").read_text() == "id;calibrated\n007;0,25\n"
+    assert (tmp_path / "o.tsv").read_text() == "id\tcalibrated\n007\t0,25\n"  # TSV: a tab
+    assert (tmp_path / "p.csv").read_text() == "id|calibrated\n007|0.25\n"
+    calib_io.write_table(frame, str(tmp_path / "d.csv"))  # outside a dialect: plain CSV
+    assert (tmp_path / "d.csv").read_text() == "id,calibrated\n007,0.25\n"
+
+
+@pytest.mark.parametrize(("text", "shown"), [("a;b", "';'"), ("a|b", "'|'"), ("a\tb", "tab")])
+def test_a_csv_read_as_one_column_suggests_the_separator(
+    tmp_path: Path, text: str, shown: str
+) -> None:
+    path = tmp_path / "one.csv"
+    path.write_text(f"{text}\n0,5{text[1]}1\n")
+    message = f"the file looks separated by {shown}: add --separator {shown}"
+    with pytest.raises(InputError, match=re.escape(message)):
+        calib_io.read_table(str(path))
+    with pytest.raises(InputError, match=re.escape(message)):
+        calib_io.scan_table(str(path))
+    with calib_io.using_dialect(CsvDialect(text[1])):
+        assert calib_io.read_table(str(path)).columns == ["a", "b"]
+    # a missing column of a one-column table (read with another separator) names the likely one
+    table = calib_io.Table(pl.DataFrame({text: ["1"]}), "one.csv", "csv")
+    with pytest.raises(InputError, match=re.escape(f"columns are: {text}; {message}")):
+        table.scores("score")

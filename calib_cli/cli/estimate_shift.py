@@ -10,6 +10,7 @@ from calib_cli.cli.options import (
     DEFAULT_SEED,
     CiMethodChoice,
     DebugOpt,
+    DecimalCommaOpt,
     EngineOpt,
     InputFormatOpt,
     JsonOpt,
@@ -23,9 +24,11 @@ from calib_cli.cli.options import (
     ScoreColOpt,
     ScoreKindOpt,
     SeedOpt,
+    SeparatorOpt,
     ShiftMethodChoice,
     chosen,
     chosen_or_none,
+    csv_dialect,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.types import CiMethod, Engine, InputFormat, ScoreKind, ShiftMethod
@@ -138,6 +141,8 @@ def estimate_shift(
         str, typer.Option("--output-col", help="Name of the calibrated-probability column.")
     ] = "calibrated",
     input_format: InputFormatOpt = None,
+    separator: SeparatorOpt = None,
+    decimal_comma: DecimalCommaOpt = False,
     output_format: OutputFormatOpt = None,
     as_json: JsonOpt = False,
     report: ReportOpt = None,
@@ -175,6 +180,7 @@ def estimate_shift(
             score_kind=cast(ScoreKind, chosen(score_kind)),
             output_col=output_col,
             input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            dialect=csv_dialect(separator, decimal_comma),
             output_format=cast("InputFormat | None", chosen_or_none(output_format)),
             as_json=as_json,
             report=report,

@@ -8,10 +8,12 @@ from typing import Annotated, Any
 
 import typer
 
+from calib_cli.errors import UsageError
 from calib_cli.types import (
     BinStrategy,
     CalibrationMethod,
     CiMethod,
+    CsvDialect,
     Engine,
     FitData,
     InputFormat,
@@ -86,7 +88,10 @@ ScoreKindOpt = Annotated[
 ]
 OnInvalidOpt = Annotated[
     OnInvalidChoice,
-    typer.Option("--on-invalid", help="error: refuse bad rows; drop: drop them and say how many."),
+    typer.Option(
+        "--on-invalid",
+        help="error: refuse bad rows; drop: drop them (up to --max-invalid), saying why.",
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print the report as JSON on stdout.")]
 ReportOpt = Annotated[
@@ -116,7 +121,7 @@ PlotOpt = Annotated[
         "--plot",
         help=(
             "Also draw a picture to this file (.png, .svg or .pdf, by extension); needs "
-            "matplotlib: pip install 'calib-cli[plot]'."
+            "matplotlib: pip install 'calib-cli\\[plot]'."  # \\[: not Rich markup
         ),
     ),
 ]
@@ -127,3 +132,92 @@ PlotScaleOpt = Annotated[
         help="Probability axes of --plot: linear, or logit (keeps 0.1% and 1% apart).",
     ),
 ]
+
+# ---------------------------------------------------------------------------- CSV dialect
+_NAMED = {"tab": "\t", "\\t": "\t", "\t": "\t", "comma": ",", "semicolon": ";", "pipe": "|"}
+
+
+def parse_separator(value: str) -> str:
+    """The separator an option names: one character, or ``tab`` (also ``\\t``), ``comma``,
+    ``semicolon``, ``pipe``.
+
+    >>> parse_separator(";"), parse_separator("tab"), parse_separator("\\\\t")
+    (';', '\\t', '\\t')
+    >>> parse_separator(";;")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: --separator must be one character or 'tab', got ';;'
+    """
+    separator = _NAMED.get(value.lower() if len(value) > 1 else value, value)
+    if len(separator) != 1:
+        raise UsageError(f"--separator must be one character or 'tab', got {value!r}")
+    if separator in ('"', "\n", "\r"):
+        raise UsageError(f"--separator cannot be {value!r} (a quote or a line break)")
+    return separator
+
+
+SeparatorOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--separator",
+        help=(
+            "Field separator of CSV inputs: one character (';', '|') or 'tab' (default: ',' "
+            "for CSV, tab for TSV). CSV outputs are written with it too."
+        ),
+        show_default=False,
+    ),
+]
+DecimalCommaOpt = Annotated[
+    bool,
+    typer.Option(
+        "--decimal-comma",
+        help=(
+            "Numbers in CSV inputs use a decimal comma (0,37); the numbers calib adds to CSV "
+            "outputs are written that way too."
+        ),
+    ),
+]
+
+
+def csv_dialect(separator: str | None, decimal_comma: bool) -> CsvDialect:
+    """The dialect of ``--separator`` and ``--decimal-comma`` (a bad separator: exit 2)."""
+    return CsvDialect(
+        separator=None if separator is None else parse_separator(separator),
+        decimal_comma=decimal_comma,
+    )
+
+
+MaxInvalidOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--max-invalid",
+        metavar="FRACTION|COUNT",
+        help=(
+            "With --on-invalid drop: refuse (exit 65, nothing written) when more rows are "
+            "invalid than this: a fraction of the rows below 1 (0.05 or 5%), else a count "
+            "of rows. \\[default: 1%]"
+        ),
+        show_default=False,
+    ),
+]
+
+
+def max_invalid(value: str | None) -> float | None:
+    """``--max-invalid`` as a number: ``5%`` is 0.05, ``0.05`` a fraction, ``50`` a count
+    (None when not given: the default, 1%).
+
+    >>> max_invalid("5%"), max_invalid("0.02"), max_invalid("50"), max_invalid(None)
+    (0.05, 0.02, 50.0, None)
+    """
+    if value is None:
+        return None
+    text = value.strip()
+    try:
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise UsageError(
+            f"--max-invalid must be a fraction (0.05 or 5%) or a count of rows, got {value!r}"
+        ) from None
+    if text.endswith("%") and not 0 <= number < 1:
+        raise UsageError(f"--max-invalid must be a percentage below 100%, got {value!r}")
+    return number

@@ -10,6 +10,7 @@ import typer
 from calib_cli.cli.options import (
     DEFAULT_SEED,
     DebugOpt,
+    DecimalCommaOpt,
     EngineOpt,
     InputFormatOpt,
     LabelColOpt,
@@ -23,10 +24,12 @@ from calib_cli.cli.options import (
     ScoreColOpt,
     ScoreKindOpt,
     SeedOpt,
+    SeparatorOpt,
     SlopeSmoothingChoice,
     WeightColOpt,
     chosen,
     chosen_or_none,
+    csv_dialect,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.core.pca import PCACut, PCAScaling
@@ -144,6 +147,8 @@ def rerank_strata(
         str, typer.Option("--output-col", help="Name of the calibrated-probability column.")
     ] = "calibrated",
     input_format: InputFormatOpt = None,
+    separator: SeparatorOpt = None,
+    decimal_comma: DecimalCommaOpt = False,
     output_format: OutputFormatOpt = None,
     report: ReportOpt = None,
     plot: PlotOpt = None,
@@ -185,6 +190,7 @@ def rerank_strata(
             score_kind=cast(ScoreKind, chosen(score_kind)),
             output_col=output_col,
             input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            dialect=csv_dialect(separator, decimal_comma),
             output_format=cast("InputFormat | None", chosen_or_none(output_format)),
             report=report,
             seed=seed,

@@ -10,6 +10,7 @@ from calib_cli.cli.options import (
     DEFAULT_SEED,
     INPUT_HELP,
     DebugOpt,
+    DecimalCommaOpt,
     InputFormatOpt,
     LabelColOpt,
     NoColorOpt,
@@ -18,7 +19,9 @@ from calib_cli.cli.options import (
     QuietOpt,
     ReportOpt,
     SeedOpt,
+    SeparatorOpt,
     chosen_or_none,
+    csv_dialect,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.types import InputFormat
@@ -86,6 +89,8 @@ def resample(
     label_col: LabelColOpt = "label",
     positive_label: PositiveLabelOpt = None,
     input_format: InputFormatOpt = None,
+    separator: SeparatorOpt = None,
+    decimal_comma: DecimalCommaOpt = False,
     output_format: OutputFormatOpt = None,
     report: ReportOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
@@ -115,6 +120,7 @@ def resample(
             label_col=label_col,
             positive_label=positive_label,
             input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            dialect=csv_dialect(separator, decimal_comma),
             output_format=cast("InputFormat | None", chosen_or_none(output_format)),
             report=report,
             seed=seed,

@@ -9,16 +9,21 @@ import typer
 from calib_cli.cli.options import (
     INPUT_HELP,
     DebugOpt,
+    DecimalCommaOpt,
     InputFormatOpt,
     LabelColOpt,
+    MaxInvalidOpt,
     NoColorOpt,
     OnInvalidOpt,
     PositiveLabelOpt,
     QuietOpt,
     ReportOpt,
+    SeparatorOpt,
     WeightColOpt,
     chosen,
     chosen_or_none,
+    csv_dialect,
+    max_invalid,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.types import InputFormat, OnInvalid
@@ -62,7 +67,10 @@ def summarize(
         int, typer.Option("--bins", min=1, max=10_000, help="Reliability bins kept exact.")
     ] = 10,
     input_format: InputFormatOpt = None,
+    separator: SeparatorOpt = None,
+    decimal_comma: DecimalCommaOpt = False,
     on_invalid: OnInvalidOpt = "error",
+    max_invalid_rows: MaxInvalidOpt = None,
     report: ReportOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
@@ -83,7 +91,9 @@ def summarize(
             by=by,
             n_bins=bins,
             input_format=cast("InputFormat | None", chosen_or_none(input_format)),
+            dialect=csv_dialect(separator, decimal_comma),
             on_invalid=cast(OnInvalid, chosen(on_invalid)),
+            max_invalid=max_invalid(max_invalid_rows),
             report=report,
         )
         with session.progress(f"summarising {len(files)} file(s)") as step:

@@ -16,8 +16,10 @@ destination's directory, then renamed over the destination.
 One module per concern:
 
 * :mod:`~calib_cli.io.formats`: extensions, sniffing, ``-`` for standard input and output;
+* :mod:`~calib_cli.io.dialect`: ``--separator`` and ``--decimal-comma`` for readers and CSV writers;
 * :mod:`~calib_cli.io.columns`: numbers and labels from columns, errors naming the file;
 * :mod:`~calib_cli.io.table`: :class:`Table` (a table read in full) and ``--on-invalid drop``;
+* :mod:`~calib_cli.io.invalid`: rows dropped by reason, and ``--max-invalid``;
 * :mod:`~calib_cli.io.read`: reading a whole table;
 * :mod:`~calib_cli.io.scan`: lazy scans and streaming queries (streaming commands start here);
 * :mod:`~calib_cli.io.counts`: streaming group-bys (rows and positives per stratum);
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 from calib_cli.io.columns import naming, positive_label_expr
 from calib_cli.io.counts import ClassCounts, class_counts, counts_by_stratum
+from calib_cli.io.dialect import current_dialect, using_dialect
 from calib_cli.io.formats import (
     STDIO,
     TEXT_FORMATS,
@@ -44,6 +47,7 @@ from calib_cli.io.formats import (
     sniff_format,
     typed_output,
 )
+from calib_cli.io.invalid import InvalidRows
 from calib_cli.io.read import read_table
 from calib_cli.io.sampling import key_kind, sample_rows
 from calib_cli.io.scan import ROW_INDEX, column_names, row_count_hint, scan_table
@@ -66,6 +70,7 @@ __all__ = [
     "STDIO",
     "TEXT_FORMATS",
     "ClassCounts",
+    "InvalidRows",
     "ScoredScan",
     "Table",
     "atomic_destination",
@@ -74,6 +79,7 @@ __all__ = [
     "class_counts",
     "column_names",
     "counts_by_stratum",
+    "current_dialect",
     "display_name",
     "drop_invalid_rows",
     "format_from_extension",
@@ -95,6 +101,7 @@ __all__ = [
     "sniff_format",
     "summary_format",
     "typed_output",
+    "using_dialect",
     "write_bytes",
     "write_summary",
     "write_table",

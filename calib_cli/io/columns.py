@@ -12,6 +12,7 @@ import polars as pl
 
 from calib_cli.core.checks import bad_values_message
 from calib_cli.errors import InputError
+from calib_cli.io.dialect import number_text
 from calib_cli.types import FloatArray
 
 _TRUE_TEXT = frozenset({"1", "1.0", "true", "t", "yes", "y"})
@@ -50,7 +51,7 @@ def as_float(series: pl.Series, name: str) -> FloatArray:
     if series.dtype.is_numeric():
         return series.cast(pl.Float64).fill_null(np.nan).to_numpy().astype(np.float64)
     if series.dtype == pl.String:
-        stripped = series.str.strip_chars()
+        stripped = series.to_frame("text").select(number_text(pl.col("text")))["text"]
         converted = stripped.cast(pl.Float64, strict=False)
         not_numbers = (converted.is_null() & stripped.is_not_null() & (stripped != "")).to_numpy()
         if not_numbers.any():

@@ -13,6 +13,7 @@ import polars as pl
 
 from calib_cli.errors import InputError, MissingInputError
 from calib_cli.interrupts import wait_if_interrupted
+from calib_cli.io.dialect import current_dialect, refuse_one_column
 from calib_cli.io.formats import ARROW_FILE_MAGIC, GZIP_MAGIC, STDIO, display_name, resolve_format
 from calib_cli.io.table import Table
 from calib_cli.types import InputFormat
@@ -92,7 +93,9 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
     buffer = io.BytesIO(raw)
     try:
         if fmt in ("csv", "tsv"):
-            separator = "\t" if fmt == "tsv" else ","
+            separator = current_dialect().read_separator(fmt)
+            header = raw.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace")
+            refuse_one_column(header.split(separator), name)
             text = pl.read_csv(buffer, separator=separator, infer_schema=False, null_values=[""])
             if not typed:
                 return text
@@ -104,6 +107,8 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
                 return pl.read_ipc(buffer)
             return pl.read_ipc_stream(buffer)
         return pl.read_ndjson(buffer)
+    except InputError:
+        raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         first_line = (
             str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
@@ -133,9 +138,10 @@ def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict
     for index, name in enumerate(names):
         column = pl.col(name)
         missing = column.is_null()
+        number = _decimal_point(column)  # "0,5" is 0.5 under --decimal-comma
         as_int = column.cast(pl.Int64, strict=False)
         int_exact = as_int.cast(pl.String) == column
-        float_exact = (column.cast(pl.Float64, strict=False).cast(pl.String) == column) | int_exact
+        float_exact = (number.cast(pl.Float64, strict=False).cast(pl.String) == number) | int_exact
         checks += [
             (missing | int_exact.fill_null(False)).all().alias(f"{index}:int"),
             (missing | float_exact.fill_null(False)).all().alias(f"{index}:float"),
@@ -164,6 +170,16 @@ def typed_columns(types: dict[str, pl.DataType]) -> list[pl.Expr]:
     for name, dtype in types.items():
         if dtype == pl.Boolean:
             exprs.append(pl.col(name) == "true")
+        elif dtype == pl.Float64:
+            exprs.append(_decimal_point(pl.col(name)).cast(dtype))
         elif dtype != pl.String:
             exprs.append(pl.col(name).cast(dtype))
     return exprs
+
+
+def _decimal_point(text: pl.Expr) -> pl.Expr:
+    """Text with its decimal comma made a point under ``--decimal-comma`` (not stripped, so
+    that a value with spaces still fails the round trip and stays text)."""
+    if current_dialect().decimal_comma:
+        return text.str.replace(",", ".", literal=True)
+    return text

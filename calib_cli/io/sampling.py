@@ -10,6 +10,7 @@ import polars as pl
 
 from calib_cli.errors import InputError
 from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.dialect import separator_hint
 from calib_cli.io.scan import ROW_INDEX, collect
 
 
@@ -24,7 +25,9 @@ def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
         return "row"
     schema = lazy.collect_schema()
     if key_col not in schema:
-        raise InputError(f"{name}: no column '{key_col}' (set --key-col)")
+        raise InputError(
+            f"{name}: no column '{key_col}' (set --key-col)" + separator_hint(list(schema))
+        )
     dtype = schema[key_col]
     if dtype.is_float() or dtype == pl.Boolean:
         raise InputError(

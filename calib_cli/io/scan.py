@@ -9,6 +9,7 @@ from typing import Any
 import polars as pl
 
 from calib_cli.errors import InputError
+from calib_cli.io.dialect import current_dialect, refuse_one_column
 from calib_cli.io.formats import STDIO, display_name, resolve_format
 from calib_cli.io.read import check_exists, exact_types, read_table, typed_columns
 from calib_cli.types import InputFormat
@@ -42,10 +43,11 @@ def scan_table(
         if fmt in ("csv", "tsv"):
             lazy = pl.scan_csv(
                 path,
-                separator="\t" if fmt == "tsv" else ",",
+                separator=current_dialect().read_separator(fmt),
                 infer_schema=False,
                 null_values=[""],
             )
+            refuse_one_column(lazy.collect_schema().names(), name)
             if typed:  # a column whose text would not come back exactly stays text
                 lazy = lazy.with_columns(
                     typed_columns(exact_types(lazy, text_columns=text_columns))
@@ -57,6 +59,8 @@ def scan_table(
         else:
             lazy = pl.scan_ndjson(path)
         lazy.collect_schema()
+    except InputError:
+        raise
     except (pl.exceptions.PolarsError, OSError, ValueError) as error:
         first_line = str(error).strip().splitlines()[0]
         raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None

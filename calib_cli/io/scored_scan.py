@@ -15,6 +15,8 @@ import polars as pl
 
 from calib_cli.errors import InputError
 from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.dialect import number_text, separator_hint
+from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.scan import ROW_INDEX, collect
 from calib_cli.types import OnInvalid
 
@@ -30,12 +32,14 @@ class ScoredScan:
     name: str
     rows: int
     dropped: int
+    #: what ``on_invalid="drop"`` dropped, by reason (None with ``"error"``)
+    invalid: InvalidRows | None = None
 
 
 def _number(column: str, dtype: pl.DataType, name: str) -> pl.Expr:
     col = pl.col(column)
     if dtype == pl.String:
-        return col.str.strip_chars().cast(pl.Float64, strict=False)
+        return number_text(col).cast(pl.Float64, strict=False)
     if dtype == pl.Boolean or dtype.is_numeric():
         return col.cast(pl.Float64)
     raise InputError(f"{name}: column '{column}' has type {dtype}, not numbers")
@@ -44,7 +48,7 @@ def _number(column: str, dtype: pl.DataType, name: str) -> pl.Expr:
 def _not_a_number(column: str, dtype: pl.DataType) -> pl.Expr:
     if dtype != pl.String:
         return pl.lit(False)
-    text = pl.col(column).str.strip_chars()
+    text = number_text(pl.col(column))
     return text.is_not_null() & (text != "") & text.cast(pl.Float64, strict=False).is_null()
 
 
@@ -52,7 +56,10 @@ def _require(schema: pl.Schema, column: str, option: str, name: str) -> None:
     if column not in schema:
         names = list(schema)
         shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        raise InputError(f"{name}: no column '{column}' (set {option}); columns are: {shown}")
+        raise InputError(
+            f"{name}: no column '{column}' (set {option}); columns are: {shown}"
+            + separator_hint(names)
+        )
 
 
 def scored_scan(
@@ -65,12 +72,15 @@ def scored_scan(
     positive_label: str | None,
     by: str | None,
     on_invalid: OnInvalid,
+    max_invalid: float | None = None,
 ) -> ScoredScan:
     """Check the scored columns of ``lazy`` in one streaming pass and return the clean scan.
 
     With ``on_invalid="error"`` the first bad column is refused with the count and first row
     of its bad values (``column 'score' has 3 values outside [0, 1] (first at row 17: 1.2)``);
-    with ``"drop"`` the rows with a bad score, label or weight are dropped and counted.
+    with ``"drop"`` the rows with a bad score, label or weight are dropped and counted by
+    reason (each under its first problem), and refused above ``max_invalid`` (a fraction
+    below 1, else a count; None: 1%).
     """
     schema = lazy.collect_schema()
     for column in score_cols:
@@ -119,9 +129,20 @@ def scored_scan(
 
     flags = [expr.fill_null(False).alias(f"_bad{i}") for i, (_, _, expr) in enumerate(checks)]
     counts = [pl.col(f"_bad{i}").sum().alias(f"_bad{i}") for i in range(len(checks))]
+    # each bad row once, under its first problem (the reasons of --on-invalid drop)
+    firsts = [
+        (pl.col(f"_bad{i}") & ~pl.any_horizontal([pl.col(f"_bad{j}") for j in range(i)]))
+        .sum()
+        .alias(f"_first{i}")
+        if i
+        else pl.col("_bad0").sum().alias("_first0")
+        for i in range(len(checks))
+    ]
     any_bad = pl.any_horizontal([pl.col(f"_bad{i}") for i in range(len(checks))])
     queries = [
-        lazy.select(flags).select(*counts, any_bad.sum().alias("_any"), pl.len().alias("_rows"))
+        lazy.select(flags).select(
+            *counts, *firsts, any_bad.sum().alias("_any"), pl.len().alias("_rows")
+        )
     ]
     if positive_label is not None:
         text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
@@ -156,13 +177,27 @@ def scored_scan(
                 )
     if rows == 0:
         raise InputError(f"{name}: no data rows")
+    invalid = None
+    if on_invalid == "drop":
+        by_reason: dict[str, int] = {}
+        for index, (column, problem, _) in enumerate(checks):
+            count = int(tallies[f"_first{index}"][0])
+            if count:
+                why = reason(column, problem)
+                by_reason[why] = by_reason.get(why, 0) + count
+        invalid = InvalidRows(name, rows, bad_rows, by_reason)
+        invalid.check(max_invalid)
     out = lazy
     if bad_rows:
         if bad_rows == rows:
             raise InputError(f"{name}: no valid rows left after dropping {rows} invalid rows")
         out = out.filter(~pl.any_horizontal([expr.fill_null(False) for _, _, expr in checks]))
     return ScoredScan(
-        lazy=out.with_columns(clean), name=name, rows=rows - bad_rows, dropped=bad_rows
+        lazy=out.with_columns(clean),
+        name=name,
+        rows=rows - bad_rows,
+        dropped=bad_rows,
+        invalid=invalid,
     )
 
 

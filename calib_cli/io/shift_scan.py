@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from calib_cli.errors import InputError, UsageError
+from calib_cli.io.dialect import current_dialect, using_dialect
 from calib_cli.io.formats import display_name
 from calib_cli.io.scan import collect, scan_table
 from calib_cli.io.sink import sink_table
@@ -122,10 +123,14 @@ def sink_mapped(
         if column in schema:
             raise UsageError(f"{name} already has a column '{column}'; choose another output name")
 
+    dialect = current_dialect()  # Polars calls the mappers on threads of its own
+
     def mapper(function: Callable[[Table], Any], dtype: type[np.generic]) -> Any:
         def run(series: pl.Series) -> pl.Series:
             frame = series.struct.unnest()
-            return pl.Series(np.asarray(function(Table(frame, name, fmt)), dtype=dtype))
+            with using_dialect(dialect):
+                values = function(Table(frame, name, fmt))
+            return pl.Series(np.asarray(values, dtype=dtype))
 
         return run
 

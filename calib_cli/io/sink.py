@@ -13,6 +13,7 @@ import polars as pl
 
 from calib_cli.errors import InputError, OutputError
 from calib_cli.interrupts import committing, new_temporary_directory, remove_temporary
+from calib_cli.io.dialect import current_dialect
 from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
 from calib_cli.io.write import atomic_destination, write_all
 from calib_cli.types import InputFormat
@@ -72,11 +73,13 @@ def _scratch(directory: Path) -> Iterator[Path]:
 
 
 def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -> None:
+    dialect = current_dialect()
     try:
         if fmt in ("csv", "tsv"):
             lazy.sink_csv(
                 path,
-                separator="\t" if fmt == "tsv" else ",",
+                separator=dialect.write_separator(fmt),
+                decimal_comma=dialect.decimal_comma,
                 check_extension=False,
                 compression="gzip" if compress else "uncompressed",
             )
@@ -155,10 +158,12 @@ def _sink_collect(
 ) -> list[pl.DataFrame]:
     """Sink ``lazy`` to ``plain`` (gzipped into ``path`` when they differ), then collect
     ``queries`` one pass each."""
+    dialect = current_dialect()
     if fmt in ("csv", "tsv"):
         sink = lazy.sink_csv(
             plain,
-            separator="\t" if fmt == "tsv" else ",",
+            separator=dialect.write_separator(fmt),
+            decimal_comma=dialect.decimal_comma,
             check_extension=False,
             compression="gzip" if compress else "uncompressed",
             lazy=True,

@@ -37,6 +37,7 @@ import polars as pl
 
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.dialect import number_text, separator_hint
 from calib_cli.io.scan import ROW_INDEX, collect
 from calib_cli.io.sink import sink_table
 from calib_cli.summaries.grid import cell_index
@@ -111,13 +112,16 @@ def _require_columns(schema: pl.Schema, name: str, columns: Sequence[tuple[str, 
     for column, option in columns:
         if column not in schema:
             shown = ", ".join(list(schema)[:20])
-            raise InputError(f"{name}: no column '{column}' (set {option}); columns are: {shown}")
+            raise InputError(
+                f"{name}: no column '{column}' (set {option}); columns are: {shown}"
+                + separator_hint(list(schema))
+            )
 
 
 def _number(column: str, dtype: pl.DataType) -> pl.Expr:
     col = pl.col(column)
     if dtype == pl.String:
-        return col.str.strip_chars().cast(pl.Float64, strict=False)
+        return number_text(col).cast(pl.Float64, strict=False)
     if dtype == pl.Boolean or dtype.is_numeric():
         return col.cast(pl.Float64)
     raise InputError(f"column '{column}' has type {dtype}, not numbers")
@@ -127,7 +131,7 @@ def _not_number(column: str, dtype: pl.DataType) -> pl.Expr:
     """Text that is present but not a number (only text columns can hold it)."""
     if dtype != pl.String:
         return pl.lit(False)
-    text = pl.col(column).str.strip_chars()
+    text = number_text(pl.col(column))
     return text.is_not_null() & (text != "") & text.cast(pl.Float64, strict=False).is_null()
 
 

@@ -23,6 +23,8 @@ import polars as pl
 
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.dialect import number_text, separator_hint
+from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.sampling import _key_hash_expr
 from calib_cli.io.scan import ROW_INDEX, collect, scan_table
 from calib_cli.io.sink import sink_collecting
@@ -67,6 +69,8 @@ class StreamInput:
     has_label_column: bool
     label_problem: str | None
     strata: tuple[str, ...] | None
+    #: what ``on_invalid="drop"`` dropped, by reason (None with ``"error"``)
+    invalid: InvalidRows | None = None
 
     @property
     def has_labels(self) -> bool:
@@ -115,7 +119,7 @@ def _as_number(column: str, dtype: pl.DataType, name: str) -> tuple[pl.Expr, pl.
     if dtype == pl.Boolean or dtype.is_numeric():
         return col.cast(pl.Float64), None
     if dtype == pl.String:
-        stripped = col.str.strip_chars()
+        stripped = number_text(col)
         value = stripped.cast(pl.Float64, strict=False)
         return value, value.is_null() & stripped.is_not_null() & (stripped != "")
     raise InputError(f"{name}: column '{column}' has type {dtype}, not numbers")
@@ -170,7 +174,10 @@ def _require(schema: pl.Schema, name: str, column: str, option: str) -> None:
     if column not in schema:
         names = list(schema)
         shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        raise InputError(f"{name}: no column '{column}' (set {option}); columns are: {shown}")
+        raise InputError(
+            f"{name}: no column '{column}' (set {option}); columns are: {shown}"
+            + separator_hint(names)
+        )
 
 
 def scan_input(
@@ -186,13 +193,16 @@ def scan_input(
     strata_col: str | None,
     on_invalid: OnInvalid,
     labels_required: bool,
+    max_invalid: float | None = None,
 ) -> StreamInput:
     """Scan a scored file and check it in one streaming aggregate, before any output.
 
     Invalid scores, weights and strata are refused (``on_invalid="error"``) with the messages
     of the in-memory reader; with ``on_invalid="drop"`` rows with an invalid score, label or
-    weight are filtered out and counted. Label problems are errors when ``labels_required``,
-    else they are kept in ``label_problem`` (the labels then only serve the report).
+    weight are filtered out and counted by reason (each under its first problem), and refused
+    above ``max_invalid`` (a fraction below 1, else a count; None: 1%). Label problems are
+    errors when ``labels_required``, else they are kept in ``label_problem`` (the labels then
+    only serve the report).
     """
     lazy, fmt = scan_table(path, input_format=input_format, typed=typed)
     name = _display(path)
@@ -208,18 +218,25 @@ def scan_input(
     checks = _Checks()
     valid: list[pl.Expr] = []
 
+    #: (reason, bad) of --on-invalid drop, in the order rows are attributed to them
+    drops: list[tuple[str, pl.Expr]] = []
     p, not_number = _as_number(score_col, schema[score_col], name)
     raw = pl.col(score_col)
     if not_number is not None:
         checks.add(score_col, "that are not numbers", not_number, raw, numeric=False)
     missing = p.is_null() | p.is_nan()
     checks.add(score_col, "missing or NaN", missing, p, numeric=True)
+    if not_number is not None:
+        drops.append((reason(score_col, "that are not numbers"), not_number))
+    drops.append((reason(score_col, "missing or NaN"), missing))
     if score_kind == "probability":
         checks.add(score_col, "outside [0, 1]", ~missing & ((p < 0.0) | (p > 1.0)), p, numeric=True)
         valid.append(~missing & (p >= 0.0) & (p <= 1.0))
+        drops.append((reason(score_col, "outside [0, 1]"), (p < 0.0) | (p > 1.0)))
     else:
         checks.add(score_col, "that are infinite", ~missing & p.is_infinite(), p, numeric=True)
         valid.append(~missing & p.is_finite())
+        drops.append((reason(score_col, "that are infinite"), p.is_infinite()))
 
     label_checks = _Checks()
     if has_labels:
@@ -240,6 +257,8 @@ def scan_input(
             suffix="; name the positive value with --positive-label",
         )
         valid.append(~label_missing.fill_null(True) & is_valid.fill_null(False))
+        drops.append((reason(label_col, "missing"), label_missing.fill_null(True)))
+        drops.append((reason(label_col, problem), ~is_valid.fill_null(False)))
     if weight_col is not None:
         w, w_not_number = _as_number(weight_col, schema[weight_col], name)
         if w_not_number is not None:
@@ -249,6 +268,9 @@ def scan_input(
         bad_w = w.is_null() | ~w.is_finite() | (w < 0.0)
         checks.add(weight_col, "that are negative, missing or infinite", bad_w, w, numeric=True)
         valid.append(~bad_w.fill_null(True))
+        if w_not_number is not None:
+            drops.append((reason(weight_col, "that are not numbers"), w_not_number))
+        drops.append((reason(weight_col, "that are negative, missing or infinite"), bad_w))
     if strata_col is not None:
         s = pl.col(strata_col)
         checks.add(strata_col, "missing", s.is_null(), s, numeric=schema[strata_col].is_numeric())
@@ -257,11 +279,18 @@ def scan_input(
     for term in valid:
         all_valid = all_valid & term.fill_null(False)
     indexed = lazy.with_row_index(ROW_INDEX)
+    earlier = pl.lit(False)
+    firsts: list[pl.Expr] = []
+    if on_invalid == "drop":  # each invalid row once, under its first problem
+        for index, (_, bad) in enumerate(drops):
+            firsts.append((bad.fill_null(True) & ~earlier).sum().alias(f"drop{index}"))
+            earlier = earlier | bad.fill_null(True)
     aggregate = indexed.select(
         pl.len().alias("rows"),
         (~all_valid).sum().alias("invalid"),
         *checks.exprs(),
         *[e.name.prefix("l") for e in label_checks.exprs()],
+        *firsts,
     )
     queries = [aggregate]
     text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
@@ -283,7 +312,15 @@ def scan_input(
     label_found = found.select([pl.col(c).alias(c[1:]) for c in found.columns if c.startswith("l")])
     label_problem = label_checks.first_problem(label_found, columns) if has_labels else None
     dropped = 0
+    invalid_rows = None
     if on_invalid == "drop":
+        by_reason: dict[str, int] = {}
+        for index, (why, _) in enumerate(drops):
+            count = int(found[f"drop{index}"][0] or 0)
+            if count:
+                by_reason[why] = by_reason.get(why, 0) + count
+        invalid_rows = InvalidRows(name, rows, invalid, by_reason)
+        invalid_rows.check(max_invalid)
         if invalid == rows:
             raise InputError(f"{name}: no valid rows left after dropping {invalid} invalid rows")
         dropped, label_problem = invalid, None
@@ -325,6 +362,7 @@ def scan_input(
         has_label_column=has_labels,
         label_problem=label_problem,
         strata=strata,
+        invalid=invalid_rows,
     )
 
 

@@ -13,7 +13,9 @@ import polars as pl
 from calib_cli.core.checks import bad_values_message, check_scores, check_weights
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import as_float, naming, parse_labels, positive_label_expr
+from calib_cli.io.dialect import number_text, separator_hint
 from calib_cli.io.formats import TEXT_FORMATS
+from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.types import FloatArray, InputFormat, ScoreKind
 
 
@@ -49,7 +51,10 @@ class Table:
             shown = ", ".join(self.frame.columns[:20])
             more = ", ..." if len(self.frame.columns) > 20 else ""
             hint = f" (set {option})" if option else ""
-            raise InputError(f"{self.name}: no column '{column}'{hint}; columns are: {shown}{more}")
+            raise InputError(
+                f"{self.name}: no column '{column}'{hint}; columns are: {shown}{more}"
+                + separator_hint(self.frame.columns)
+            )
         return self.frame.get_column(column)
 
     def scores(
@@ -157,36 +162,53 @@ class Table:
 # --------------------------------------------------------------------- --on-invalid drop
 
 
-def _score_validity(table: Table, column: str, kind: ScoreKind) -> Any:
-    series = table.require_column(column, option="--score-col")
+def _as_numbers(table: Table, column: str, option: str) -> tuple[Any, Any]:
+    """A column as float64 (NaN where missing) and, for text, where it is not a number."""
+    series = table.require_column(column, option=option)
     if series.dtype == pl.String:
-        values = series.str.strip_chars().cast(pl.Float64, strict=False)
+        text = series.to_frame().select(number_text(pl.col(column)))[:, 0]
+        values = text.cast(pl.Float64, strict=False)
+        not_number = (values.is_null() & text.is_not_null() & (text != "")).to_numpy()
     elif series.dtype == pl.Boolean or series.dtype.is_numeric():
         values = series.cast(pl.Float64)
+        not_number = np.zeros(series.len(), dtype=bool)
     else:
         raise InputError(f"{table.name}: column '{column}' has type {series.dtype}, not numbers")
-    array = values.fill_null(np.nan).to_numpy().astype(np.float64)
+    return values.fill_null(np.nan).to_numpy().astype(np.float64), not_number
+
+
+def _score_problems(table: Table, column: str, kind: ScoreKind) -> list[tuple[str, Any]]:
+    array, not_number = _as_numbers(table, column, "--score-col")
+    missing = np.isnan(array)
+    problems = [("that are not numbers", not_number), ("missing or NaN", missing)]
     if kind == "probability":
-        return (array >= 0.0) & (array <= 1.0)
-    return np.isfinite(array)
-
-
-def _label_validity(table: Table, column: str, positive_label: str | None) -> Any:
-    series = table.require_column(column, option="--label-col")
-    _, is_valid = positive_label_expr(column, series.dtype, positive_label)
-    if series.dtype == pl.String:
-        is_valid = is_valid & (pl.col(column).str.strip_chars() != "")
-    return series.to_frame(column).select(is_valid.fill_null(False))[:, 0].to_numpy()
-
-
-def _weight_validity(table: Table, column: str) -> Any:
-    series = table.require_column(column, option="--weight-col")
-    if series.dtype == pl.String:
-        values = series.str.strip_chars().cast(pl.Float64, strict=False)
+        problems.append(("outside [0, 1]", ~missing & ((array < 0.0) | (array > 1.0))))
     else:
-        values = series.cast(pl.Float64)
-    array = values.fill_null(np.nan).to_numpy().astype(np.float64)
-    return np.isfinite(array) & (array >= 0.0)
+        problems.append(("that are infinite", np.isinf(array)))
+    return problems
+
+
+def _label_problems(table: Table, column: str, positive_label: str | None) -> list[tuple[str, Any]]:
+    series = table.require_column(column, option="--label-col")
+    missing = series.is_null().to_numpy()
+    if series.dtype == pl.String:
+        missing = missing | (series.str.strip_chars() == "").fill_null(True).to_numpy()
+    _, is_valid = positive_label_expr(column, series.dtype, positive_label)
+    valid = series.to_frame(column).select(is_valid.fill_null(False))[:, 0].to_numpy()
+    problem = (
+        "that are not 0 or 1" if series.dtype.is_numeric() else "that are not 0/1 or true/false"
+    )
+    return [("missing", missing), (problem, ~valid)]
+
+
+def _weight_problems(table: Table, column: str) -> list[tuple[str, Any]]:
+    array, not_number = _as_numbers(table, column, "--weight-col")
+    return [
+        ("that are not numbers", not_number),
+        ("missing or NaN", np.isnan(array)),
+        ("that are infinite", np.isinf(array)),
+        ("that are negative", array < 0.0),
+    ]
 
 
 def drop_invalid_rows(
@@ -197,25 +219,43 @@ def drop_invalid_rows(
     label_col: str | None,
     positive_label: str | None,
     weight_col: str | None,
-) -> tuple[Table, int]:
-    """Drop rows whose score, label or weight would be refused; return the table and the count.
+    max_invalid: float | None = None,
+) -> tuple[Table, InvalidRows]:
+    """Drop rows whose score, label or weight would be refused; return the table and what
+    was dropped, by reason (each row under its first problem: scores, label, weight).
 
-    Raises InputError when no valid row is left.
+    Raises InputError when more rows are invalid than ``max_invalid`` allows (a fraction
+    below 1, else a count; None: 1%), or when no valid row is left.
     """
-    keep = np.ones(table.n_rows, dtype=bool)
-    for column in score_cols:
-        keep &= _score_validity(table, column, score_kind)
+    problems: list[tuple[str, Any]] = []
+    for column in dict.fromkeys(score_cols):
+        problems += [
+            (reason(column, p), bad) for p, bad in _score_problems(table, column, score_kind)
+        ]
     if label_col is not None and table.has_column(label_col):
-        keep &= _label_validity(table, label_col, positive_label)
+        problems += [
+            (reason(label_col, p), bad)
+            for p, bad in _label_problems(table, label_col, positive_label)
+        ]
     if weight_col is not None:
-        keep &= _weight_validity(table, weight_col)
+        problems += [(reason(weight_col, p), bad) for p, bad in _weight_problems(table, weight_col)]
+    keep = np.ones(table.n_rows, dtype=bool)
+    by_reason: dict[str, int] = {}
+    for why, bad in problems:
+        first = bad & keep  # a row counts under its first problem only
+        if first.any():
+            by_reason[why] = by_reason.get(why, 0) + int(first.sum())
+        keep &= ~bad
     dropped = int(table.n_rows - keep.sum())
+    invalid = InvalidRows(table.name, table.n_rows, dropped, by_reason)
+    invalid.check(max_invalid)
     if dropped == table.n_rows:
         raise InputError(f"{table.name}: no valid rows left after dropping {dropped} invalid rows")
     if dropped == 0:
-        return table, 0
+        return table, invalid
     kept = table.frame.filter(pl.Series(keep))
     original = np.flatnonzero(keep)
     if table.row_numbers is not None:
         original = np.asarray(table.row_numbers)[original]
-    return Table(frame=kept, name=table.name, format=table.format, row_numbers=original), dropped
+    kept_table = Table(frame=kept, name=table.name, format=table.format, row_numbers=original)
+    return kept_table, invalid

@@ -22,6 +22,7 @@ import polars as pl
 
 from calib_cli.errors import OutputError, UsageError
 from calib_cli.interrupts import committing, new_temporary_file, unregister_temporary
+from calib_cli.io.dialect import current_dialect
 from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
 from calib_cli.types import InputFormat
 
@@ -29,10 +30,11 @@ from calib_cli.types import InputFormat
 def serialise(frame: pl.DataFrame, fmt: InputFormat, *, gzip_text: bool = False) -> bytes:
     """The bytes of ``frame`` in ``fmt`` (deterministic: same frame, same bytes)."""
     buffer = io.BytesIO()
-    if fmt == "csv":
-        frame.write_csv(buffer)
-    elif fmt == "tsv":
-        frame.write_csv(buffer, separator="\t")
+    if fmt in ("csv", "tsv"):  # in the input's dialect (io.dialect)
+        dialect = current_dialect()
+        frame.write_csv(
+            buffer, separator=dialect.write_separator(fmt), decimal_comma=dialect.decimal_comma
+        )
     elif fmt == "parquet":
         frame.write_parquet(buffer, statistics=False)
     elif fmt == "arrow":

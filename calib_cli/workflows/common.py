@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import math
 import os
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
 from calib_cli import io
 from calib_cli.errors import UsageError
-from calib_cli.io import Table
+from calib_cli.io import InvalidRows, Table
+from calib_cli.io.invalid import check_max_invalid_option
 from calib_cli.types import (
     BoolArray,
+    CsvDialect,
     Engine,
     GroupValue,
     InputFormat,
@@ -46,6 +50,30 @@ def choose_engine(
             return "memory"
         total += hint
     return "streaming" if total > STREAMING_ROWS else "memory"
+
+
+class _ReadsCsv(Protocol):
+    @property
+    def dialect(self) -> CsvDialect: ...
+
+
+_Request = TypeVar("_Request", bound=_ReadsCsv)
+_Result = TypeVar("_Result")
+_Options = ParamSpec("_Options")
+
+
+def in_dialect(
+    run: Callable[Concatenate[_Request, _Options], _Result],
+) -> Callable[Concatenate[_Request, _Options], _Result]:
+    """Run a workflow with its request's CSV dialect (``--separator``, ``--decimal-comma``)
+    in force for every file it reads and every CSV it writes (:mod:`calib_cli.io.dialect`)."""
+
+    @functools.wraps(run)
+    def wrapped(request: _Request, /, *args: _Options.args, **kwargs: _Options.kwargs) -> _Result:
+        with io.using_dialect(request.dialect):
+            return run(request, *args, **kwargs)
+
+    return wrapped
 
 
 def ignore(message: str) -> None:
@@ -98,6 +126,36 @@ def whole_option(value: int | None, option: str, *, least: int) -> None:
         raise UsageError(f"{option} must be at least {least}, got {value}")
 
 
+def refuse_added_columns(
+    path: str, added: Sequence[str], *, input_format: InputFormat | None
+) -> None:
+    """Before any work: the columns a command adds to its row-wise output (``--output-col``
+    and the fixed ones) are distinct and none names a column of the input, which they would
+    replace. The input's columns are known here for a file; standard input and gzip files
+    are checked with :func:`refuse_clashing_columns` as soon as they are read."""
+    for index, column in enumerate(added):
+        if column in added[:index]:
+            raise UsageError(
+                f"--output-col '{column}' is also a column calib adds; choose another output name"
+            )
+    columns = io.column_names(path, input_format=input_format)
+    if columns is not None:
+        refuse_clashing_columns(io.display_name(path), columns, added)
+
+
+def refuse_clashing_columns(name: str, columns: Sequence[str], added: Sequence[str]) -> None:
+    """Refuse (exit 2) an added column that names a column of the input ``name``.
+
+    >>> refuse_clashing_columns("t.csv", ["id", "score"], ["score"])
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: t.csv already has a column 'score'; choose another output name
+    """
+    for column in added:
+        if column in columns:
+            raise UsageError(f"{name} already has a column '{column}'; choose another output name")
+
+
 def data_destination(output: str | None) -> str:
     """-o, else standard output unless it is a terminal (where rows would flood the screen)."""
     if output is not None:
@@ -119,25 +177,34 @@ def read_scored_table(
     score_kind: ScoreKind = "probability",
     typed: bool = False,
     warn: Warn = ignore,
-) -> Table:
+    max_invalid: float | None = None,
+) -> tuple[Table, InvalidRows | None]:
     """Read a table and, with ``--on-invalid drop``, drop rows whose score, label or weight is
-    invalid (saying how many)."""
+    invalid (saying how many, and why), refusing more than ``max_invalid`` of them. Returns
+    the table and what was dropped (None without ``--on-invalid drop``)."""
     table = io.read_table(path, input_format=input_format, typed=typed)
-    if on_invalid == "drop":
-        table, dropped = io.drop_invalid_rows(
-            table,
-            score_cols=score_cols,
-            score_kind=score_kind,
-            label_col=label_col,
-            positive_label=positive_label,
-            weight_col=weight_col,
-        )
-        if dropped:
-            warn(
-                f"{table.name}: dropped {dropped} invalid {'row' if dropped == 1 else 'rows'} "
-                f"of {dropped + table.n_rows}"
-            )
-    return table
+    if on_invalid != "drop":
+        return table, None
+    table, invalid = io.drop_invalid_rows(
+        table,
+        score_cols=score_cols,
+        score_kind=score_kind,
+        label_col=label_col,
+        positive_label=positive_label,
+        weight_col=weight_col,
+        max_invalid=max_invalid,
+    )
+    if invalid.dropped:
+        warn(invalid.warning())
+    return table, invalid
+
+
+def check_invalid_options(on_invalid: OnInvalid, max_invalid: float | None) -> None:
+    """Before any work: ``--max-invalid`` is a fraction below 1 or a whole count, and goes
+    with ``--on-invalid drop`` (exit 2)."""
+    check_max_invalid_option(max_invalid)
+    if max_invalid is not None and on_invalid != "drop":
+        raise UsageError("--max-invalid goes with --on-invalid drop")
 
 
 def groups(

@@ -37,7 +37,9 @@ from calib_cli.errors import InputError, UsageError
 from calib_cli.io.shift_scan import scan_chunks, sink_mapped, whole_columns
 from calib_cli.io.table import Table
 from calib_cli.types import (
+    DEFAULT_DIALECT,
     CiMethod,
+    CsvDialect,
     Engine,
     FloatArray,
     GroupValue,
@@ -52,8 +54,13 @@ from calib_cli.workflows.common import (
     check_paths,
     check_plot,
     choose_engine,
+    finite_option,
     groups,
     ignore,
+    in_dialect,
+    refuse_added_columns,
+    refuse_clashing_columns,
+    unit_interval_option,
 )
 
 
@@ -80,6 +87,8 @@ class EstimateShiftRequest:
     score_kind: ScoreKind = "probability"
     output_col: str = "calibrated"
     input_format: InputFormat | None = None
+    #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
+    dialect: CsvDialect = DEFAULT_DIALECT
     output_format: InputFormat | None = None
     as_json: bool = False
     report: str | None = None
@@ -135,6 +144,7 @@ def parse_costs(text: str) -> tuple[float, float]:
     return cost_fp, cost_fn
 
 
+@in_dialect
 def run_estimate_shift(
     request: EstimateShiftRequest, *, warn: Warn = ignore
 ) -> EstimateShiftResult:
@@ -154,7 +164,14 @@ def run_estimate_shift(
         )
     if request.as_json and output == "-":
         raise UsageError("--json and -o - would both write to stdout; give -o a file")
+    finite_option(request.threshold, "--threshold")
+    if request.score_kind == "probability":
+        unit_interval_option(request.threshold, "--threshold")
     costs = parse_costs(request.costs) if request.costs is not None else None
+    if output is not None:
+        refuse_added_columns(
+            request.target, _added_columns(request, costs), input_format=request.input_format
+        )
     engine = choose_engine(
         request.engine, [request.reference, request.target], input_format=request.input_format
     )
@@ -162,6 +179,12 @@ def run_estimate_shift(
         # standard input cannot be read twice: it is read into memory whatever the engine
         return _run_streaming(request, costs, warn=warn)
     return _run_memory(request, costs, warn=warn)
+
+
+def _added_columns(request: EstimateShiftRequest, costs: tuple[float, float] | None) -> list[str]:
+    """The columns ``-o`` appends to the target's: the calibrated scores, and the decision
+    with ``--costs``."""
+    return [request.output_col] + (["decision"] if costs is not None else [])
 
 
 def _estimate(
@@ -239,6 +262,8 @@ def _run_memory(
         input_format=request.input_format,
         typed=io.typed_output(output, request.output_format),
     )
+    if output is not None:  # standard input's columns are known only now
+        refuse_clashing_columns(tgt.name, tgt.columns, _added_columns(request, costs))
     ref_scores = ref.scores(request.score_col, kind=kind)
     ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
     with ref.context():

@@ -36,7 +36,7 @@ from calib_cli.core.metrics import CalibrationEffect, EffectFigures
 from calib_cli.core.prior import base_rate_looks_sampled, prior_shift_log_odds
 from calib_cli.core.selection import MethodChoice
 from calib_cli.errors import InputError, UsageError
-from calib_cli.io import Table
+from calib_cli.io import InvalidRows, Table
 from calib_cli.io.stream_map import (
     StreamInput,
     scan_input,
@@ -45,7 +45,9 @@ from calib_cli.io.stream_map import (
 )
 from calib_cli.summaries import ScoreSummary, reliability_from_summary
 from calib_cli.types import (
+    DEFAULT_DIALECT,
     CalibrationMethod,
+    CsvDialect,
     Engine,
     FitData,
     FittedMethod,
@@ -56,10 +58,12 @@ from calib_cli.types import (
     Warn,
 )
 from calib_cli.workflows.common import (
+    check_invalid_options,
     check_paths,
     choose_engine,
     data_destination,
     ignore,
+    in_dialect,
     read_scored_table,
     whole_option,
 )
@@ -120,8 +124,12 @@ class RecalibrateRequest:
     bins: int | None = None
     folds: int = 5
     input_format: InputFormat | None = None
+    #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
+    dialect: CsvDialect = DEFAULT_DIALECT
     output_format: InputFormat | None = None
     on_invalid: OnInvalid = "error"
+    #: ``--max-invalid``: a fraction of the rows below 1, else a count (None: 1%)
+    max_invalid: float | None = None
     report: str | None = None
     seed: int = 0
     engine: Engine = "auto"
@@ -163,6 +171,8 @@ class RecalibrateResult:
     input: FileEffect | None
     saved_model: str | None
     output: str | None
+    #: with ``--on-invalid drop``: the rows each file read (fit, then input) lost, by reason
+    invalid_rows: tuple[InvalidRows, ...] = ()
 
     @property
     def step_kinds(self) -> tuple[str, ...]:
@@ -305,6 +315,8 @@ class _Run:
         self.prior: PriorParams | None = None
         self.prior_rates: _PriorRates | None = None
         self.choice: MethodChoice | None = None
+        #: with --on-invalid drop: what each file read lost, by reason
+        self.invalid_rows: list[InvalidRows] = []
 
     def check_fit_rate(self, name: str, positives: float, negatives: float) -> None:
         """Warn when --fit-data population meets fit data whose base rate is the sampled
@@ -425,7 +437,7 @@ class _Run:
 
     def read(self, path: str, *, typed: bool = False) -> Table:
         request = self.request
-        return read_scored_table(
+        table, invalid = read_scored_table(
             path,
             input_format=request.input_format,
             score_cols=[request.score_col],
@@ -436,9 +448,14 @@ class _Run:
             score_kind=request.score_kind,
             typed=typed,
             warn=self.warn,
+            max_invalid=request.max_invalid,
         )
+        if invalid is not None:
+            self.invalid_rows.append(invalid)
+        return table
 
 
+@in_dialect
 def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> RecalibrateResult:
     """Plan, fit or load the steps, apply them, save the model, write the calibrated rows."""
     plan = plan_recalibration(request)
@@ -464,6 +481,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     if not 0.0 <= eps < 0.5:
         raise UsageError(f"--eps must be in [0, 0.5), got {request.eps}")
     whole_option(request.bins, "--bins", least=1)
+    check_invalid_options(request.on_invalid, request.max_invalid)
     whole_option(request.folds, "--folds", least=2)
     whole_option(request.cross_fit_folds, "--cross-fit", least=2)
     if file is not None:
@@ -592,6 +610,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
         input=input_effect,
         saved_model=request.save_model,
         output=destination,
+        invalid_rows=tuple(run.invalid_rows),
     )
 
 
@@ -748,12 +767,12 @@ def _scan(run: _Run, path: str, strata_column: str | None, *, for_fit: bool) -> 
         strata_col=strata_column,
         on_invalid=request.on_invalid,
         labels_required=for_fit,
+        max_invalid=request.max_invalid,
     )
-    if scan.dropped:
-        noun = "row" if scan.dropped == 1 else "rows"
-        run.warn(
-            f"{scan.name}: dropped {scan.dropped} invalid {noun} of {scan.dropped + scan.rows}"
-        )
+    if scan.invalid is not None:
+        run.invalid_rows.append(scan.invalid)
+        if scan.invalid.dropped:
+            run.warn(scan.invalid.warning())
     if scan.label_problem is not None:
         run.warn(f"labels not used for the report: {scan.label_problem}")
     return scan

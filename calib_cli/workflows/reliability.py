@@ -9,7 +9,7 @@ files merged (``from_summaries``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -19,7 +19,7 @@ from calib_cli.core.decisions import gate_failures
 from calib_cli.core.fit_support import FitFacts, spread_problem
 from calib_cli.core.metrics import ReliabilitySummary, reliability_summary
 from calib_cli.errors import InputError, UsageError
-from calib_cli.io import Table
+from calib_cli.io import InvalidRows, Table
 from calib_cli.summaries import (
     Exactness,
     RefinementLevel,
@@ -27,7 +27,9 @@ from calib_cli.summaries import (
     reliability_from_summary,
 )
 from calib_cli.types import (
+    DEFAULT_DIALECT,
     BinStrategy,
+    CsvDialect,
     Engine,
     FloatArray,
     GroupValue,
@@ -39,12 +41,14 @@ from calib_cli.types import (
 )
 from calib_cli.workflows.common import (
     MISSING_GROUP,
+    check_invalid_options,
     check_paths,
     check_plot,
     choose_engine,
     finite_option,
     groups,
     ignore,
+    in_dialect,
     read_scored_table,
     unit_interval_option,
 )
@@ -77,7 +81,11 @@ class ReliabilityRequest:
     fail_above_ece: float | None = None
     fail_below_auc: float | None = None
     input_format: InputFormat | None = None
+    #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
+    dialect: CsvDialect = DEFAULT_DIALECT
     on_invalid: OnInvalid = "error"
+    #: ``--max-invalid``: a fraction of the rows below 1, else a count (None: 1%)
+    max_invalid: float | None = None
     report: str | None = None
     seed: int = 0
     engine: Engine = "auto"
@@ -121,8 +129,11 @@ class ReliabilityResult:
     engine: ReliabilityEngine = "memory"
     #: the weight column of the figures (of the rows, or of the summaries); None: unweighted
     weight_col: str | None = None
+    #: with ``--on-invalid drop``: the rows dropped, by reason
+    invalid_rows: InvalidRows | None = None
 
 
+@in_dialect
 def run_reliability(
     request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
 ) -> ReliabilityResult:
@@ -134,6 +145,7 @@ def run_reliability(
     ):
         finite_option(value, option)
         unit_interval_option(value, option)
+    check_invalid_options(request.on_invalid, request.max_invalid)
     check_plot(request.plot)
     if request.from_summaries:
         if request.file is not None:
@@ -146,7 +158,7 @@ def run_reliability(
     check_paths(inputs=[file], files=[request.report, request.plot])
     if choose_engine(request.engine, [file], input_format=request.input_format) == "streaming":
         return assess_streaming(file, request, warn=warn, progress=progress)
-    table = read_scored_table(
+    table, invalid = read_scored_table(
         file,
         input_format=request.input_format,
         score_cols=request.score_cols or ("score",),
@@ -155,8 +167,9 @@ def run_reliability(
         positive_label=request.positive_label,
         on_invalid=request.on_invalid,
         warn=warn,
+        max_invalid=request.max_invalid,
     )
-    return assess_table(table, request, warn=warn)
+    return replace(assess_table(table, request, warn=warn), invalid_rows=invalid)
 
 
 def assess_table(
@@ -372,6 +385,7 @@ def assess_streaming(
         input_format=request.input_format,
         on_invalid=request.on_invalid,
         warn=warn,
+        max_invalid=request.max_invalid,
     )
     entries: list[ReliabilityEntry] = []
     for column in dict.fromkeys(score_cols):
@@ -399,7 +413,7 @@ def assess_streaming(
                     histogram=_summary_histogram(part, request),
                 )
             )
-    return _result(name, request, entries, engine="streaming")
+    return replace(_result(name, request, entries, engine="streaming"), invalid_rows=scan.invalid)
 
 
 # ------------------------------------------------------------------------------- pictures

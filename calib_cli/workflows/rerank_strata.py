@@ -49,6 +49,8 @@ from calib_cli.io.strata_scan import (
     target_strata,
 )
 from calib_cli.types import (
+    DEFAULT_DIALECT,
+    CsvDialect,
     Engine,
     FloatArray,
     InputFormat,
@@ -64,6 +66,9 @@ from calib_cli.workflows.common import (
     choose_engine,
     data_destination,
     ignore,
+    in_dialect,
+    refuse_added_columns,
+    refuse_clashing_columns,
 )
 
 #: False-positive rates at which a picture's ROC curves are drawn (``--plot``, labelled
@@ -99,6 +104,8 @@ class RerankStrataRequest:
     score_kind: ScoreKind = "probability"
     output_col: str = "calibrated"
     input_format: InputFormat | None = None
+    #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
+    dialect: CsvDialect = DEFAULT_DIALECT
     output_format: InputFormat | None = None
     report: str | None = None
     seed: int = 0
@@ -153,6 +160,12 @@ class RerankStrataResult:
     roc: RankingComparison | None = None
 
 
+def _added_columns(request: RerankStrataRequest) -> list[str]:
+    """The columns appended to the target's rows."""
+    return ["rerank_score", request.output_col, "rerank_rank"]
+
+
+@in_dialect
 def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> RerankStrataResult:
     """Cut or read the strata, fit each stratum's ROC slope, take the odds, re-rank, write."""
     if (request.strata_col is None) == (request.pca_features is None):
@@ -176,6 +189,8 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         output_format=request.output_format,
         files=[request.report, request.plot],
     )
+    added_columns = _added_columns(request)
+    refuse_added_columns(request.target, added_columns, input_format=request.input_format)
     engine: Engine = "memory"
     if request.pca_features is None and not request.estimate_target_prevalence:
         engine = choose_engine(
@@ -190,6 +205,7 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         input_format=request.input_format,
         typed=io.typed_output(request.output or "-", request.output_format),
     )
+    refuse_clashing_columns(tgt.name, tgt.columns, added_columns)  # standard input's, now
     ref_scores = ref.scores(request.score_col, kind=kind)
     ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
     ref_weights = ref.weights(request.weight_col)
@@ -444,7 +460,7 @@ def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
     )
     with io.naming(tgt_name):
         require_strata(target.strata, slopes, odds)
-    clash = [c for c in ("rerank_score", request.output_col, "rerank_rank") if c in target.columns]
+    clash = [c for c in _added_columns(request) if c in target.columns]
     if clash:
         raise UsageError(
             f"{tgt_name} already has a column '{clash[0]}'; choose another output name"

@@ -14,8 +14,8 @@ from calib_cli.core.sampling import (
     resolve_stratum_rates,
 )
 from calib_cli.errors import UsageError
-from calib_cli.types import InputFormat, Warn
-from calib_cli.workflows.common import check_paths, ignore
+from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, Warn
+from calib_cli.workflows.common import check_paths, ignore, in_dialect
 
 
 @dataclass(frozen=True)
@@ -36,6 +36,8 @@ class ResampleRequest:
     label_col: str = "label"
     positive_label: str | None = None
     input_format: InputFormat | None = None
+    #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
+    dialect: CsvDialect = DEFAULT_DIALECT
     output_format: InputFormat | None = None
     report: str | None = None
     seed: int = 0
@@ -62,6 +64,7 @@ def record_path_of(request: ResampleRequest) -> str:
     return request.record or f"{output}.sampling.json"
 
 
+@in_dialect
 def run_resample(request: ResampleRequest, *, warn: Warn = ignore) -> ResampleResult:
     """Count, choose the rates, stream the kept rows to the output, save the record."""
     record_path = record_path_of(request)

@@ -16,8 +16,8 @@ import numpy as np
 from calib_cli import io
 from calib_cli.errors import InputError, UsageError
 from calib_cli.summaries import ScoreSummary, merge_summaries
-from calib_cli.types import InputFormat, OnInvalid, Warn
-from calib_cli.workflows.common import check_paths, ignore
+from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, OnInvalid, Warn
+from calib_cli.workflows.common import check_invalid_options, check_paths, ignore, in_dialect
 
 #: A step of a long run, for a progress display ("pass 1/2: summarising scores.parquet").
 Step = Callable[[str], None]
@@ -36,7 +36,11 @@ class SummarizeRequest:
     by: str | None = None
     n_bins: int = 10
     input_format: InputFormat | None = None
+    #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
+    dialect: CsvDialect = DEFAULT_DIALECT
     on_invalid: OnInvalid = "error"
+    #: ``--max-invalid``: a fraction of the rows below 1, else a count (None: 1%)
+    max_invalid: float | None = None
     report: str | None = None
 
 
@@ -57,6 +61,17 @@ class SummarizeResult:
     rows: int
     dropped: int
     outputs: tuple[SummaryFile, ...]
+    #: with ``--on-invalid drop``: each file's dropped rows, by reason
+    invalid_rows: tuple[io.InvalidRows, ...] = ()
+
+    @property
+    def dropped_by_reason(self) -> dict[str, int]:
+        """Rows dropped by reason, over every file."""
+        total: dict[str, int] = {}
+        for invalid in self.invalid_rows:
+            for why, count in invalid.by_reason.items():
+                total[why] = total.get(why, 0) + count
+        return total
 
 
 def uniform_edges(n_bins: int) -> tuple[float, ...]:
@@ -87,6 +102,7 @@ def summarize_scan(
     input_format: InputFormat | None,
     on_invalid: OnInvalid,
     warn: Warn = ignore,
+    max_invalid: float | None = None,
 ) -> tuple[dict[str, ScoreSummary], io.ScoredScan]:
     """One file's rows -> one summary per score column (streaming; stdin and gzip read first).
 
@@ -105,12 +121,10 @@ def summarize_scan(
         positive_label=positive_label,
         by=by,
         on_invalid=on_invalid,
+        max_invalid=max_invalid,
     )
-    if scan.dropped:
-        warn(
-            f"{name}: dropped {scan.dropped} invalid {'row' if scan.dropped == 1 else 'rows'} "
-            f"of {scan.dropped + scan.rows}"
-        )
+    if scan.invalid is not None and scan.invalid.dropped:
+        warn(scan.invalid.warning())
     with io.naming(name):  # every score column in one streaming run over the rows
         summaries = summarize_lazy_many(
             scan.lazy,
@@ -123,6 +137,7 @@ def summarize_scan(
     return summaries, scan
 
 
+@in_dialect
 def run_summarize(
     request: SummarizeRequest, *, warn: Warn = ignore, progress: Step = ignore
 ) -> SummarizeResult:
@@ -131,11 +146,13 @@ def run_summarize(
         raise UsageError("give at least one FILE to summarise")
     if request.files.count(io.STDIO) > 1:
         raise UsageError("standard input ('-') can be read only once")
+    check_invalid_options(request.on_invalid, request.max_invalid)
     outputs = output_paths(request.output, request.score_cols)
     check_paths(inputs=list(request.files), files=[*outputs, request.report])
     edges = uniform_edges(request.n_bins)
     per_file: list[dict[str, ScoreSummary]] = []
     rows = dropped = 0
+    invalid_rows: list[io.InvalidRows] = []
     for index, path in enumerate(request.files):
         progress(f"file {index + 1}/{len(request.files)}: summarising {io.display_name(path)}")
         summaries, scan = summarize_scan(
@@ -149,10 +166,13 @@ def run_summarize(
             input_format=request.input_format,
             on_invalid=request.on_invalid,
             warn=warn,
+            max_invalid=request.max_invalid,
         )
         per_file.append(summaries)
         rows += scan.rows
         dropped += scan.dropped
+        if scan.invalid is not None:
+            invalid_rows.append(scan.invalid)
     written: list[SummaryFile] = []
     for column, path in zip(dict.fromkeys(request.score_cols), outputs, strict=True):
         merged = merge_summaries([summaries[column] for summaries in per_file])
@@ -163,6 +183,7 @@ def run_summarize(
         rows=rows,
         dropped=dropped,
         outputs=tuple(written),
+        invalid_rows=tuple(invalid_rows),
     )
 
 

@@ -1,0 +1,91 @@
+"""CSV dialects: ``--separator`` and ``--decimal-comma``, for every reader and CSV writer.
+
+A command runs inside :func:`using_dialect`; the readers (the in-memory reader and every lazy
+scan), the conversions of text to numbers and the CSV writers consult :func:`current_dialect`,
+so that the dialect reaches every file a command reads without being passed through each scan.
+
+CSV and TSV columns are read as text, so ``--decimal-comma`` does not change how a file is
+parsed: it changes how the columns a command uses are turned into numbers (``"0,37"`` is 0.37,
+``"0.37"`` still is too), so pass-through columns keep their text exactly. CSV outputs are
+written in the input's dialect: the same separator, and the numbers calib adds with a decimal
+comma (TSV outputs keep the tab).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+
+import polars as pl
+
+from calib_cli.errors import InputError
+from calib_cli.types import CsvDialect
+
+__all__ = [
+    "CsvDialect",
+    "current_dialect",
+    "number_text",
+    "refuse_one_column",
+    "separator_hint",
+    "using_dialect",
+]
+
+_DEFAULT = CsvDialect()
+_CURRENT: ContextVar[CsvDialect | None] = ContextVar("calib_csv_dialect", default=None)
+
+
+def current_dialect() -> CsvDialect:
+    """The dialect of the command running (the default outside :func:`using_dialect`)."""
+    return _CURRENT.get() or _DEFAULT
+
+
+@contextlib.contextmanager
+def using_dialect(dialect: CsvDialect) -> Iterator[None]:
+    """Read and write CSV in ``dialect`` inside the block."""
+    token = _CURRENT.set(dialect)
+    try:
+        yield
+    finally:
+        _CURRENT.reset(token)
+
+
+def number_text(text: pl.Expr) -> pl.Expr:
+    """Text of a number, stripped and, under ``--decimal-comma``, with its comma made a
+    point, ready for ``cast(pl.Float64)``: the one place text becomes a number."""
+    stripped = text.str.strip_chars()
+    if current_dialect().decimal_comma:
+        return stripped.str.replace(",", ".", literal=True)
+    return stripped
+
+
+def separator_hint(columns: list[str]) -> str:
+    """A hint to add to "no column" errors when a CSV was read as one column whose header
+    holds another separator (a European CSV read with ``,``), else ``""``.
+
+    >>> separator_hint(["id;score;label"])
+    "; the file looks separated by ';': add --separator ';'"
+    """
+    if len(columns) != 1:
+        return ""
+    for candidate, shown in ((";", "';'"), ("|", "'|'"), ("\t", "tab")):
+        if candidate in columns[0] and candidate != current_dialect().separator:
+            return f"; the file looks separated by {shown}: add --separator {shown}"
+    return ""
+
+
+def refuse_one_column(columns: list[str], name: str) -> None:
+    """Refuse a CSV read as one column whose header holds ``;``, ``|`` or a tab while no
+    ``--separator`` was given: every command needs two columns or more, and such a file's
+    rows (``0,37`` in a decimal-comma file) would otherwise fail with a parser's message.
+
+    >>> refuse_one_column(["id|score|label"], "s.csv")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: s.csv: read as one column 'id|score|label'; ... --separator '|'
+    """
+    if current_dialect().separator is not None:
+        return
+    hint = separator_hint(columns)
+    if hint:
+        raise InputError(f"{name}: read as one column {columns[0]!r}{hint}")
