@@ -4,7 +4,9 @@ columns, in a pipe and on a wide console; no figure is ever cut with an ellipsis
 from __future__ import annotations
 
 import io
+import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -13,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console, RenderableType
 
+from calib_cli.report.payloads import dumps, reliability_payload
 from calib_cli.report.tables import (
     DETAIL_MAX_ENTRIES,
     LABEL_MIN_WIDTH,
@@ -226,3 +229,31 @@ def test_packed_tables_show_every_cell_whole(labels: list[str], n_figures: int, 
             assert cell in joined
     for label in labels:  # whole, or folded after at least LABEL_MIN_WIDTH characters
         assert label[:LABEL_MIN_WIDTH] in text
+
+
+# ---------------------------------------------------------------------------------- JSON text
+
+JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=JSON_VALUES)
+def test_json_text_is_exactly_what_the_standard_library_writes(value: Any) -> None:
+    assert dumps(value) == json.dumps(value, indent=2, allow_nan=False) + "\n"
+
+
+def test_the_report_of_many_groups_is_the_standard_librarys_json(tmp_path: Path) -> None:
+    result = grouped_result(tmp_path, n_groups=30, rows_per_group=3)
+    payload = reliability_payload(result)
+    assert dumps(payload) == json.dumps(payload, indent=2, allow_nan=False) + "\n"
+    assert json.loads(dumps({"x": float("nan"), "y": np.float32(0.5)})) == {"x": None, "y": 0.5}

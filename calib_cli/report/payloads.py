@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import math
 from collections.abc import Mapping
+from json.encoder import encode_basestring_ascii as _json_string
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -85,8 +85,71 @@ def to_json_object(value: object) -> JsonObject:
 
 
 def dumps(value: JsonValue) -> str:
-    """Stable, plain JSON text (keys in a fixed order, no NaN), ending with a newline."""
-    return json.dumps(to_jsonable(value), indent=2, allow_nan=False) + "\n"
+    """Stable, plain JSON text (keys in a fixed order, no NaN), ending with a newline: exactly
+    ``json.dumps(to_jsonable(value), indent=2)``, written by :func:`_indented`.
+
+    >>> print(dumps({"a": [1, 0.5, None], "b": {}}), end="")
+    {
+      "a": [
+        1,
+        0.5,
+        null
+      ],
+      "b": {}
+    }
+    """
+    parts: list[str] = []
+    _indented(to_jsonable(value), 0, parts)
+    parts.append("\n")
+    return "".join(parts)
+
+
+def _indented(value: JsonValue, level: int, parts: list[str]) -> None:
+    """Append the text of a plain JSON value as ``json.dumps(value, indent=2)`` writes it.
+
+    The standard library writes indented JSON with a generator per container (its C encoder
+    does not indent before Python 3.13); this plain recursion is about 1.5 times faster, which
+    matters for the report of thousands of groups (8 MB for 2,000).
+    """
+    # exact types first (the common case, and faster than isinstance), subclasses after
+    if type(value) is float or (isinstance(value, float) and not isinstance(value, bool)):
+        if not math.isfinite(value):
+            raise ValueError(f"JSON has no {value}: to_jsonable writes it as null")
+        parts.append(float.__repr__(value))
+    elif type(value) is str or isinstance(value, str):
+        parts.append(_json_string(value))
+    elif type(value) is dict or isinstance(value, dict):
+        if not value:
+            parts.append("{}")
+            return
+        inner = "\n" + "  " * (level + 1)
+        separator = "{" + inner
+        for key, item in value.items():
+            parts.append(separator)
+            parts.append(_json_string(key))
+            parts.append(": ")
+            _indented(item, level + 1, parts)
+            separator = "," + inner
+        parts.append("\n" + "  " * level + "}")
+    elif type(value) is list or isinstance(value, list):
+        if not value:
+            parts.append("[]")
+            return
+        inner = "\n" + "  " * (level + 1)
+        separator = "[" + inner
+        for item in value:
+            parts.append(separator)
+            _indented(item, level + 1, parts)
+            separator = "," + inner
+        parts.append("\n" + "  " * level + "]")
+    elif value is None:
+        parts.append("null")
+    elif isinstance(value, bool):
+        parts.append("true" if value else "false")
+    elif isinstance(value, int):
+        parts.append(int.__repr__(value))
+    else:  # pragma: no cover - to_jsonable leaves nothing else
+        raise TypeError(f"not a plain JSON value: {type(value).__name__}")
 
 
 # ------------------------------------------------------------------------------ reliability
