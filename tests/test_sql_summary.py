@@ -101,7 +101,7 @@ def test_bins_mantissa_bits_and_positive_label() -> None:
     _assert_same(engine, calib)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=8, deadline=None)
 @given(
     scores=st.lists(st.floats(0.0, 1.0, allow_subnormal=True), min_size=1, max_size=80),
     bits=st.sampled_from([1, 7, 12, 30, 52]),
