@@ -644,9 +644,9 @@ def reliability_report(
     if many:
         parts.append(
             Text(
-                f"{len(views):,} entries (score column x group): only the headline figures "
-                f"are shown beyond {detail_max_entries}; --json or --report PATH has every "
-                "figure and the bins of each.",
+                f"Headline figures only: {len(views):,} entries (score column x group) are more "
+                f"than the {detail_max_entries} shown in full; --json or --report PATH has every "
+                "figure and the bin table of each.",
                 style="dim",
             )
         )
