@@ -130,6 +130,31 @@ def estimate_shift(
         float,
         typer.Option("--map-power", min=1.0, help="map: power p >= 1 of the prior's penalty."),
     ] = 1.0,
+    backtest: Annotated[
+        bool,
+        typer.Option(
+            "--backtest",
+            help="The target is labelled: run every method on each --batch-col batch as a "
+            "job whose labels arrive --label-delay batches late would have, and report "
+            "each method's errors (MAE, interval coverage).",
+        ),
+    ] = False,
+    label_delay: Annotated[
+        int,
+        typer.Option(
+            "--label-delay",
+            min=1,
+            help="--backtest and --history: batch t sees the labels of batches up to t - K.",
+        ),
+    ] = 1,
+    history: Annotated[
+        str | None,
+        typer.Option(
+            "--history",
+            help="Labelled past batches (same --batch-col): blend the estimators by how they "
+            "erred on them, with an interval from their past errors.",
+        ),
+    ] = None,
     score_col: ScoreColOpt = "score",
     label_col: LabelColOpt = "label",
     weight_col: Annotated[
@@ -187,16 +212,42 @@ def estimate_shift(
             seed=seed,
             engine=cast(Engine, chosen(engine)),
             plot=plot,
+            backtest=backtest,
+            label_delay=label_delay,
+            history=history,
         )
+        if backtest:
+            from calib_cli.report.backtest import (
+                backtest_batch_table,
+                backtest_payload,
+                backtest_summary_table,
+            )
+            from calib_cli.workflows.estimate_shift import run_backtest
+
+            tested = run_backtest(request, warn=session.warn)
+            emit_report(session, backtest_payload(tested), as_json=as_json, report_path=report)
+            if not as_json:
+                session.result(backtest_summary_table(tested))
+                session.result(backtest_batch_table(tested))
+            return
         result = run_estimate_shift(request, warn=session.warn)
         if plot is not None:
             from calib_cli.report.plots import save_figure, shift_result_figure
 
             save_figure(shift_result_figure(result), plot)
-        emit_report(session, estimate_shift_payload(result), as_json=as_json, report_path=report)
+        payload = estimate_shift_payload(result)
+        if result.history is not None:
+            from calib_cli.report.backtest import history_payload
+
+            payload["history"] = history_payload(result.history, result.batches)
+        emit_report(session, payload, as_json=as_json, report_path=report)
         show = session.result if output is None else session.info
         if not as_json:
             show(shift_table(result.batches, batch_col=result.batch_col, source=result.source))
+            if result.history is not None:
+                from calib_cli.report.backtest import history_table
+
+                show(history_table(result.history, result.batches, batch_col=result.batch_col))
             if result.decision_threshold is not None:
                 show(
                     decision_table(

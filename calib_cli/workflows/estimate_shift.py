@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -15,6 +15,7 @@ from calib_cli.core.decisions import flag_rows
 from calib_cli.core.shift import (
     COUNT_CHUNK,
     DecisionCosts,
+    EstimatedMethod,
     ReferenceModel,
     ShiftEstimate,
     TargetCounts,
@@ -32,6 +33,14 @@ from calib_cli.core.shift import (
     merge_target_counts,
     posterior,
     reference_posterior,
+)
+from calib_cli.core.shift_history import (
+    CANDIDATE_NAMES,
+    conformal_min_errors,
+    history_blend,
+    history_candidates,
+    history_schedule,
+    rolling_rate,
 )
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.shift_scan import scan_chunks, sink_mapped, whole_columns
@@ -96,6 +105,12 @@ class EstimateShiftRequest:
     engine: Engine = "auto"
     #: ``--plot PATH``: each batch's rate over the batches, or one batch's fitted mixture
     plot: str | None = None
+    #: ``--backtest``: every method on each labelled batch as a job with late labels
+    #: (:func:`run_backtest`), batch t seeing the labels of batches up to t - label_delay
+    backtest: bool = False
+    label_delay: int = 1
+    #: ``--history FILE``: labelled past batches (same --batch-col) to learn a blend from
+    history: str | None = None
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,8 @@ class EstimateShiftResult:
     engine: Engine = "memory"
     model: ReferenceModel | None = None
     counts: TargetCounts | None = None
+    #: ``--history``: the blend learnt on the past batches, per batch of ``batches``
+    history: HistoryResult | None = None
 
 
 def parse_costs(text: str) -> tuple[float, float]:
@@ -152,7 +169,8 @@ def run_estimate_shift(
     output = request.output
     check_plot(request.plot)
     check_paths(
-        inputs=[request.reference, request.target],
+        inputs=[request.reference, request.target]
+        + ([request.history] if request.history is not None else []),
         table_output=output,
         output_format=request.output_format,
         files=[request.report, request.plot],
@@ -172,13 +190,22 @@ def run_estimate_shift(
         refuse_added_columns(
             request.target, _added_columns(request, costs), input_format=request.input_format
         )
+    past = None
+    if request.history is not None:
+        if request.batch_col is None:
+            raise UsageError("--history needs --batch-col: the column that orders the past batches")
+        past = _read_history(request, request.history, request.batch_col)
     engine = choose_engine(
         request.engine, [request.reference, request.target], input_format=request.input_format
     )
     if engine == "streaming" and io.STDIO not in (request.reference, request.target):
         # standard input cannot be read twice: it is read into memory whatever the engine
-        return _run_streaming(request, costs, warn=warn)
-    return _run_memory(request, costs, warn=warn)
+        result = _run_streaming(request, costs, warn=warn)
+    else:
+        result = _run_memory(request, costs, warn=warn)
+    if past is None or result.model is None:
+        return result
+    return replace(result, history=_history(request, past, result.model, result.batches, warn=warn))
 
 
 def _added_columns(request: EstimateShiftRequest, costs: tuple[float, float] | None) -> list[str]:
@@ -568,3 +595,363 @@ def _whole_file_messages(
             raise
         check(whole_columns(path, columns=columns, input_format=input_format, typed=typed))
         raise
+
+
+# ---------------------------------------------------------------------------- backtest
+
+#: The label-shift estimators a backtest runs on every batch (``auto`` is ``mle``).
+BACKTEST_METHODS: tuple[EstimatedMethod, ...] = ("mle", "em", "pacc", "map")
+#: Batches of labels the rolling mean of a backtest averages.
+BACKTEST_WINDOW = 4
+#: Nominal coverage of every interval of a backtest (estimate-shift's intervals are 95%).
+CI_LEVEL = 0.95
+
+
+@dataclass(frozen=True)
+class BacktestMethod:
+    """One method's estimate of every batch in a backtest, and its errors.
+
+    ``uses_labels``: learnt from the labels of earlier batches (never from the batch's own or
+    later ones); ``coverage``: share of batches whose interval holds the true rate (None
+    without intervals)."""
+
+    name: str
+    uses_labels: bool
+    prevalence: FloatArray
+    ci_low: FloatArray | None
+    ci_high: FloatArray | None
+    mae: float
+    max_abs_error: float
+    coverage: float | None
+
+
+@dataclass(frozen=True)
+class BacktestResult:
+    """``--backtest``: every method's estimate of every batch as the job would have made it,
+    batch ``t`` seeing the labels of batches up to ``t - label_delay`` only."""
+
+    source: str
+    batch_col: str
+    label_delay: int
+    batches: tuple[GroupValue, ...]
+    rows: tuple[int, ...]
+    true_prevalence: FloatArray
+    reference_prevalence: float
+    methods: tuple[BacktestMethod, ...]
+    candidates: tuple[str, ...]
+    blend_weights: FloatArray
+    n_history: IntArray
+    ci_level: float
+
+
+def _backtest_method(
+    name: str,
+    truth: FloatArray,
+    prevalence: FloatArray,
+    ci_low: FloatArray | None = None,
+    ci_high: FloatArray | None = None,
+    *,
+    uses_labels: bool = False,
+) -> BacktestMethod:
+    error = np.abs(prevalence - truth)
+    covered = (
+        None
+        if ci_low is None or ci_high is None
+        else float(np.mean((ci_low <= truth) & (truth <= ci_high)))
+    )
+    return BacktestMethod(
+        name=name,
+        uses_labels=uses_labels,
+        prevalence=prevalence,
+        ci_low=ci_low,
+        ci_high=ci_high,
+        mae=float(np.mean(error)),
+        max_abs_error=float(np.max(error)),
+        coverage=covered,
+    )
+
+
+@in_dialect
+def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> BacktestResult:
+    """``--backtest --label-delay K``: estimate each labelled batch of the target, in the order
+    of ``--batch-col``, with every method as a job whose labels arrive ``K`` batches late
+    would have, and score the estimates against the batches' labels.
+
+    The label-shift estimators (``mle``, ``em``, ``pacc``, ``map``) and PCC see the
+    reference and the batch's scores only; ``no_shift`` is the reference rate; ``rolling``
+    the mean rate of the last :data:`BACKTEST_WINDOW` labelled batches; ``history_blend`` the
+    inverse-error blend of :func:`~calib_cli.core.shift_history.history_blend` with its
+    conformal interval. None uses the labels of batch ``t`` or later for batch ``t``."""
+    check_paths(
+        inputs=[request.reference, request.target],
+        table_output=None,
+        output_format=request.output_format,
+        files=[request.report],
+    )
+    batch_col = request.batch_col
+    if batch_col is None:
+        raise UsageError("--backtest needs --batch-col: the column that orders the batches")
+    for given, option in (
+        (request.output, "-o"),
+        (request.costs, "--costs"),
+        (request.plot, "--plot"),
+        (request.history, "--history"),
+    ):
+        if given is not None:
+            raise UsageError(f"--backtest reports errors only; drop {option}")
+    if request.method != "auto":
+        raise UsageError("--backtest runs every method; drop --method")
+    if request.label_delay < 1:
+        raise UsageError(
+            f"--label-delay must be at least 1 (a batch's labels arrive after it), "
+            f"got {request.label_delay}"
+        )
+    kind = request.score_kind
+    ref = io.read_table(request.reference, input_format=request.input_format)
+    tgt = io.read_table(request.target, input_format=request.input_format)
+    with ref.context():
+        model = fit_reference(
+            ref.scores(request.score_col, kind=kind),
+            ref.labels(request.label_col, positive_label=request.positive_label),
+            sample_weight=ref.weights(request.weight_col),
+            score_kind=kind,
+        )
+    scores = tgt.scores(request.score_col, kind=kind)
+    if not tgt.has_column(request.label_col):
+        raise InputError(
+            f"{tgt.name}: --backtest needs each batch's labels, and there is no column "
+            f"'{request.label_col}' (name it with --label-col)"
+        )
+    labels = tgt.labels(request.label_col, positive_label=request.positive_label)
+    selections = list(groups(tgt, batch_col))
+    codes = np.zeros(tgt.n_rows, dtype=np.int64)
+    for code, (_, rows) in enumerate(selections):
+        codes[rows] = code
+    values = tuple(value for value, _ in selections)
+    sizes = np.bincount(codes, minlength=len(values))
+    if MISSING_GROUP in values:
+        raise InputError(
+            f"{tgt.name}: column '{batch_col}' has {int(sizes[values.index(MISSING_GROUP)])} "
+            "rows without a value; --backtest needs every batch's place in time"
+        )
+    counts = _count_batches(model, scores, codes, len(values))
+    truth = np.bincount(codes, labels, minlength=len(values)) / sizes
+    estimates: dict[str, list[ShiftEstimate]] = {
+        method: [
+            estimate_prevalence(
+                model,
+                target_counts=batch_counts,
+                method=method,
+                n_bootstrap=request.n_bootstrap,
+                rng=np.random.default_rng(request.seed),
+                threshold=request.threshold,
+                map_nodes=request.map_nodes,
+                map_beta=request.map_beta,
+                map_power=request.map_power,
+            )
+            for batch_counts in counts
+        ]
+        for method in BACKTEST_METHODS
+    }
+    delay = request.label_delay
+    methods = [
+        _backtest_method(
+            method,
+            truth,
+            np.array([e.prevalence for e in found]),
+            np.array([e.ci_low for e in found]),
+            np.array([e.ci_high for e in found]),
+        )
+        for method, found in estimates.items()
+    ]
+    label_shift = methods[0].prevalence
+    pcc = np.array([e.pcc for e in estimates["mle"]])
+    reference_rate = model.reference_prevalence
+    methods.append(_backtest_method("pcc", truth, pcc))
+    methods.append(_backtest_method("no_shift", truth, np.full(truth.shape, reference_rate)))
+    rolling = rolling_rate(
+        truth, label_delay=delay, window=BACKTEST_WINDOW, fallback=reference_rate
+    )
+    methods.append(_backtest_method("rolling", truth, rolling, uses_labels=True))
+    candidates = history_candidates(
+        label_shift, pcc, truth, reference_rate=reference_rate, label_delay=delay
+    )
+    blend = history_blend(candidates, truth, label_delay=delay, level=CI_LEVEL)
+    methods.append(
+        _backtest_method(
+            "history_blend",
+            truth,
+            blend.prevalence,
+            blend.ci_low,
+            blend.ci_high,
+            uses_labels=True,
+        )
+    )
+    wide = int(np.sum(~np.isfinite(blend.halfwidth)))
+    if wide:
+        warn(
+            f"history_blend: the interval of the first {wide} batches is [0, 1] (a "
+            f"{CI_LEVEL:.0%} conformal width needs {conformal_min_errors(CI_LEVEL)} "
+            "labelled batches before it)"
+        )
+    return BacktestResult(
+        source=tgt.name,
+        batch_col=batch_col,
+        label_delay=delay,
+        batches=values,
+        rows=tuple(int(size) for size in sizes),
+        true_prevalence=truth,
+        reference_prevalence=reference_rate,
+        methods=tuple(methods),
+        candidates=CANDIDATE_NAMES,
+        blend_weights=blend.weights,
+        n_history=blend.n_history,
+        ci_level=CI_LEVEL,
+    )
+
+
+def _count_batches(
+    model: ReferenceModel, scores: FloatArray, codes: IntArray, n_batches: int
+) -> list[TargetCounts]:
+    """Each batch's fine-cell counts, counted in chunks of file order as the in-memory
+    engine counts them (so a backtest's estimates equal estimate-shift's)."""
+    parts: list[list[TargetCounts]] = [[] for _ in range(n_batches)]
+    for start in range(0, codes.shape[0], COUNT_CHUNK):
+        chunk = slice(start, start + COUNT_CHUNK)
+        counted = count_target(model, scores[chunk], group_codes=codes[chunk], n_groups=n_batches)
+        for code in np.unique(codes[chunk]):
+            parts[code].append(counted[code])
+    return [merge_target_counts(p) for p in parts]
+
+
+# ---------------------------------------------------------------------------- --history
+
+
+@dataclass(frozen=True)
+class HistoryResult:
+    """``--history FILE``: each target batch's blend of candidates, learnt from how they
+    erred on the labelled past batches (:func:`~calib_cli.core.shift_history.history_blend`).
+
+    ``prevalence``, ``ci_low``, ``ci_high``, ``n_history`` and ``weights`` are per target
+    batch (in the order of the result's batches); ``candidate_mae`` is each candidate's mean
+    absolute error over the past batches, each estimated as it would have been then
+    (``label_delay`` batches of labels late); ``history_batches`` the past batches read."""
+
+    source: str
+    label_delay: int
+    history_batches: tuple[GroupValue, ...]
+    history_rows: int
+    candidates: tuple[str, ...]
+    candidate_mae: FloatArray
+    blend_mae: float
+    prevalence: FloatArray
+    ci_low: FloatArray
+    ci_high: FloatArray
+    halfwidth: FloatArray
+    n_history: IntArray
+    weights: FloatArray
+    ci_level: float
+
+
+@dataclass(frozen=True)
+class _PastBatches:
+    """``--history``'s rows, checked before any work: scores, batch codes and true rates."""
+
+    name: str
+    scores: FloatArray
+    codes: IntArray
+    values: tuple[GroupValue, ...]
+    truth: FloatArray
+    rows: int
+
+
+def _read_history(request: EstimateShiftRequest, path: str, batch_col: str) -> _PastBatches:
+    """Read and check ``--history`` (labels and the batch column required)."""
+    past = io.read_table(path, input_format=request.input_format)
+    if past.n_rows == 0:
+        raise InputError(f"{past.name}: --history has no rows; give the labelled past batches")
+    scores = past.scores(request.score_col, kind=request.score_kind)
+    if not past.has_column(request.label_col):
+        raise InputError(
+            f"{past.name}: --history needs the past batches' labels, and there is no column "
+            f"'{request.label_col}' (name it with --label-col)"
+        )
+    labels = past.labels(request.label_col, positive_label=request.positive_label)
+    selections = list(groups(past, batch_col))
+    codes = np.zeros(past.n_rows, dtype=np.int64)
+    for code, (_, rows) in enumerate(selections):
+        codes[rows] = code
+    values = tuple(value for value, _ in selections)
+    sizes = np.bincount(codes, minlength=len(values))
+    if MISSING_GROUP in values:
+        raise InputError(
+            f"{past.name}: column '{batch_col}' has {int(sizes[values.index(MISSING_GROUP)])} "
+            "rows without a value; --history needs every past batch's place in time"
+        )
+    return _PastBatches(
+        name=past.name,
+        scores=scores,
+        codes=codes,
+        values=values,
+        truth=np.bincount(codes, labels, minlength=len(values)) / sizes,
+        rows=int(past.n_rows),
+    )
+
+
+def _history(
+    request: EstimateShiftRequest,
+    past: _PastBatches,
+    model: ReferenceModel,
+    batches: tuple[BatchEstimate, ...],
+    *,
+    warn: Warn,
+) -> HistoryResult:
+    """The blend for the target's batches, learnt on ``--history``'s labelled batches."""
+    values, truth = past.values, past.truth
+    past_estimates = [
+        estimate_prevalence(
+            model,
+            target_counts=counts,
+            method=request.method,
+            n_bootstrap=0,  # only the points: the blend's interval is conformal
+            threshold=request.threshold,
+            map_nodes=request.map_nodes,
+            map_beta=request.map_beta,
+            map_power=request.map_power,
+        )
+        for counts in _count_batches(model, past.scores, past.codes, len(values))
+    ]
+    n_past, n_new = len(values), len(batches)
+    schedule = history_schedule(n_past, n_new, label_delay=request.label_delay)
+    label_shift = np.array(
+        [e.prevalence for e in past_estimates] + [b.estimate.prevalence for b in batches]
+    )
+    pcc = np.array([e.pcc for e in past_estimates] + [b.estimate.pcc for b in batches])
+    rates = np.concatenate([truth, np.zeros(n_new)])  # the new batches' are never read
+    candidates = history_candidates(
+        label_shift, pcc, rates, reference_rate=model.reference_prevalence, last=schedule
+    )
+    blend = history_blend(candidates, rates, last=schedule, level=CI_LEVEL)
+    new = slice(n_past, n_past + n_new)
+    if not np.isfinite(blend.halfwidth[new]).all():
+        warn(
+            f"--history: {n_past} past batches are too few for a {CI_LEVEL:.0%} conformal "
+            f"interval (it needs {conformal_min_errors(CI_LEVEL)}); the interval of the "
+            "blend is [0, 1]"
+        )
+    return HistoryResult(
+        source=past.name,
+        label_delay=request.label_delay,
+        history_batches=values,
+        history_rows=past.rows,
+        candidates=CANDIDATE_NAMES,
+        candidate_mae=np.mean(np.abs(candidates[:n_past] - truth[:, None]), axis=0),
+        blend_mae=float(np.mean(np.abs(blend.prevalence[:n_past] - truth))),
+        prevalence=blend.prevalence[new],
+        ci_low=blend.ci_low[new],
+        ci_high=blend.ci_high[new],
+        halfwidth=blend.halfwidth[new],
+        n_history=blend.n_history[new],
+        weights=blend.weights[new],
+        ci_level=CI_LEVEL,
+    )

@@ -1,0 +1,308 @@
+"""`calib estimate-shift --backtest --label-delay K` and `--history FILE`: late labels.
+
+In-process through the workflow: the label-shift estimates equal estimate-shift's own, the
+baselines and errors are checked by hand, and the labels of batch t (and later) never move
+any estimate of batch t. One run of the installed command checks the contract (tables on
+stdout, --json keys, the warning on stderr), and the refusals are checked in-process.
+``--history``: the blend of the new batches is core's on the past batches' figures, and the
+new batches' labels are never read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from calib_cli.core.shift_history import history_blend, history_candidates, history_schedule
+from calib_cli.errors import InputError, UsageError
+from calib_cli.report.backtest import backtest_payload, history_payload
+from calib_cli.report.payloads import dumps
+from calib_cli.workflows.estimate_shift import (
+    EstimateShiftRequest,
+    run_backtest,
+    run_estimate_shift,
+)
+from tests.conftest import RunCalib
+
+N_BATCHES = 8
+RATES = (0.1, 0.2, 0.3, 0.15, 0.35, 0.25, 0.4, 0.1)
+
+
+def _scores(y: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    return np.where(y, rng.beta(4, 2, y.size), rng.beta(2, 4, y.size)).round(6)
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A labelled reference (30% positive) and 8 labelled batches of 300 rows."""
+    rng = np.random.default_rng(12)
+    root = tmp_path_factory.mktemp("backtest")
+    y = rng.random(1500) < 0.3
+    reference = root / "reference.csv"
+    pl.DataFrame({"score": _scores(y, rng), "label": y.astype(int)}).write_csv(reference)
+    labels = np.concatenate([rng.random(300) < rate for rate in RATES])
+    week = np.repeat(np.arange(N_BATCHES), 300)
+    order = rng.permutation(week.size)  # batches interleaved in the file: order is by value
+    target = root / "target.csv"
+    pl.DataFrame(
+        {"week": week[order], "score": _scores(labels, rng)[order], "label": labels[order]}
+    ).with_columns(pl.col("label").cast(pl.Int64)).write_csv(target)
+    return reference, target
+
+
+def _request(reference: Path, target: Path, **options: object) -> EstimateShiftRequest:
+    settings: dict[str, object] = {
+        "reference": str(reference),
+        "target": str(target),
+        "batch_col": "week",
+        "n_bootstrap": 10,
+        "seed": 3,
+        "backtest": True,
+        "label_delay": 2,
+    }
+    settings.update(options)
+    return EstimateShiftRequest(**settings)  # type: ignore[arg-type]
+
+
+def test_backtest_figures_by_hand_and_equal_to_estimate_shift(files: tuple[Path, Path]) -> None:
+    reference, target = files
+    warnings: list[str] = []
+    result = run_backtest(_request(reference, target), warn=warnings.append)
+    methods = {m.name: m for m in result.methods}
+    assert list(methods) == [
+        "mle", "em", "pacc", "map", "pcc", "no_shift", "rolling", "history_blend"
+    ]  # fmt: skip
+    assert result.batches == tuple(range(N_BATCHES))
+    truth = pl.read_csv(target).group_by("week").agg(pl.col("label").mean()).sort("week")
+    assert result.true_prevalence.tolist() == pytest.approx(truth["label"].to_list(), abs=1e-15)
+    # the label-shift estimates are estimate-shift's, batch by batch
+    for method in ("mle", "pacc"):
+        plain = run_estimate_shift(
+            EstimateShiftRequest(
+                reference=str(reference),
+                target=str(target),
+                batch_col="week",
+                method=method,  # type: ignore[arg-type]
+                n_bootstrap=10,
+                seed=3,
+            )
+        )
+        assert methods[method].prevalence.tolist() == [b.estimate.prevalence for b in plain.batches]
+        assert methods[method].ci_low is not None
+        assert methods[method].ci_low.tolist() == [b.estimate.ci_low for b in plain.batches]
+        if method == "mle":
+            assert methods["pcc"].prevalence.tolist() == [b.estimate.pcc for b in plain.batches]
+    # baselines and errors by hand
+    y = result.true_prevalence
+    ref_rate = pl.read_csv(reference)["label"].mean()
+    assert methods["no_shift"].prevalence.tolist() == pytest.approx([ref_rate] * N_BATCHES)
+    rolling = [ref_rate, ref_rate] + [np.mean(y[max(0, t - 5) : t - 1]) for t in range(2, 8)]
+    assert methods["rolling"].prevalence.tolist() == pytest.approx(rolling, abs=1e-15)
+    mle = methods["mle"]
+    assert mle.mae == pytest.approx(np.mean(np.abs(mle.prevalence - y)), abs=1e-15)
+    assert mle.max_abs_error == pytest.approx(np.max(np.abs(mle.prevalence - y)), abs=1e-15)
+    assert mle.ci_low is not None and mle.ci_high is not None
+    assert mle.coverage == np.mean((mle.ci_low <= y) & (y <= mle.ci_high))
+    assert methods["pcc"].coverage is None and not mle.uses_labels
+    assert methods["rolling"].uses_labels and methods["history_blend"].uses_labels
+    # 8 batches give the blend at most 6 past errors: its intervals are [0, 1], and it says so
+    blend = methods["history_blend"]
+    assert blend.coverage == 1.0 and blend.ci_low is not None and (blend.ci_low == 0).all()
+    assert warnings == [
+        "history_blend: the interval of the first 8 batches is [0, 1] "
+        "(a 95% conformal width needs 19 labelled batches before it)"
+    ]
+    assert result.n_history.tolist() == [0, 0, 1, 2, 3, 4, 5, 6]
+    payload = json.loads(dumps(backtest_payload(result)))
+    assert payload["best_method"] == min(methods.values(), key=lambda m: m.mae).name
+    assert payload["batches"][3]["estimates"]["mle"]["error"] == pytest.approx(
+        mle.prevalence[3] - y[3], abs=1e-15
+    )
+
+
+def test_labels_of_a_batch_and_later_ones_never_move_its_estimates(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Poison (flip) every label of batches 4..7: with labels 2 batches late, batches 0..5
+    must be estimated exactly as before by every method; batches 6 and 7 (which see batches 4
+    and 5) must move, or the test would prove nothing."""
+    reference, target = files
+    frame = pl.read_csv(target)
+    poisoned = tmp_path / "poisoned.csv"
+    frame.with_columns(
+        pl.when(pl.col("week") >= 4)
+        .then(1 - pl.col("label"))
+        .otherwise(pl.col("label"))
+        .alias("label")
+    ).write_csv(poisoned)
+    # (4 replicates: the intervals exist, and only their being equal matters here)
+    before = run_backtest(_request(reference, target, n_bootstrap=4))
+    after = run_backtest(_request(reference, poisoned, n_bootstrap=4))
+    for old, new in zip(before.methods, after.methods, strict=True):
+        assert old.prevalence[:6].tolist() == new.prevalence[:6].tolist(), old.name
+        if old.ci_low is not None and new.ci_low is not None:
+            assert old.ci_low[:6].tolist() == new.ci_low[:6].tolist(), old.name
+    assert before.blend_weights[:6].tolist() == after.blend_weights[:6].tolist()
+    moved = {
+        m.name
+        for m, n in zip(before.methods, after.methods, strict=True)
+        if m.prevalence[6] != n.prevalence[6]
+    }
+    assert moved == {"rolling", "history_blend"}
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"batch_col": None}, UsageError, "--backtest needs --batch-col"),
+        ({"output": "out.csv"}, UsageError, "--backtest reports errors only; drop -o"),
+        ({"method": "mle"}, UsageError, "--backtest runs every method; drop --method"),
+        ({"label_delay": 0}, UsageError, "--label-delay must be at least 1"),
+    ],
+)
+def test_backtest_refusals(
+    files: tuple[Path, Path], options: dict[str, object], error: type, message: str
+) -> None:
+    reference, target = files
+    with pytest.raises(error, match=message):
+        run_backtest(_request(reference, target, **options))
+
+
+def test_backtest_needs_the_target_s_labels(files: tuple[Path, Path], tmp_path: Path) -> None:
+    reference, target = files
+    unlabelled = tmp_path / "unlabelled.csv"
+    pl.read_csv(target).drop("label").write_csv(unlabelled)
+    with pytest.raises(InputError, match=r"unlabelled.csv: --backtest needs each batch's labels"):
+        run_backtest(_request(reference, unlabelled))
+
+
+def test_backtest_end_to_end(run_calib: RunCalib, files: tuple[Path, Path], tmp_path: Path) -> None:
+    """One run of the installed command: both tables on stdout, the [0, 1] warning on
+    stderr, and --report holding the workflow's payload."""
+    reference, target = files
+    report = tmp_path / "backtest.json"
+    done = run_calib(
+        [
+            "estimate-shift",
+            "--reference",
+            str(reference),
+            "--target",
+            str(target),
+            "--batch-col",
+            "week",
+            "--backtest",
+            "--label-delay",
+            "2",
+            "--bootstrap",
+            "10",
+            "--seed",
+            "3",
+            "--report",
+            str(report),
+        ]
+    )
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert f"Backtest of {target}: 8 batches by week, labels 2 batches late" in text
+    assert "Estimates per batch" in text
+    assert "history_blend: the interval of the first 8 batches is [0, 1]" in done.stderr.decode()
+    payload = json.loads(report.read_text())
+    expected = json.loads(dumps(backtest_payload(run_backtest(_request(reference, target)))))
+    assert payload == expected
+    assert list(payload) == [
+        "batch_col", "label_delay", "reference_prevalence", "ci_level", "best_method",
+        "methods", "batches",
+    ]  # fmt: skip
+
+
+# ------------------------------------------------------------------------------ --history
+
+
+@pytest.fixture(scope="module")
+def history_files(
+    files: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> tuple[Path, Path]:
+    """The first 6 batches as labelled history, the last 2 as the new (target) batches."""
+    _, target = files
+    root = tmp_path_factory.mktemp("history")
+    frame = pl.read_csv(target)
+    history, new = root / "history.csv", root / "new.csv"
+    frame.filter(pl.col("week") < 6).write_csv(history)
+    frame.filter(pl.col("week") >= 6).write_csv(new)
+    return history, new
+
+
+def test_history_blend_learnt_on_the_past_batches_only(
+    files: tuple[Path, Path], history_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """The blend of the 2 new batches is core's history_blend over the 6 past batches'
+    estimate-shift figures (as they would have been estimated, labels 2 batches late) and
+    the new batches' own; the new batches' labels are never read."""
+    reference, _ = files
+    history, new = history_files
+    options = {"reference": str(reference), "batch_col": "week", "n_bootstrap": 10, "seed": 3}
+    warnings: list[str] = []
+    result = run_estimate_shift(
+        EstimateShiftRequest(target=str(new), history=str(history), label_delay=2, **options),  # type: ignore[arg-type]
+        warn=warnings.append,
+    )
+    assert result.history is not None
+    past = run_estimate_shift(EstimateShiftRequest(target=str(history), **options))  # type: ignore[arg-type]
+    truth = [b.true_prevalence for b in past.batches]
+    shift = [b.estimate.prevalence for b in past.batches + result.batches]
+    pcc = [b.estimate.pcc for b in past.batches + result.batches]
+    schedule = history_schedule(6, 2, label_delay=2)
+    rates = np.array([*truth, 0.0, 0.0])
+    candidates = history_candidates(
+        shift, pcc, rates, reference_rate=past.model.reference_prevalence, last=schedule
+    )
+    blend = history_blend(candidates, rates, last=schedule)
+    assert result.history.prevalence.tolist() == blend.prevalence[6:].tolist()
+    assert result.history.n_history.tolist() == [6, 6]
+    assert result.history.history_batches == tuple(range(6))
+    assert result.history.candidate_mae.tolist() == pytest.approx(
+        np.mean(np.abs(candidates[:6] - rates[:6, None]), axis=0).tolist(), abs=1e-15
+    )
+    assert warnings[-1] == (
+        "--history: 6 past batches are too few for a 95% conformal interval (it needs 19); "
+        "the interval of the blend is [0, 1]"
+    )
+    payload = json.loads(dumps(history_payload(result.history, result.batches)))
+    assert list(payload) == [
+        "file", "label_delay", "past_batches", "past_rows", "ci_level", "candidates",
+        "blend_mae", "batches",
+    ]  # fmt: skip
+    assert payload["batches"][1]["change"] == pytest.approx(
+        blend.prevalence[7] - result.batches[1].estimate.prevalence, abs=1e-15
+    )
+    # flipping the new batches' labels changes nothing the blend reports
+    flipped = tmp_path / "flipped.csv"
+    pl.read_csv(new).with_columns(1 - pl.col("label")).write_csv(flipped)
+    again = run_estimate_shift(
+        EstimateShiftRequest(target=str(flipped), history=str(history), label_delay=2, **options)  # type: ignore[arg-type]
+    )
+    assert again.history is not None
+    assert again.history.prevalence.tolist() == result.history.prevalence.tolist()
+    assert again.history.ci_low.tolist() == result.history.ci_low.tolist()
+
+
+def test_history_refusals(
+    files: tuple[Path, Path], history_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    reference, _ = files
+    history, new = history_files
+    base = {"reference": str(reference), "target": str(new), "history": str(history)}
+    with pytest.raises(UsageError, match="--history needs --batch-col"):
+        run_estimate_shift(EstimateShiftRequest(**base))  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match="drop --history"):
+        run_backtest(EstimateShiftRequest(**base, batch_col="week", backtest=True))  # type: ignore[arg-type]
+    unlabelled = tmp_path / "past.csv"
+    pl.read_csv(history).drop("label").write_csv(unlabelled)
+    with pytest.raises(InputError, match=r"past.csv: --history needs the past batches' labels"):
+        run_estimate_shift(
+            EstimateShiftRequest(**{**base, "history": str(unlabelled)}, batch_col="week")  # type: ignore[arg-type]
+        )
