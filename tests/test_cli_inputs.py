@@ -13,6 +13,7 @@ import gzip
 import json
 import math
 import re
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -458,3 +459,21 @@ def test_tab_and_pipe_separated_files(tmp_path: Path, separator: str, named: str
     result = run_reliability(ReliabilityRequest(file=str(path), dialect=dialect))
     figures = [json.loads(dumps(reliability_payload(r))) for r in (result, reference)]
     assert figures[0] == figures[1] and figures[0]["n"] == 40
+
+
+def test_rows_for_a_terminal_are_refused_before_any_input_is_read(
+    dirs: dict[str, Path], in_dir: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True)
+    message = "give -o PATH for the output (or -o - to print the rows here)"
+    missing = "missing.csv"  # would be exit 66 if anything were read before the check
+    requests = [
+        (run_recalibrate, RecalibrateRequest(file="data.csv", fit=missing, method="platt")),
+        (
+            run_rerank_strata,
+            RerankStrataRequest(reference=missing, target="data.csv", strata_col="stratum"),
+        ),
+    ]
+    for run, request in requests:
+        with pytest.raises(UsageError, match=re.escape(message)):
+            in_dir(dirs["plain"], run, request)

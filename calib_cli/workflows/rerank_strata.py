@@ -191,6 +191,7 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
     )
     added_columns = _added_columns(request)
     refuse_added_columns(request.target, added_columns, input_format=request.input_format)
+    data_destination(request.output)  # rows on a terminal (no -o): refused before any work
     engine: Engine = "memory"
     if request.pca_features is None and not request.estimate_target_prevalence:
         engine = choose_engine(
