@@ -26,11 +26,12 @@ Methods, all on the same scores and the same reference rows:
   (it evaluates a kernel of every reference row at every batch row);
 * "no shift": the reference rate; "rolling mean": the mean rate of the last four weeks whose
   labels have arrived, labels arriving two weeks late (the reference rate before any has);
-* calib's history blend (:mod:`calib_cli.core.shift_history`, what ``--history`` is to do):
-  for week t, the candidates mle, PCC, no shift, rolling means of the last 1 and 4 labelled
-  weeks and PCC corrected by its errors over them, weighted by the inverse of their mean
-  absolute error on the weeks labelled by then (t - 2 and before), with a split-conformal
-  interval from the blend's own past errors ([0, 1] until 19 of them).
+* calib's history blend (:mod:`calib_cli.core.shift_history`, what ``estimate-shift
+  --history`` computes for a new week from the labelled weeks before it): for week t, the
+  candidates mle, PCC, no shift, rolling means of the last 1 and 4 labelled weeks and PCC
+  corrected by its errors over them, weighted by the inverse of their mean squared error on
+  the weeks labelled by then (t - 2 and before), with a split-conformal interval from the
+  blend's own past errors ([0, 1] until 19 of them).
 
 Reported: mean absolute error (MAE) over the batches, and for methods with intervals the share
 of batches whose 95% interval holds the true rate. The **exact label shift** experiment draws

@@ -65,10 +65,12 @@ def test_rates_must_be_rates() -> None:
         history_candidates([0.1], [0.1, 0.2], [0.1], reference_rate=0.1, label_delay=1)
 
 
-def test_blend_weights_inverse_mean_absolute_error() -> None:
-    # mean |e|: 0.1, 0.2, 0.4 -> 1/e: 10, 5, 2.5 -> 4/7, 2/7, 1/7
+def test_blend_weights_inverse_mean_squared_error() -> None:
+    # mean e^2: 0.01, 0.04, 0.16 -> 1/e^2: 100, 25, 6.25 -> 16/21, 4/21, 1/21
     w = blend_weights([[0.1, -0.2, 0.4], [-0.1, 0.2, -0.4]])
-    assert w.tolist() == pytest.approx([4 / 7, 2 / 7, 1 / 7], rel=1e-14)
+    assert w.tolist() == pytest.approx([16 / 21, 4 / 21, 1 / 21], rel=1e-14)
+    # mean e^2 of (0.1, 0.3) is 0.05, of (0.2, 0.2) 0.04: squares, not absolute values
+    assert blend_weights([[0.1, 0.2], [0.3, 0.2]]).tolist() == pytest.approx([4 / 9, 5 / 9])
     assert blend_weights([[0.0, 0.1, 0.0]]).tolist() == [0.5, 0.0, 0.5]
 
 
@@ -105,9 +107,9 @@ def test_history_blend_learns_the_right_candidate() -> None:
     blend = history_blend(candidates, truth, label_delay=2, min_history=3, fallback=2)
     assert blend.weights[:4].tolist() == [[0.0, 0.0, 1.0]] * 4  # fewer than 3 labelled
     assert blend.n_history.tolist() == [0, 0, *range(1, 29)]
-    # the last batch learns from batches 0..27; their mean |error|: 0.05, 0.2 d and d
-    d = np.mean(np.abs(truth[:28] - 0.3))
-    inverse = np.array([1 / 0.05, 1 / (0.2 * d), 1 / d])
+    # the last batch learns from batches 0..27; their mean squared error: 0.05^2, 0.04 d, d
+    d = np.mean(np.square(truth[:28] - 0.3))
+    inverse = np.array([1 / 0.05**2, 1 / (0.04 * d), 1 / d])
     assert blend.weights[-1].tolist() == pytest.approx((inverse / inverse.sum()).tolist())
     assert blend.prevalence[-1] == pytest.approx(candidates[-1] @ blend.weights[-1])
     # the interval: [0, 1] until 19 past errors (batch 20 with K = 2), then conformal

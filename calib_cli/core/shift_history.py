@@ -15,13 +15,16 @@ Candidates (:func:`history_candidates`), each a number per batch:
 * PCC corrected by its mean error over the last :math:`W` labelled batches
   (:func:`residual_corrected`: a rolling recalibration of the mean posterior).
 
-The blend (:func:`history_blend`) weights the candidates by the inverse of their mean absolute
+The blend (:func:`history_blend`) weights the candidates by the inverse of their mean squared
 error on the labelled batches (each candidate's past value was itself computed from the labels
 available then, so these errors are out of sample):
-:math:`\\hat y_t = \\sum_j w_{tj} c_{tj}`, :math:`w_{tj} \\propto 1 / \\mathrm{MAE}_j(s \\le t-K)`.
-Inverse-error weighting is the classical forecast combination of Bates and Granger (1969):
-with few past batches it does not chase the single best candidate (whose lead is mostly noise)
-and it keeps the diversity of candidates that err differently.
+:math:`\\hat y_t = \\sum_j w_{tj} c_{tj}`,
+:math:`w_{tj} \\propto 1 / \\mathrm{mean}_{s \\le t-K} (c_{sj} - y_s)^2`. This is the
+forecast combination of Bates and Granger (1969), optimal for unbiased candidates with
+uncorrelated errors and, with few past batches, more accurate than picking the candidate that
+led so far (its lead is mostly noise): it keeps candidates that err differently, and a
+candidate that is right on this data (the label-shift estimate under label shift, PCC under
+covariate shift) gains weight as batches accumulate.
 
 Its interval is split-conformal on the blend's own past absolute errors
 :math:`r_s = |\\hat y_s - y_s|`, :math:`s \\le t - K`: the half-width is the
@@ -278,7 +281,7 @@ def history_candidates(
 
 
 def blend_weights(errors: npt.ArrayLike) -> FloatArray:
-    """Inverse-mean-absolute-error weights of candidates from their past errors.
+    """Inverse-mean-squared-error weights of candidates from their past errors.
 
     Parameters
     ----------
@@ -288,20 +291,20 @@ def blend_weights(errors: npt.ArrayLike) -> FloatArray:
     Returns
     -------
     ndarray of shape (n_candidates,)
-        :math:`w_j \\propto 1 / \\mathrm{mean}_s |e_{sj}|`, summing to 1; candidates with no
-        error at all share the whole weight.
+        :math:`w_j \\propto 1 / \\mathrm{mean}_s e_{sj}^2` (Bates and Granger 1969), summing to
+        1; candidates with no error at all share the whole weight.
 
     Examples
     --------
     >>> blend_weights([[0.1, -0.2], [-0.1, 0.2]]).round(4).tolist()
-    [0.6667, 0.3333]
+    [0.8, 0.2]
     """
-    err = np.abs(np.asarray(errors, dtype=np.float64))
+    err = np.asarray(errors, dtype=np.float64)
     if err.ndim != 2 or err.shape[0] < 1 or err.shape[1] < 1:
         raise InputError(f"errors must be a non-empty 2-D array, got shape {err.shape}")
     if not np.isfinite(err).all():
         raise InputError("errors must be finite")
-    mean = err.mean(axis=0)
+    mean = np.square(err).mean(axis=0)
     exact = mean == 0.0
     inverse = exact.astype(np.float64) if exact.any() else 1.0 / mean
     result: FloatArray = inverse / inverse.sum()
