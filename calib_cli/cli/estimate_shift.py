@@ -144,7 +144,8 @@ def estimate_shift(
         typer.Option(
             "--label-delay",
             min=1,
-            help="--backtest and --history: batch t sees the labels of batches up to t - K.",
+            help="--backtest and --history: labels arrive this many batches late (K: batch t "
+            "sees the labels of batches up to t - K).",
         ),
     ] = 1,
     history: Annotated[
