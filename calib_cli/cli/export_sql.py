@@ -9,6 +9,7 @@ import typer
 
 from calib_cli.cli.options import DebugOpt, NoColorOpt, QuietOpt, chosen, chosen_or_none
 from calib_cli.cli.session import command_session
+from calib_cli.errors import UsageError
 from calib_cli.sql.dialects import SQL_DIALECTS
 from calib_cli.types import ScoreKind
 
@@ -19,6 +20,40 @@ EPILOG = (
 
 DialectChoice = Enum("DialectChoice", {name: name for name in SQL_DIALECTS}, type=str)  # type: ignore[misc]
 ExportScoreKind = Enum("ExportScoreKind", {k: k for k in ("probability", "logit", "raw")}, type=str)  # type: ignore[misc]
+
+
+EmitSqlOpt = Annotated[
+    bool,
+    typer.Option(
+        "--emit-sql", help="Print the SQL that does this inside an engine (--dialect, --table)."
+    ),
+]
+SqlDialectOpt = Annotated[
+    DialectChoice | None,
+    typer.Option(
+        "--dialect", help="With --emit-sql: the engine's SQL dialect.", show_default=False
+    ),
+]
+TableOpt = Annotated[
+    str | None,
+    typer.Option("--table", help="With --emit-sql: the table or view to read.", show_default=False),
+]
+
+
+def sql_target(
+    emit_sql: bool, sql_dialect: Enum | None, table: str | None, *, inputs: bool
+) -> tuple[str, str] | None:
+    """``(dialect, table)`` of an --emit-sql run, None for a run on files; mixed or
+    incomplete options are usage errors."""
+    if not emit_sql:
+        if sql_dialect is not None or table is not None:
+            raise UsageError("--dialect and --table go with --emit-sql")
+        return None
+    if inputs:
+        raise UsageError("--emit-sql reads no FILE: it prints SQL that reads --table")
+    if sql_dialect is None or table is None:
+        raise UsageError("--emit-sql needs --dialect and --table")
+    return chosen(sql_dialect), table
 
 
 def export_sql(

@@ -6,6 +6,7 @@ from typing import Annotated, cast
 
 import typer
 
+from calib_cli.cli.export_sql import EmitSqlOpt, SqlDialectOpt, TableOpt, sql_target
 from calib_cli.cli.options import (
     DEFAULT_SEED,
     INPUT_HELP,
@@ -24,6 +25,7 @@ from calib_cli.cli.options import (
     csv_dialect,
 )
 from calib_cli.cli.session import command_session, emit_report
+from calib_cli.errors import UsageError
 from calib_cli.types import InputFormat
 
 EPILOG = (
@@ -33,11 +35,16 @@ EPILOG = (
 
 
 def resample(
-    file: Annotated[str, typer.Argument(help=INPUT_HELP, show_default=False)],
+    file: Annotated[str | None, typer.Argument(help=INPUT_HELP, show_default=False)] = None,
     output: Annotated[
-        str,
-        typer.Option("-o", "--output", help="Output file, or '-' for stdout.", show_default=False),
-    ],
+        str | None,
+        typer.Option(
+            "-o",
+            "--output",
+            help="Output file, or '-' for stdout (--emit-sql: the SQL's file).",
+            show_default=False,
+        ),
+    ] = None,
     negative_rate: Annotated[
         float | None, typer.Option("--negative-rate", help="Keep each negative with probability W.")
     ] = None,
@@ -94,6 +101,9 @@ def resample(
     output_format: OutputFormatOpt = None,
     report: ReportOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
+    emit_sql: EmitSqlOpt = False,
+    sql_dialect: SqlDialectOpt = None,
+    table: TableOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     debug: DebugOpt = False,
@@ -101,6 +111,34 @@ def resample(
     """Downsample negatives (and optionally positives) by a deterministic, portable hash rule,
     streaming, and record the rates for `calib recalibrate --sampling-record`."""
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        target = sql_target(emit_sql, sql_dialect, table, inputs=file is not None)
+        if target is not None:
+            from calib_cli.workflows.export_sql import ResampleSqlRequest, run_resample_sql
+
+            if record is not None or report is not None:
+                raise UsageError("--emit-sql writes no --record or --report (the engine samples)")
+            sql_request = ResampleSqlRequest(
+                dialect=target[0],
+                table=target[1],
+                key_col=key_col,
+                label_col=label_col,
+                positive_label=positive_label,
+                seed=seed,
+                negative_rate=negative_rate,
+                positive_rate=positive_rate,
+                target_positive_rate=target_positive_rate,
+                target_ratio=target_ratio,
+                strata_col=strata_col,
+                rates_file=rates_file,
+                weight_col_out=weight_col_out,
+                output=output or "-",
+            )
+            run_resample_sql(sql_request, warn=session.warn)
+            return
+        if file is None:
+            raise UsageError("missing argument 'FILE' (or --emit-sql --dialect D --table T)")
+        if output is None:
+            raise UsageError("missing option '-o' / '--output'")
         from calib_cli.report.payloads import resample_payload
         from calib_cli.report.tables import resample_table
         from calib_cli.workflows.resample import ResampleRequest, run_resample

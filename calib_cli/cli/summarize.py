@@ -6,6 +6,7 @@ from typing import Annotated, cast
 
 import typer
 
+from calib_cli.cli.export_sql import EmitSqlOpt, SqlDialectOpt, TableOpt, sql_target
 from calib_cli.cli.options import (
     INPUT_HELP,
     DebugOpt,
@@ -26,6 +27,7 @@ from calib_cli.cli.options import (
     max_invalid,
 )
 from calib_cli.cli.session import command_session, emit_report
+from calib_cli.errors import UsageError
 from calib_cli.types import InputFormat, OnInvalid
 
 EPILOG = (
@@ -36,18 +38,19 @@ EPILOG = (
 
 def summarize(
     files: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(help=INPUT_HELP + " Several files are merged.", show_default=False),
-    ],
+    ] = None,
     output: Annotated[
-        str,
+        str | None,
         typer.Option(
             "-o",
             "--output",
-            help="Summary file: Parquet, or JSON when it ends in .json; '-' for stdout (Parquet).",
+            help="Summary file: Parquet, or JSON when it ends in .json; '-' for stdout (Parquet)."
+            " With --emit-sql: the SQL's file (default stdout).",
             show_default=False,
         ),
-    ],
+    ] = None,
     score_col: Annotated[
         list[str] | None,
         typer.Option(
@@ -72,12 +75,38 @@ def summarize(
     on_invalid: OnInvalidOpt = "error",
     max_invalid_rows: MaxInvalidOpt = None,
     report: ReportOpt = None,
+    emit_sql: EmitSqlOpt = False,
+    sql_dialect: SqlDialectOpt = None,
+    table: TableOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     debug: DebugOpt = False,
 ) -> None:
     """Summarise scored rows into a small mergeable file that reliability reads (--from-summary)."""
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        target = sql_target(emit_sql, sql_dialect, table, inputs=bool(files))
+        if target is not None:
+            from calib_cli.workflows.export_sql import SummarizeSqlRequest, run_summarize_sql
+
+            if (score_col is not None and len(score_col) > 1) or report is not None:
+                raise UsageError("--emit-sql takes one --score-col and writes no --report")
+            sql_request = SummarizeSqlRequest(
+                dialect=target[0],
+                table=target[1],
+                score_col=(score_col or ["score"])[0],
+                label_col=label_col,
+                weight_col=weight_col,
+                by=by,
+                positive_label=positive_label,
+                bins=bins,
+                output=output or "-",
+            )
+            run_summarize_sql(sql_request, warn=session.warn)
+            return
+        if not files:
+            raise UsageError("missing argument 'FILES...' (or --emit-sql --dialect D --table T)")
+        if output is None:
+            raise UsageError("missing option '-o' / '--output'")
         from calib_cli.report.payloads import summarize_payload
         from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
 
