@@ -401,3 +401,19 @@ def test_a_csv_read_as_one_column_suggests_the_separator(
     table = calib_io.Table(pl.DataFrame({text: ["1"]}), "one.csv", "csv")
     with pytest.raises(InputError, match=re.escape(f"columns are: {text}; {message}")):
         table.scores("score")
+
+
+def test_a_row_with_more_fields_than_the_header_names_the_separator(tmp_path: Path) -> None:
+    path = tmp_path / "dc.csv"
+    path.write_text("score,label\n0,5,1\n0,25,0\n")  # a decimal comma in a comma CSV
+    hint = "with --decimal-comma, separate fields with another character: add --separator ';'"
+    with calib_io.using_dialect(CsvDialect(decimal_comma=True)):
+        with pytest.raises(
+            InputError, match=re.escape("dc.csv: cannot read as CSV: ") + ".*" + re.escape(hint)
+        ):
+            calib_io.read_table(str(path))
+        lazy, _ = calib_io.scan_table(str(path))
+        with pytest.raises(InputError, match=re.escape(hint)):
+            calib_io.scan.collect(lambda: lazy.collect(), "dc.csv")
+    with pytest.raises(InputError, match=r"more fields than the header: check --separator$"):
+        calib_io.read_table(str(path))

@@ -26,6 +26,7 @@ __all__ = [
     "CsvDialect",
     "current_dialect",
     "number_text",
+    "parse_error_hint",
     "refuse_one_column",
     "separator_hint",
     "using_dialect",
@@ -89,3 +90,19 @@ def refuse_one_column(columns: list[str], name: str) -> None:
     hint = separator_hint(columns)
     if hint:
         raise InputError(f"{name}: read as one column {columns[0]!r}{hint}")
+
+
+def parse_error_hint(message: str) -> str:
+    """A hint for a CSV row with more fields than its header (a parser's message), most
+    often a decimal comma in a comma-separated file, else ``""``.
+
+    >>> with using_dialect(CsvDialect(decimal_comma=True)):
+    ...     parse_error_hint("found more fields than defined in 'Schema'")
+    "; with --decimal-comma, separate fields with another character: add --separator ';'"
+    """
+    if "more fields than defined" not in message:
+        return ""
+    dialect = current_dialect()
+    if dialect.decimal_comma and dialect.separator in (None, ","):
+        return "; with --decimal-comma, separate fields with another character: add --separator ';'"
+    return "; a row has more fields than the header: check --separator"

@@ -13,7 +13,7 @@ import polars as pl
 
 from calib_cli.errors import InputError, MissingInputError
 from calib_cli.interrupts import wait_if_interrupted
-from calib_cli.io.dialect import current_dialect, refuse_one_column
+from calib_cli.io.dialect import current_dialect, parse_error_hint, refuse_one_column
 from calib_cli.io.formats import ARROW_FILE_MAGIC, GZIP_MAGIC, STDIO, display_name, resolve_format
 from calib_cli.io.table import Table
 from calib_cli.types import InputFormat
@@ -113,7 +113,8 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
         first_line = (
             str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         )
-        raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
+        hint = parse_error_hint(first_line)
+        raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}{hint}") from None
 
 
 # ------------------------------------------------------------------ types of text columns

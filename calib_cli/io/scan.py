@@ -9,7 +9,7 @@ from typing import Any
 import polars as pl
 
 from calib_cli.errors import InputError
-from calib_cli.io.dialect import current_dialect, refuse_one_column
+from calib_cli.io.dialect import current_dialect, parse_error_hint, refuse_one_column
 from calib_cli.io.formats import STDIO, display_name, resolve_format
 from calib_cli.io.read import check_exists, exact_types, read_table, typed_columns
 from calib_cli.types import InputFormat
@@ -89,7 +89,8 @@ def collect(run: Any, name: str) -> Any:
         return run()
     except pl.exceptions.PolarsError as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
-        raise InputError(f"{name}: cannot read the input: {first_line}") from None
+        hint = parse_error_hint(first_line)
+        raise InputError(f"{name}: cannot read the input: {first_line}{hint}") from None
 
 
 def row_count_hint(path: str, *, input_format: InputFormat | None = None) -> int | None:
