@@ -160,6 +160,7 @@ SeparatorOpt = Annotated[
     str | None,
     typer.Option(
         "--separator",
+        metavar="CHAR",
         help=(
             "Field separator of CSV inputs: one character (';', '|') or 'tab' (default: ',' "
             "for CSV, tab for TSV). CSV outputs are written with it too."
