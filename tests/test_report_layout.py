@@ -106,6 +106,12 @@ def test_one_column_keeps_its_figure_table_and_the_chart_moves_below_at_80() -> 
     assert not any("┃" in line and "┤" in line for line in narrow.splitlines())
     assert next(line for line in narrow.splitlines() if "┤" in line).startswith("1 ┤")
     assert any("Bins: score" in line and "1 ┤" in line for line in wide.splitlines())
+    # narrower than the bin table: packed tables, every edge and interval whole
+    tight = render(reliability_report(result), 50)
+    assert_fits(tight, 50)
+    for current in result.entries[0].summary.bins:
+        assert f"{current.lower:.4f}–{current.upper:.4f}" in tight
+        assert f"{fmt(current.observed_ci_low)}–{fmt(current.observed_ci_high)}" in tight
 
 
 def test_many_groups_switch_to_one_row_per_group_with_every_figure(tmp_path: Path) -> None:

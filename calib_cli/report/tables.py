@@ -7,7 +7,7 @@ for diagnostics). Rendering returns values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,6 +16,7 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.measure import Measurement
 from rich.segment import Segment
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
@@ -214,17 +215,16 @@ class LongTable:
             yield from console.render(
                 Text(self.title, style="table.title", overflow="fold"), options
             )
+        limit = max(options.max_width, 1)
         for line in self._line([c.heading for c in self.columns], widths, gap):
-            yield Segment(line, bold)
-            yield Segment.line()
-        rule_width = sum(widths) + LONG_GAP * (len(widths) - 1)
+            yield from _folded(line, limit, bold)
+        rule_width = min(sum(widths) + LONG_GAP * (len(widths) - 1), limit)
         yield Segment("─" * rule_width, console.get_style("dim"))
         yield Segment.line()
         for row in range(len(self.columns[0].cells)):
             style = bold if row in self.bold_rows else None
             for line in self._line([c.cells[row] for c in self.columns], widths, gap):
-                yield Segment(line, style)
-                yield Segment.line()
+                yield from _folded(line, limit, style)
 
     def _line(self, cells: Sequence[str], widths: Sequence[int], gap: str) -> list[str]:
         """A row on one or more lines: label cells folded to their width, figures whole."""
@@ -242,6 +242,14 @@ class LongTable:
                 parts.append(text.ljust(width) if column.label else text.rjust(width))
             lines.append(gap.join(parts).rstrip())
         return lines
+
+
+def _folded(line: str, width: int, style: Style | None) -> Iterator[Segment]:
+    """A line as segments, folded onto more lines when it is wider than ``width`` (Rich
+    crops a line wider than the console: a figure would lose its last digits)."""
+    for start in range(0, max(len(line), 1), width):
+        yield Segment(line[start : start + width], style)
+        yield Segment.line()
 
 
 class PackedTables:
@@ -512,20 +520,21 @@ def _span(low: float, high: float, digits: int = 4) -> str:
     return f"{fmt(low, digits)}–{fmt(high, digits)}"
 
 
-def reliability_bin_table(summary: ReliabilitySummary, *, title: str) -> Table:
-    """The bin table: edges, weighted count, mean score, observed rate and its Wilson CI."""
-    table = Table(title=title, title_justify="left", header_style="bold")
-    for heading in ("bin", "count", "mean score", "observed", "95% CI (Wilson)"):
-        table.add_column(heading, justify="right", no_wrap=True, overflow="fold")
-    for current in summary.bins:
-        table.add_row(
+def reliability_bin_table(summary: ReliabilitySummary, *, title: str) -> RenderableType:
+    """The bin table: edges, weighted count, mean score, observed rate and its Wilson CI (a
+    Rich table, or packed narrower tables on a console too narrow for it; see
+    :func:`row_table`)."""
+    rows = [
+        [
             f"{current.lower:.4f}–{current.upper:.4f}",
             fmt_count(current.count),
             fmt(current.mean_score),
             fmt(current.observed_rate),
             _span(current.observed_ci_low, current.observed_ci_high),
-        )
-    return table
+        ]
+        for current in summary.bins
+    ]
+    return row_table(title, ("bin", "count", "mean score", "observed", "95% CI (Wilson)"), rows)
 
 
 _NICE_LIMITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
