@@ -477,3 +477,39 @@ def test_rows_for_a_terminal_are_refused_before_any_input_is_read(
     for run, request in requests:
         with pytest.raises(UsageError, match=re.escape(message)):
             in_dir(dirs["plain"], run, request)
+
+
+def test_side_files_are_read_in_the_dialect_too(dirs: dict[str, Path], in_dir: Any) -> None:
+    """--rates-file (resample) and --prevalence-file (rerank-strata) are CSVs of the run."""
+    for kind, dialect in (("plain", CsvDialect()), ("euro", EURO)):
+        separator, point = (";", ",") if kind == "euro" else (",", ".")
+        folder = dirs[kind]
+        (folder / "rates.csv").write_text(
+            f"stratum{separator}negative_rate\nA{separator}0{point}25\nB{separator}0{point}5\n"
+        )
+        (folder / "prevalence.csv").write_text(
+            f"stratum{separator}prevalence\nA{separator}0{point}2\nB{separator}0{point}35\n"
+        )
+        resample = ResampleRequest(
+            file="data.csv",
+            output="kept.csv",
+            strata_col="stratum",
+            rates_file="rates.csv",
+            record="record.json",
+            dialect=dialect,
+        )
+        in_dir(folder, run_resample, resample)
+        rerank = RerankStrataRequest(
+            reference="ref.csv",
+            target="data.csv",
+            output="rerank.csv",
+            strata_col="stratum",
+            prevalence_file="prevalence.csv",
+            dialect=dialect,
+        )
+        in_dir(folder, run_rerank_strata, rerank)
+    for output in ("kept.csv", "rerank.csv"):
+        plain = (dirs["plain"] / output).read_text()
+        assert _to_plain((dirs["euro"] / output).read_text()) == plain
+    kept = pl.read_csv(dirs["plain"] / "kept.csv")
+    assert 0 < kept.height < 300  # the rates were read: some negatives were left out
