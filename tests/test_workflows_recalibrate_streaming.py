@@ -153,13 +153,15 @@ def test_on_invalid_drop_streams_the_valid_rows(tmp_path: Path) -> None:
                 method="prior",
                 negative_rate=0.5,
                 on_invalid="drop",
+                max_invalid=2,
                 engine=engine,
             ),
             warn=warnings.append,
         )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
-    assert warnings == [f"{source}: dropped 2 invalid rows of 4"] * 2
+    reasons = "(score not a number: 1, score outside [0, 1]: 1)"
+    assert warnings == [f"{source}: dropped 2 invalid rows of 4 {reasons}"] * 2
 
 
 def test_cross_fit_is_refused_with_the_streaming_engine(tmp_path: Path) -> None:
@@ -301,3 +303,44 @@ def test_the_sink_and_each_summary_run_in_passes_of_their_own(
     streaming, memory = (recalibrate_payload(r)["input"] for r in (result, expected))
     assert streaming["rows"] == memory["rows"]
     assert streaming["after"]["log_loss"] == pytest.approx(memory["after"]["log_loss"], rel=1e-10)
+
+
+@pytest.mark.parametrize("kind", ["skewed", "ties", "rare"])
+@pytest.mark.parametrize("strict", [False, True])
+def test_streaming_isotonic_is_the_exact_fit(tmp_path: Path, kind: str, strict: bool) -> None:
+    """The isotonic fit made from a coarse summary and refinement passes has the knots of the
+    fit on the rows (block ends exactly, values and strict centres to float summation),
+    weighted (with rows of weight 0) or not."""
+    frame = _frame(20_000, seed=3, kind=kind).with_columns(
+        weight=pl.Series(np.random.default_rng(4).integers(0, 3, 20_000), dtype=pl.Float64)
+    )
+    source = _write(frame, tmp_path / f"fit_{kind}.parquet")
+    params = {}
+    for engine in ("memory", "streaming"):
+        model = tmp_path / f"{engine}.json"
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source),
+                method="isotonic",
+                strict=strict,
+                weight_col="weight",
+                save_model=str(model),
+                engine=engine,
+            )
+        )
+        saved = json.loads(model.read_text())
+        params[engine] = saved["params"]
+    if strict:  # block centres: weighted means, summed in another order
+        np.testing.assert_allclose(
+            params["streaming"]["x_knots"], params["memory"]["x_knots"], rtol=1e-12
+        )
+    else:  # block ends: the scores themselves
+        assert params["streaming"]["x_knots"] == params["memory"]["x_knots"]
+    np.testing.assert_allclose(
+        params["streaming"]["y_knots"], params["memory"]["y_knots"], rtol=0, atol=1e-12
+    )
+    engine_record = saved["fitted_on"]["engine"]
+    assert engine_record["grid"]["mantissa_bits"] == 14
+    assert engine_record["exact"] is True
+    # ties: every cell of the grid holds one distinct score, nothing to refine
+    assert engine_record["refinement_passes"] >= (0 if kind == "ties" else 1)

@@ -18,7 +18,7 @@ from calib_cli.artifacts import (
     steps_artifact,
     steps_of,
 )
-from calib_cli.core.cells import CellSums, fit_on_cells
+from calib_cli.core.cells import CellSums, cell_facts, fit_on_cells
 from calib_cli.core.chain import (
     ChainFit,
     PriorParams,
@@ -31,10 +31,10 @@ from calib_cli.core.chain import (
     fitted_scores_name,
 )
 from calib_cli.core.effects import AUC_CHANGE_TOLERANCE, auc_change, recalibration_effect
-from calib_cli.core.fit_support import min_class_rows
+from calib_cli.core.fit_support import min_class_rows, require_fit_support
 from calib_cli.core.metrics import CalibrationEffect, EffectFigures
 from calib_cli.core.prior import base_rate_looks_sampled, prior_shift_log_odds
-from calib_cli.core.selection import MethodChoice
+from calib_cli.core.selection import CalibratorParams, MethodChoice
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import InvalidRows, Table
 from calib_cli.io.stream_map import (
@@ -67,6 +67,11 @@ from calib_cli.workflows.common import (
     read_scored_table,
     whole_option,
 )
+from calib_cli.workflows.isotonic_stream import (
+    ISOTONIC_MANTISSA_BITS,
+    IsotonicStreamFit,
+    fit_isotonic_streaming,
+)
 
 ISOTONIC_EPS = 1e-6
 #: The grid of the summary a streaming fit is made on (finer than the reliability default of
@@ -76,12 +81,25 @@ FIT_MANTISSA_BITS = 20
 FIT_EPS = 1e-12
 
 
-def _summary_provenance(on_summary: bool) -> dict[str, Any]:
-    """``fitted_on.engine`` of a fit made on a summary: the engine and its grid."""
+def _summary_provenance(
+    on_summary: bool, isotonic: IsotonicStreamFit | None = None
+) -> dict[str, Any]:
+    """``fitted_on.engine`` of a fit made on a summary: the engine and its grid (for the
+    isotonic fit, exact by refinement: its passes and the cells it resolved)."""
     if not on_summary:
         return {}
-    grid = {"kind": "relative-tails", "mantissa_bits": FIT_MANTISSA_BITS}
-    return {"engine": {"kind": "streaming", "fitted_on": "summary", "grid": grid}}
+    bits = FIT_MANTISSA_BITS if isotonic is None else ISOTONIC_MANTISSA_BITS
+    grid = {"kind": "relative-tails", "mantissa_bits": bits}
+    engine: dict[str, Any] = {"kind": "streaming", "fitted_on": "summary", "grid": grid}
+    if isotonic is not None:
+        engine |= {
+            "exact": True,
+            "refinement_passes": isotonic.refinement_passes,
+            "cells": isotonic.cells,
+            "resolved_cells": isotonic.resolved_cells,
+            "resolved_scores": isotonic.resolved_scores,
+        }
+    return {"engine": engine}
 
 
 HISTOGRAM_BINS = 10
@@ -317,6 +335,8 @@ class _Run:
         self.choice: MethodChoice | None = None
         #: with --on-invalid drop: what each file read lost, by reason
         self.invalid_rows: list[InvalidRows] = []
+        #: a streaming isotonic fit: how its refinement went (for the saved model)
+        self.isotonic_stream: IsotonicStreamFit | None = None
 
     def check_fit_rate(self, name: str, positives: float, negatives: float) -> None:
         """Warn when --fit-data population meets fit data whose base rate is the sampled
@@ -591,7 +611,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
             fit_data=request.fit_data if prior is not None else None,
             sampling_record=request.sampling_record,
             **(_label_facts(labelled) if labelled is not None else {}),
-            **_summary_provenance(fit_scan is not None),
+            **_summary_provenance(fit_scan is not None, run.isotonic_stream),
         )
         save_artifact(request.save_model, steps_artifact(steps, fitted_on))
     destination: str | None = None
@@ -898,10 +918,11 @@ def _stream_fit(
             return apply_step(step, scores, score_kind=request.score_kind, strata=strata)
 
     method = cast("FittedMethod", run.plan.method)  # not auto: _engines keeps it in memory
+    isotonic = method == "isotonic"
     summary = summarize_for_fit(
         scan,
         map_input,
-        mantissa_bits=FIT_MANTISSA_BITS,
+        mantissa_bits=ISOTONIC_MANTISSA_BITS if isotonic else FIT_MANTISSA_BITS,
         eps=FIT_EPS,
         n_folds=None,
         seed=request.seed,
@@ -909,13 +930,17 @@ def _stream_fit(
     cells = _cells(summary)
     positives = float(np.sum(cells.weight[cells.label == 1]))
     run.check_fit_rate(scan.name, positives, float(np.sum(cells.weight)) - positives)
+    what = fitted_scores_name(prior, request.fit_data)
     with io.naming(scan.name):
-        fitted = fit_on_cells(
-            method,
-            cells,
-            options=run.options.get(method, {}),
-            what=fitted_scores_name(prior, request.fit_data),
-        )
+        fitted: CalibratorParams
+        if isotonic:  # exact: refined where the fit on the rows could split a cell
+            require_fit_support(method, cell_facts(cells), what=what)
+            run.isotonic_stream = fit_isotonic_streaming(
+                scan, map_input, summary, options=run.options["isotonic"]
+            )
+            fitted = run.isotonic_stream.params
+        else:
+            fitted = fit_on_cells(method, cells, options=run.options.get(method, {}), what=what)
     steps: tuple[Step, ...] = (fitted,)
     if prior is not None:
         steps = (prior, fitted) if request.fit_data == "population" else (fitted, prior)
