@@ -376,6 +376,7 @@ def run(options: argparse.Namespace) -> str:
     drift_truth: dict[str, np.ndarray] = {}
     exact_truth: dict[str, np.ndarray] = {}
     notes = []
+    blend_notes: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name, y in flights.labels.items():
             _log(f"label {name}: model")
@@ -425,12 +426,11 @@ def run(options: argparse.Namespace) -> str:
                 blend.prevalence, blend.ci_low, blend.ci_high
             )
             finite = np.isfinite(blend.halfwidth)
-            notes.append(
-                f"label {name} history blend: conformal interval finite from week "
-                f"{int(np.argmax(finite)) + 1} on ({int(finite.sum())} weeks), covering "
-                f"{_share(blend, truth, finite)} of them, median half-width "
-                f"{float(np.median(blend.halfwidth[finite])):.3f}; "
-                f"final weights "
+            blend_notes[name] = (
+                f"its intervals are [0, 1] for the first {int(np.argmax(finite))} weeks (fewer "
+                f"than 19 past errors), then cover {_share(blend, truth, finite)} of the "
+                f"{int(finite.sum())} others (median half-width "
+                f"{float(np.median(blend.halfwidth[finite])):.3f}); last week's weights: "
                 + ", ".join(
                     f"{n} {w:.2f}" for n, w in zip(CANDIDATE_NAMES, blend.weights[-1], strict=True)
                 )
@@ -485,7 +485,7 @@ def run(options: argparse.Namespace) -> str:
             f"- label {k}: calib mle {drift_maes[k]['calib mle']:.4f}, best QuaPy "
             f"({best_quapy.removeprefix('QuaPy ')}) {quapy_mae:.4f}, no shift {no_shift:.4f}, "
             f"rolling mean {rolling:.4f}; history blend {blend_mae:.4f}: "
-            f"**{blend_mae / best_other:.2f}x** the best of those (target < 1x)"
+            f"**{blend_mae / best_other:.2f}x** the best of those (target < 1x); " + blend_notes[k]
         )
     size = "quick (`--quick`)" if options.quick else "full"
     elapsed = time.perf_counter() - started
@@ -510,6 +510,15 @@ def run(options: argparse.Namespace) -> str:
             *exact_lines,
             "",
             *summary,
+            *(
+                [
+                    "",
+                    f"(`--quick`: {options.bootstrap} bootstrap replicates per interval, too few "
+                    "for its coverage to mean much; the full run uses 100.)",
+                ]
+                if options.quick
+                else []
+            ),
         ]
     )
     return text
