@@ -129,20 +129,17 @@ def scored_scan(
 
     flags = [expr.fill_null(False).alias(f"_bad{i}") for i, (_, _, expr) in enumerate(checks)]
     counts = [pl.col(f"_bad{i}").sum().alias(f"_bad{i}") for i in range(len(checks))]
-    # each bad row once, under its first problem (the reasons of --on-invalid drop)
-    firsts = [
-        (pl.col(f"_bad{i}") & ~pl.any_horizontal([pl.col(f"_bad{j}") for j in range(i)]))
-        .sum()
-        .alias(f"_first{i}")
-        if i
-        else pl.col("_bad0").sum().alias("_first0")
-        for i in range(len(checks))
-    ]
     any_bad = pl.any_horizontal([pl.col(f"_bad{i}") for i in range(len(checks))])
-    queries = [
-        lazy.select(flags).select(
-            *counts, *firsts, any_bad.sum().alias("_any"), pl.len().alias("_rows")
+    flagged = lazy.select(flags)
+    firsts: list[pl.Expr] = []
+    if on_invalid == "drop":  # each bad row once, under its first problem (its reason)
+        first = pl.coalesce(
+            [pl.when(pl.col(f"_bad{i}")).then(pl.lit(i, pl.Int32)) for i in range(len(checks))]
         )
+        flagged = flagged.with_columns(first.alias("_first"))
+        firsts = [(pl.col("_first") == i).sum().alias(f"_first{i}") for i in range(len(checks))]
+    queries = [
+        flagged.select(*counts, *firsts, any_bad.sum().alias("_any"), pl.len().alias("_rows"))
     ]
     if positive_label is not None:
         text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
