@@ -513,3 +513,41 @@ def test_side_files_are_read_in_the_dialect_too(dirs: dict[str, Path], in_dir: A
         assert _to_plain((dirs["euro"] / output).read_text()) == plain
     kept = pl.read_csv(dirs["plain"] / "kept.csv")
     assert 0 < kept.height < 300  # the rates were read: some negatives were left out
+
+
+def test_reasons_with_several_score_columns_agree_between_engines(tmp_path: Path) -> None:
+    path = tmp_path / "two.csv"
+    rows = ["a,b,label,w"]
+    for i in range(100):
+        a = "x" if i == 1 else ("1.5" if i in (2, 3) else "0.5")
+        b = "-1" if i in (3, 4) else "" if i == 5 else "0.25"
+        label = "7" if i in (5, 6) else str(i % 2)
+        w = "-2" if i in (6, 7) else "1"
+        rows.append(f"{a},{b},{label},{w}")
+    path.write_text("\n".join(rows) + "\n")
+    found = []
+    for engine in ("memory", "streaming"):
+        request = ReliabilityRequest(
+            file=str(path),
+            score_cols=("a", "b"),
+            weight_col="w",
+            on_invalid="drop",
+            max_invalid=10,
+            engine=engine,
+        )
+        invalid = run_reliability(request).invalid_rows
+        assert invalid is not None
+        found.append(dict(invalid.by_reason))
+    # rows 1..7, each under its first problem in the order a, b, label, weight
+    assert (
+        found[0]
+        == found[1]
+        == {
+            "a not a number": 1,
+            "a outside [0, 1]": 2,
+            "b outside [0, 1]": 1,
+            "b missing": 1,
+            "label not 0/1": 1,
+            "w negative": 1,
+        }
+    )
