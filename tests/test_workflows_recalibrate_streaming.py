@@ -340,7 +340,7 @@ def test_streaming_isotonic_is_the_exact_fit(tmp_path: Path, kind: str, strict: 
         params["streaming"]["y_knots"], params["memory"]["y_knots"], rtol=0, atol=1e-12
     )
     engine_record = saved["fitted_on"]["engine"]
-    assert engine_record["grid"]["mantissa_bits"] == 14
+    assert engine_record["grid"]["mantissa_bits"] == 12
     assert engine_record["exact"] is True
     # ties: every cell of the grid holds one distinct score, nothing to refine
     assert engine_record["refinement_passes"] >= (0 if kind == "ties" else 1)
