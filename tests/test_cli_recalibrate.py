@@ -378,8 +378,14 @@ def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Pa
     source = tmp_path / "rb.csv"
     source.write_text("score,label\n0.2,0\n,1\n0.3,0\n1.5,1\n0.4,x\n0.5,1\n")
     done = run_calib(
-        ["recalibrate", str(source), "--negative-rate", "0.5", "-o", "-", "--on-invalid", "drop"]
+        [
+            *("recalibrate", str(source), "--negative-rate", "0.5", "-o", "-"),
+            *("--on-invalid", "drop", "--max-invalid", "3"),
+        ]
     )
     assert done.returncode == 0, done.stderr
     assert pl.read_csv(done.stdout)["score"].to_list() == [0.2, 0.3, 0.5]
-    assert "dropped 3 invalid rows of 6" in done.stderr.decode()
+    assert (
+        "dropped 3 invalid rows of 6 (score missing: 1, score outside [0, 1]: 1, label not 0/1: 1)"
+        in done.stderr.decode()
+    )

@@ -90,10 +90,10 @@ def test_run_reads_the_file_drops_invalid_rows_and_warns(tmp_path: Path) -> None
     lines[4] = "1.5," + lines[4].split(",", 1)[1]  # row 4 of the file: a score above 1
     path.write_text("\n".join(lines) + "\n")
     warnings: list[str] = []
-    request = ReliabilityRequest(file=str(path), on_invalid="drop")
+    request = ReliabilityRequest(file=str(path), on_invalid="drop", max_invalid=1)
     result = run_reliability(request, warn=warnings.append)
     assert result.entries[0].summary.n == 49
-    assert warnings == [f"{path}: dropped 1 invalid row of 50"]
+    assert warnings == [f"{path}: dropped 1 invalid row of 50 (score outside [0, 1]: 1)"]
 
 
 def test_a_non_finite_gate_is_a_usage_error(tmp_path: Path) -> None:
@@ -226,11 +226,13 @@ def test_default_score_column_is_checked_when_dropping_bad_rows(tmp_path: Path) 
     bad.write_text("\n".join([*lines, "1.2,0", "1.5,1", "-0.1,0"]) + "\n")
     warnings: list[str] = []
     result = run_reliability(
-        ReliabilityRequest(file=str(bad), score_cols=(), on_invalid="drop"),
+        ReliabilityRequest(file=str(bad), score_cols=(), on_invalid="drop", max_invalid=0.15),
         warn=warnings.append,
     )
     assert result.entries[0].summary.n == 17
-    assert any(w.endswith("dropped 3 invalid rows of 20") for w in warnings), warnings
+    assert any(
+        w.endswith("dropped 3 invalid rows of 20 (score outside [0, 1]: 3)") for w in warnings
+    ), warnings
 
 
 # ------------------------------------------- streaming against memory, as the JSON reports them

@@ -254,8 +254,10 @@ def test_bad_rows_are_refused_or_dropped_like_reliability(tmp_path: Path) -> Non
     )
     assert not out.exists()
     warnings: list[str] = []
-    result = run_summarize(replace(request, on_invalid="drop"), warn=warnings.append)
-    assert warnings == [f"{bad}: dropped 2 invalid rows of 4"]
+    result = run_summarize(replace(request, on_invalid="drop", max_invalid=2), warn=warnings.append)
+    assert warnings == [
+        f"{bad}: dropped 2 invalid rows of 4 (score outside [0, 1]: 1, label not 0/1: 1)"
+    ]
     assert (result.rows, result.dropped) == (2, 2)
     summary = from_summaries(out)
     assert isinstance(summary, dict) and summary["n"] == 2
