@@ -8,6 +8,7 @@ on the same rows, run in DuckDB.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import numpy as np
@@ -20,9 +21,11 @@ from hypothesis import strategies as st
 
 from calib_cli.core.sampling import (
     ClassRates,
+    hash_string_keys,
     hash_uint64_keys,
     keep_mask,
     row_thresholds,
+    string_buffers,
 )
 from calib_cli.errors import InputError
 from calib_cli.sql.dialects import SQL_DIALECTS
@@ -33,14 +36,15 @@ _CON = duckdb.connect()
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
-def _hashes_in_duckdb(keys: list[int], seed: int) -> list[int]:
+def _hashes_in_duckdb(keys: list[Any], seed: int, key_type: pa.DataType | None = None) -> list[int]:
     """hash64 of each key as the emitted CTEs compute it (hi * 2**32 + lo, in Python)."""
     sql = sampling_sql(
         SamplingQuery(table="t", key_col="id", seed=seed, rates=ClassRates(negative_rate=0.5)),
         dialect_name="duckdb",
     )
     ctes = sql[: sql.index("\nSELECT t.*")]
-    _CON.register("t", pa.table({"id": pa.array(keys, pa.int64()), "label": [0] * len(keys)}))
+    ids = pa.array(keys, key_type or pa.int64())
+    _CON.register("t", pa.table({"id": ids, "label": [0] * len(keys)}))
     result = _CON.execute(f"{ctes}\nSELECT k, hi, lo FROM _calib_hash").fetchall()
     by_key = {k: (hi << 32) | lo for k, hi, lo in result}
     return [by_key[k] for k in keys]
@@ -207,3 +211,46 @@ def test_resample_emit_sql_workflow(tmp_path: Path) -> None:
         options = {"dialect": "spark", "table": "t", "key_col": "id", "negative_rate": 0.1} | bad
         with pytest.raises(OptionError, match=message):
             run_resample_sql(ResampleSqlRequest(**options))  # type: ignore[arg-type]
+
+
+@settings(max_examples=8, deadline=None)
+@given(
+    keys=st.lists(st.text(max_size=12), min_size=1, max_size=40, unique=True),
+    seed=st.sampled_from([0, 42, 2**64 - 1]),
+)
+def test_text_keys_hash_by_fnv1a_in_duckdb(keys: list[str], seed: int) -> None:
+    """Text keys (not all integers): FNV-1a over the UTF-8 bytes, folded in SQL."""
+    keys = [*keys, "", "user-17", "é", "x"]
+    keys = list(dict.fromkeys(keys))
+    expected = hash_string_keys(*string_buffers(np.array(keys, dtype=object)), seed=seed)
+    assert _hashes_in_duckdb(keys, seed, pa.string()) == expected.tolist()
+
+
+def test_integer_text_keys_hash_as_integers_like_calib(tmp_path: Path) -> None:
+    """calib's key rule on a text column: all integer text -> the integers' bits; one key
+    that is not -> every key by FNV-1a; checked against calib resample on the same files."""
+    assert (
+        _hashes_in_duckdb([" 12", "-1", "0"], 0, pa.string())
+        == hash_uint64_keys([12, -1, 0], seed=0).tolist()
+    )
+    for ids in (["7", "-3", "123456789012"], ["7", "-3", "u9"]):
+        rng = np.random.default_rng(6)
+        n = 900
+        table = pa.table(
+            {
+                "row": np.arange(n),
+                # many distinct keys when one is not an integer ("u9..."), 3 otherwise
+                "user_id": pa.array(
+                    [ids[i % 3] + (str(i % 50) if ids[2] == "u9" else "") for i in range(n)]
+                ),
+                "label": (rng.random(n) < 0.3).astype(np.int64),
+            }
+        )
+        source = tmp_path / "rows.parquet"
+        pl.from_arrow(table).write_parquet(source)  # type: ignore[union-attr]
+        out = tmp_path / "sample.parquet"
+        run_resample(ResampleRequest(file=str(source), output=str(out), key_col="user_id",
+                                     negative_rate=0.4, seed=8))  # fmt: skip
+        query = SamplingQuery("t", "user_id", seed=8, rates=ClassRates(0.4))
+        kept = _kept_rows(sampling_sql(query, dialect_name="duckdb"), table)
+        assert kept == sorted(pl.read_parquet(out)["row"].to_list())

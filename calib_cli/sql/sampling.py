@@ -16,18 +16,26 @@ and ``T(rate)`` are computed here, in Python, and appear as limbs. The key's lim
 two's-complement bits: ``(k >> 16 i) & 65535`` of ``CAST(key AS BIGINT)`` (an arithmetic
 shift, then a mask), so ``-1`` is ``0xFFFF...``, as calib reads it.
 
+Keys, as calib reads them: in DuckDB and Spark the key is taken as it is and calib's whole rule
+applies (:func:`calib_cli.io.sampling.key_kind`): when every key casts to a 64-bit integer
+(``TRY_CAST``; integer columns always do) the keys hash as those integers, otherwise every key
+hashes as ``fnv1a64`` of its UTF-8 bytes, folded byte by byte over the same 16-bit limbs
+(``list_reduce`` in DuckDB, ``aggregate`` in Spark; bytes from the text's hex form). BigQuery,
+Snowflake and Postgres have no such fold in plain SQL: there the key must be an integer column
+(``CAST(key AS BIGINT)``).
+
 The query hashes each distinct key once, in a chain of common table expressions (one per step
 of SplitMix64: nesting them as one expression would repeat each limb exponentially often),
 and joins the hashes back to the table, so rows sharing a key are kept or dropped together::
 
     WITH _calib_k AS (SELECT DISTINCT CAST(key AS BIGINT) AS k FROM T),
-         _calib_h1 AS (...), ..., _calib_h7 AS (SELECT k, hi, lo FROM ...)
-    SELECT t.* FROM T AS t JOIN _calib_h7 AS h ON CAST(t.key AS BIGINT) = h.k
+         _calib_h1 AS (...), ..., _calib_hash AS (SELECT k, hi, lo FROM ...)
+    SELECT t.* FROM T AS t JOIN _calib_hash AS h ON CAST(t.key AS BIGINT) = h.k
     WHERE <the row's class (and stratum) threshold against (hi, lo)>
 
-Limits, against ``calib resample`` on a file: the key must be an integer column (or text every
-engine casts to a 64-bit integer); string keys (FNV-1a over UTF-8 bytes) and the row-number key
-(a table has no row order) are not emitted. Rows whose key or label is NULL, or whose stratum
+Limits, against ``calib resample`` on a file: the row-number key (a table has no row order) is
+not emitted; text keys only in DuckDB and Spark; integer text beyond the int64 range (which
+calib reads as unsigned) hashes as text in SQL. Rows whose key or label is NULL, or whose stratum
 has no rates, are not returned (``calib resample`` refuses such input). The label is positive
 where ``CAST(label AS DOUBLE) = 1`` (0/1 integers or doubles; booleans too in DuckDB, Spark and
 Snowflake, while BigQuery and Postgres cast no boolean to a double: there pass
@@ -42,7 +50,7 @@ from dataclasses import dataclass
 
 from calib_cli.core.sampling import UINT64_MAX, ClassRates, rate_threshold
 from calib_cli.errors import InputError
-from calib_cli.sql.dialects import dialect
+from calib_cli.sql.dialects import Dialect, dialect
 from calib_cli.sql.tree import (
     Binary,
     BitAnd,
@@ -54,6 +62,7 @@ from calib_cli.sql.tree import (
     Int,
     Node,
     Not,
+    Raw,
     ShiftRight,
     Text,
     Xor,
@@ -63,7 +72,14 @@ from calib_cli.sql.tree import (
     render,
 )
 
-__all__ = ["SamplingQuery", "sampling_sql"]
+__all__ = ["TEXT_KEY_DIALECTS", "SamplingQuery", "sampling_sql"]
+
+#: Dialects whose SQL reads the key as text and applies calib's whole key rule (integer text
+#: hashed as integers, other text by FNV-1a over its UTF-8 bytes): those with a fold over an
+#: array. Elsewhere the key must be an integer column (cast to BIGINT).
+TEXT_KEY_DIALECTS = ("duckdb", "spark")
+_FNV_OFFSET = 0xCBF29CE484222325
+_FNV_PRIME = 0x00000100000001B3
 
 _MASK = 0xFFFF
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -159,11 +175,15 @@ class SamplingQuery:
     weight_col_out: str | None = None
 
 
-def _stages(seed: int) -> list[tuple[str, Limbs]]:
+def _int_limbs(key: Node) -> Limbs:
+    """The 16-bit limbs of a BIGINT's two's-complement bits."""
+    return _four([BitAnd(ShiftRight(key, 16 * i) if i else key, Int(_MASK)) for i in range(4)])
+
+
+def _stages(seed: int, *, text_keys: bool) -> list[tuple[str, Limbs]]:
     """The CTE chain: (name, the limbs it computes from the previous stage's limbs)."""
     seed_mix = _mix64_int(seed)
-    key = Column("k")
-    key_limbs = _four([BitAnd(ShiftRight(key, 16 * i) if i else key, Int(_MASK)) for i in range(4)])
+    key_limbs = _columns("z") if text_keys else _int_limbs(Column("k"))
     seed_limbs = _limbs_of(seed_mix)
     stages: list[tuple[str, Limbs]] = [
         ("_calib_h1", _four([Xor(key_limbs[i], Int(seed_limbs[i])) for i in range(4)]))
@@ -179,6 +199,48 @@ def _stages(seed: int) -> list[tuple[str, Limbs]]:
     for index, step in enumerate(steps, start=2):
         stages.append((f"_calib_h{index}", step(_columns("z"))))
     return stages
+
+
+def _text_key_stages(d: Dialect) -> list[str]:
+    """CTEs turning the text keys ``k`` into four limbs ``z0..z3``: the integer's bits when
+    every key is integer text (calib's rule, :func:`calib_cli.io.sampling.key_kind`), else
+    FNV-1a of the UTF-8 bytes, folded byte by byte in 16-bit limbs."""
+    as_int = "TRY_CAST(k AS BIGINT)" if d.name == "duckdb" else "try_cast(k AS BIGINT)"
+    acc = _four([Raw(f"acc.z{i}") for i in range(4)])
+    stepped = _times_constant(_four([Xor(acc[0], Raw("b")), acc[1], acc[2], acc[3]]), _FNV_PRIME)
+    offset = _limbs_of(_FNV_OFFSET)
+    if d.name == "duckdb":
+        body = ", ".join(f"'z{i}': {render(limb, d)}" for i, limb in enumerate(stepped))
+        start = ", ".join(f"'z{i}': CAST({offset[i]} AS BIGINT)" for i in range(4))
+        text = "encode(CAST(k AS VARCHAR))"
+        byte = f"('0x' || substr(hex({text}), 2 * i + 1, 2))::BIGINT"
+        fold = (
+            f"list_reduce(list_transform(range(octet_length({text})), lambda i: {byte}), "
+            f"lambda acc, b: {{{body}}}, {{{start}}})"
+        )
+    else:
+        body = ", ".join(f"'z{i}', {render(limb, d)}" for i, limb in enumerate(stepped))
+        start = ", ".join(f"'z{i}', CAST({offset[i]} AS BIGINT)" for i in range(4))
+        n = "octet_length(encode(CAST(k AS STRING), 'UTF-8'))"
+        byte = (
+            "CAST(conv(substring(hex(encode(CAST(k AS STRING), 'UTF-8')), 2 * i + 1, 2), 16, 10)"
+            " AS BIGINT)"
+        )
+        fold = (
+            f"aggregate(transform(filter(sequence(0, {n} - 1), i -> i >= 0 AND i < {n}), "
+            f"i -> {byte}), named_struct({start}), (acc, b) -> named_struct({body}))"
+        )
+    limbs = ", ".join(
+        f"CASE WHEN all_int = 1 THEN {render(limb, d)} ELSE f.z{i} END AS z{i}"
+        for i, limb in enumerate(_int_limbs(Raw(as_int)))
+    )
+    return [
+        f"_calib_kk AS (SELECT k, MIN(CASE WHEN {as_int} IS NULL THEN 0 ELSE 1 END) OVER () "
+        "AS all_int FROM _calib_k),",
+        f"_calib_kf AS (SELECT k, all_int, CASE WHEN all_int = 1 THEN NULL ELSE {fold} END AS f "
+        "FROM _calib_kk),",
+        f"_calib_h0 AS (SELECT k, {limbs} FROM _calib_kf),",
+    ]
 
 
 def _threshold_test(hi: Node, lo: Node, rate: float) -> Node | None:
@@ -229,7 +291,7 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
     >>> sql = sampling_sql(SamplingQuery(table="events", key_col="user_id", seed=42,
     ...                    rates=ClassRates(negative_rate=0.1)), dialect_name="spark")
     >>> sql.splitlines()[0]
-    'WITH _calib_k AS (SELECT DISTINCT CAST(t.`user_id` AS BIGINT) AS k FROM events AS t),'
+    'WITH _calib_k AS (SELECT DISTINCT t.`user_id` AS k FROM events AS t),'
     """
     d = dialect(dialect_name)
     table = query.table.strip()
@@ -239,10 +301,17 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
         raise InputError("give either rates or stratum_rates (with strata_col)")
     if query.stratum_rates is not None and query.strata_col is None:
         raise InputError("stratum_rates need strata_col")
-    key = Cast(Column(query.key_col, "t"), "bigint")
+    text_keys = d.name in TEXT_KEY_DIALECTS
+    # DuckDB and Spark: the key as it is (text is cast only where the fold reads it)
+    key: Node = (
+        Column(query.key_col, "t") if text_keys else Cast(Column(query.key_col, "t"), "bigint")
+    )
     lines = [f"WITH _calib_k AS (SELECT DISTINCT {render(key, d)} AS k FROM {table} AS t),"]
     previous = "_calib_k"
-    for name, limbs in _stages(query.seed):
+    if text_keys:
+        lines.extend(_text_key_stages(d))
+        previous = "_calib_h0"
+    for name, limbs in _stages(query.seed, text_keys=text_keys):
         select = ", ".join(f"{render(limb, d)} AS z{i}" for i, limb in enumerate(limbs))
         lines.append(f"{name} AS (SELECT k, {select} FROM {previous}),")
         previous = name
