@@ -344,3 +344,29 @@ def test_streaming_isotonic_is_the_exact_fit(tmp_path: Path, kind: str, strict: 
     assert engine_record["exact"] is True
     # ties: every cell of the grid holds one distinct score, nothing to refine
     assert engine_record["refinement_passes"] >= (0 if kind == "ties" else 1)
+
+
+def test_streaming_isotonic_refines_through_finer_grids_under_a_small_key_budget(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a key budget too small to read the open cells by single score, the passes go
+    through finer grids first (as on 1e8 rows); the fit is still the fit on the rows."""
+    from calib_cli.workflows import isotonic_stream
+
+    monkeypatch.setattr(isotonic_stream, "KEY_BUDGET", 16)
+    source = _write(_frame(20_000, seed=5, kind="skewed"), tmp_path / "fit.parquet")
+    params = {}
+    for engine in ("memory", "streaming"):
+        model = tmp_path / f"{engine}.json"
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source), method="isotonic", save_model=str(model), engine=engine
+            )
+        )
+        saved = json.loads(model.read_text())
+        params[engine] = saved["params"]
+    assert params["streaming"]["x_knots"] == params["memory"]["x_knots"]
+    np.testing.assert_allclose(
+        params["streaming"]["y_knots"], params["memory"]["y_knots"], rtol=0, atol=1e-12
+    )
+    assert saved["fitted_on"]["engine"]["refinement_passes"] >= 3

@@ -1,11 +1,12 @@
-"""The second pass of an exact fit on a summary: the rows of chosen cells, by distinct score.
+"""The refinement passes of an exact fit on a summary: chosen cells again, on a finer grid.
 
 A fit made on a summary holds the rows of each grid cell at one point; for the isotonic fit,
 :func:`calib_cli.core.isotonic.fit_isotonic_units` names the cells that the fit on the rows
 could split. This pass reads the fit's input again (the same scores, mapped by the same
 ``fn`` when a prior correction comes first) and returns, for the rows of those cells only,
-one entry per (distinct score, class) with its summed weight: memory in proportion to the
-distinct scores of the chosen cells, not to the rows.
+their sums per (bin, cell of a finer grid, class): the grids nest
+(:func:`calib_cli.summaries.grid.parent_cell`), and at 52 bits a cell is one distinct score.
+Memory: the keys returned, which the caller bounds by its choice of the finer grid.
 """
 
 from __future__ import annotations
@@ -24,66 +25,74 @@ from calib_cli.types import FloatArray, IntArray
 
 
 @dataclass(frozen=True)
-class DistinctScores:
-    """Rows of some cells, one entry per (bin, cell, distinct score, class), sorted by score.
+class CellRows:
+    """Sums of the rows of some cells on a finer grid, one entry per (bin, cell, class).
 
     Attributes
     ----------
     bin, cell : ndarray of int64
-        The key of the summary's cell the entry comes from.
-    score : ndarray of float64
-        The distinct score.
+        The bin and the cell on the finer grid.
     label : ndarray of int8
-        The class.
-    weight : ndarray of float64
-        Summed weight of the rows (rows of weight 0 are left out).
+    weight, score_sum : ndarray of float64
+        Summed weight and ``weight * score`` of the rows (rows of weight 0 are left out).
+    score_min, score_max : ndarray of float64
+        Smallest and largest score.
+    n_rows : ndarray of int64
     """
 
     bin: IntArray
     cell: IntArray
-    score: FloatArray
     label: npt.NDArray[np.int8]
     weight: FloatArray
+    score_sum: FloatArray
+    score_min: FloatArray
+    score_max: FloatArray
+    n_rows: IntArray
 
 
-def distinct_scores_in_cells(
+def rows_of_cells(
     scan: StreamInput,
     fn: BatchMap | None,
     keys: tuple[npt.ArrayLike, npt.ArrayLike],
     *,
-    mantissa_bits: int,
+    from_bits: int,
+    to_bits: int,
     bin_edges: tuple[float, ...],
-) -> DistinctScores:
+) -> CellRows:
     """One streaming pass: the rows of positive weight whose fit input (``fn`` of the scores,
-    or the scores) falls in the (bin, cell) ``keys`` of a summary made with ``mantissa_bits``
-    and ``bin_edges``, grouped by distinct score and class."""
+    or the scores) falls in the (bin, cell) ``keys`` of the ``from_bits`` grid, summed per
+    (bin, cell of the ``to_bits`` grid, class)."""
     inputs = _inputs(scan)
     score = inputs[0] if fn is None else mapped_expr(scan, fn).alias(_P)
-    wanted = pl.LazyFrame(
-        {
-            "bin": np.asarray(keys[0], dtype=np.int32),
-            "cell": np.asarray(keys[1], dtype=np.int64),
-        }
-    )
-    keyed = (
+    n_keys = len(bin_edges)  # bins run from 0 to len(edges) - 2: pack (cell, bin) in one int
+    wanted = np.asarray(keys[1], dtype=np.int64) * n_keys + np.asarray(keys[0], dtype=np.int64)
+    p = pl.col(_P)
+    bin_ = bin_expr(p, bin_edges).cast(pl.Int64)
+    plan = (
         scan.lazy.select(score, *inputs[1:])
-        .filter(pl.col(_W) > 0.0)
-        .with_columns(
-            bin_expr(pl.col(_P), bin_edges).cast(pl.Int32).alias("bin"),
-            cell_expr(pl.col(_P), mantissa_bits=mantissa_bits).alias("cell"),
+        .filter(
+            (pl.col(_W) > 0.0)
+            & (cell_expr(p, mantissa_bits=from_bits) * n_keys + bin_).is_in(
+                pl.Series(wanted, dtype=pl.Int64)
+            )
+        )
+        .group_by(bin_.alias("bin"), cell_expr(p, mantissa_bits=to_bits).alias("cell"), _Y)
+        .agg(
+            pl.col(_W).sum().alias("weight"),
+            (pl.col(_W) * p).sum().alias("score_sum"),
+            p.min().alias("score_min"),
+            p.max().alias("score_max"),
+            pl.len().cast(pl.Int64).alias("n_rows"),
         )
     )
-    plan = (
-        keyed.join(wanted, on=["bin", "cell"], how="semi")
-        .group_by(["bin", "cell", _P, _Y])
-        .agg(pl.col(_W).sum().alias("weight"))
-        .sort([_P, _Y])
-    )
     frame = cast(pl.DataFrame, collect(lambda: plan.collect(engine="streaming"), scan.name))
-    return DistinctScores(
+    return CellRows(
         bin=frame["bin"].to_numpy().astype(np.int64),
         cell=frame["cell"].to_numpy().astype(np.int64),
-        score=frame[_P].to_numpy().astype(np.float64),
         label=frame[_Y].to_numpy().astype(np.int8),
         weight=frame["weight"].to_numpy().astype(np.float64),
+        score_sum=frame["score_sum"].to_numpy().astype(np.float64),
+        score_min=frame["score_min"].to_numpy().astype(np.float64),
+        score_max=frame["score_max"].to_numpy().astype(np.float64),
+        n_rows=frame["n_rows"].to_numpy().astype(np.int64),
     )

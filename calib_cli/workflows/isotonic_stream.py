@@ -15,29 +15,36 @@ the open cells; time: one pass per round, usually two or three rounds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from calib_cli.core.isotonic import IsotonicParams, IsotonicUnits, fit_isotonic_units
-from calib_cli.io.fit_cells import DistinctScores, distinct_scores_in_cells
+from calib_cli.io.fit_cells import CellRows, rows_of_cells
 from calib_cli.io.stream_map import BatchMap, StreamInput
+from calib_cli.summaries.grid import MAX_MANTISSA_BITS
 from calib_cli.summaries.summary import ScoreSummary
 from calib_cli.types import BoolArray, FloatArray, IntArray
 
 #: The grid of the first pass of a streaming isotonic fit (see the module notes).
 ISOTONIC_MANTISSA_BITS = 12
-#: Rounds of refinement before giving up (each is one pass over the rows); every round
-#: resolves at least one cell, and in practice two or three close the fit.
-MAX_ROUNDS = 30
+#: Keys a refinement pass may return: the finer grid of a pass is chosen so that the open
+#: cells' (sub-cell, class) keys stay below this (Polars' streaming group-by held 365 MB for
+#: 110,000 keys and 2.1 GB for 400,000 with the summary's many sums; a pass keeps five).
+KEY_BUDGET = 400_000
+#: A guard on the passes; the grid gets finer for every cell a pass reads, up to single
+#: scores at 52 bits, so the refinement always ends (in practice in 2 to 6 passes).
+MAX_PASSES = 200
 
 
 @dataclass(frozen=True)
 class IsotonicStreamFit:
-    """The fit and how it was made: passes over the rows after the summary, and the cells
-    resolved into distinct scores."""
+    """The fit and how it was made: passes over the rows after the summary, the cells of the
+    summary, the cells (of any grid) read again, and the units that ended as single scores."""
 
     params: IsotonicParams
     refinement_passes: int
@@ -48,92 +55,124 @@ class IsotonicStreamFit:
 
 @dataclass(frozen=True)
 class _Units:
-    """Units in score order: coarse cells (``point`` False) and distinct scores."""
+    """Units in score order: cells of some grid (``bits``) and single scores."""
 
     bin: IntArray
     cell: IntArray
-    point: BoolArray
+    bits: IntArray
     low: FloatArray
     high: FloatArray
     weight: FloatArray
     positive: FloatArray
     score_sum: FloatArray
+    n_rows: IntArray
     suspect: BoolArray  # a cell whose smallest or largest score may be a row of weight 0
+
+    @property
+    def point(self) -> BoolArray:
+        result: BoolArray = self.low == self.high
+        return result
 
     def core(self) -> IsotonicUnits:
         return IsotonicUnits(self.low, self.high, self.weight, self.positive, self.score_sum)
 
-    def take(self, keep: BoolArray) -> _Units:
-        return _Units(*(getattr(self, f)[keep] for f in self.__dataclass_fields__))
+    def take(self, keep: npt.NDArray[Any]) -> _Units:
+        return _Units(*(getattr(self, f)[keep] for f in _FIELDS))
 
 
-def _cell_units(summary: ScoreSummary) -> _Units:
-    """One unit per (cell, bin) of a one-group summary, in score order."""
-    key = np.column_stack((summary.cell.astype(np.int64), summary.bin.astype(np.int64)))
+_FIELDS = tuple(_Units.__dataclass_fields__)
+
+
+def _units(
+    bins: IntArray,
+    cells: IntArray,
+    bits: int,
+    sums: dict[str, FloatArray],
+    label: IntArray,
+    n_rows: IntArray,
+    weight_min: FloatArray | None,
+) -> _Units:
+    """One unit per (cell, bin) from per (cell, bin, class) sums, in score order."""
+    key = np.column_stack((cells.astype(np.int64), bins.astype(np.int64)))
     keys, index = np.unique(key, axis=0, return_inverse=True)
     index = index.reshape(-1)
     k = keys.shape[0]
-    weight = np.bincount(index, weights=summary.weight, minlength=k).astype(np.float64)
-    positive_weight = summary.weight * (summary.label == 1)
-    positive = np.bincount(index, weights=positive_weight, minlength=k).astype(np.float64)
-    score_sum = np.bincount(index, weights=summary.score_sum, minlength=k).astype(np.float64)
+
+    def total(values: FloatArray) -> FloatArray:
+        result: FloatArray = np.bincount(index, weights=values, minlength=k).astype(np.float64)
+        return result
+
     low = np.full(k, np.inf)
     high = np.full(k, -np.inf)
-    lightest = np.full(k, np.inf)
     # a key of rows of weight 0 only has no smallest score (NaN): fmin/fmax skip it
-    np.fmin.at(low, index, summary.score_min)
-    np.fmax.at(high, index, summary.score_max)
-    np.fmin.at(lightest, index, summary.weight_min)
+    np.fmin.at(low, index, sums["score_min"])
+    np.fmax.at(high, index, sums["score_max"])
+    suspect = np.zeros(k, dtype=bool)
+    if weight_min is not None:
+        lightest = np.full(k, np.inf)
+        np.fmin.at(lightest, index, weight_min)
+        suspect = (lightest <= 0.0) & (high > low)
     units = _Units(
         bin=keys[:, 1],
         cell=keys[:, 0],
-        point=low == high,
+        bits=np.full(k, bits, dtype=np.int64),
         low=low,
         high=high,
-        weight=weight,
-        positive=positive,
-        score_sum=score_sum,
-        suspect=(lightest <= 0.0) & (high > low),
+        weight=total(sums["weight"]),
+        positive=total(sums["weight"] * (label == 1)),
+        score_sum=total(sums["score_sum"]),
+        n_rows=np.bincount(index, weights=n_rows, minlength=k).astype(np.int64),
+        suspect=suspect,
     )
-    return units.take(weight > 0.0)
+    return units.take(units.weight > 0.0)
 
 
-def _point_units(rows: DistinctScores) -> _Units:
-    """One unit per distinct score (both classes pooled)."""
-    scores, index = np.unique(rows.score, return_inverse=True)
-    index = index.reshape(-1)
-    k = scores.size
-    weight = np.bincount(index, weights=rows.weight, minlength=k).astype(np.float64)
-    first = np.zeros(k, dtype=np.int64)
-    first[index[::-1]] = np.arange(index.size)[::-1]
-    return _Units(
-        bin=rows.bin[first],
-        cell=rows.cell[first],
-        point=np.ones(k, dtype=bool),
-        low=scores,
-        high=scores,
-        weight=weight,
-        positive=np.bincount(index, weights=rows.weight * (rows.label == 1), minlength=k).astype(
-            np.float64
-        ),
-        score_sum=weight * scores,
-        suspect=np.zeros(k, dtype=bool),
+def _cell_units(summary: ScoreSummary) -> _Units:
+    sums = {
+        "weight": summary.weight,
+        "score_sum": summary.score_sum,
+        "score_min": summary.score_min,
+        "score_max": summary.score_max,
+    }
+    return _units(
+        summary.bin.astype(np.int64),
+        summary.cell,
+        summary.mantissa_bits,
+        sums,
+        summary.label.astype(np.int64),
+        summary.n_rows,
+        summary.weight_min,
     )
 
 
-def _merge(kept: _Units, added: _Units) -> _Units:
-    both = _Units(
-        *(
-            np.concatenate((getattr(kept, f), getattr(added, f)))
-            for f in _Units.__dataclass_fields__
-        )
-    )
-    return _sorted(both)
+def _refined_units(rows: CellRows, bits: int) -> _Units:
+    sums = {
+        "weight": rows.weight,
+        "score_sum": rows.score_sum,
+        "score_min": rows.score_min,
+        "score_max": rows.score_max,
+    }
+    return _units(rows.bin, rows.cell, bits, sums, rows.label.astype(np.int64), rows.n_rows, None)
 
 
-def _sorted(units: _Units) -> _Units:
-    order = np.lexsort((units.high, units.low))
-    return _Units(*(getattr(units, f)[order] for f in _Units.__dataclass_fields__))
+def _finer_bits(bits: int, cells: int, rows: int) -> int:
+    """The grid a pass reads ``cells`` open cells of the ``bits`` grid on: single scores when
+    their ``rows`` fit the key budget, else as many more bits as keep 2 keys per sub-cell
+    under it (at least one).
+
+    >>> _finer_bits(12, 100, 50_000), _finer_bits(12, 25_000, 70_000_000)
+    (52, 15)
+    """
+    if 2 * rows <= KEY_BUDGET:
+        return MAX_MANTISSA_BITS
+    step = max(1, math.floor(math.log2(KEY_BUDGET / (2.0 * cells))))
+    return min(MAX_MANTISSA_BITS, bits + step)
+
+
+def _merge(parts: list[_Units]) -> _Units:
+    both = _Units(*(np.concatenate([getattr(p, f) for p in parts]) for f in _FIELDS))
+    order = np.lexsort((both.high, both.low))
+    return both.take(order)
 
 
 def fit_isotonic_streaming(
@@ -151,8 +190,8 @@ def fit_isotonic_streaming(
     """
     units = _cell_units(summary)
     n_cells = int(units.low.size)
-    resolved_cells = 0
-    for passes in range(MAX_ROUNDS + 1):
+    passes = resolved = 0
+    while True:
         params, open_units = fit_isotonic_units(units.core(), **dict(options))
         need = (open_units | units.suspect) & ~units.point
         if not need.any():
@@ -160,20 +199,24 @@ def fit_isotonic_streaming(
                 params=params,
                 refinement_passes=passes,
                 cells=n_cells,
-                resolved_cells=resolved_cells,
+                resolved_cells=resolved,
                 resolved_scores=int(np.sum(units.point)),
             )
-        if passes == MAX_ROUNDS:
-            break
-        rows = distinct_scores_in_cells(
-            scan,
-            fn,
-            (units.bin[need], units.cell[need]),
-            mantissa_bits=summary.mantissa_bits,
-            bin_edges=summary.bin_edges,
-        )
-        resolved_cells += int(need.sum())
-        units = _merge(units.take(~need), _point_units(rows))
-    raise RuntimeError(  # pragma: no cover - every round resolves at least one cell
-        f"the streaming isotonic fit did not close in {MAX_ROUNDS} refinement passes"
-    )
+        refined = [units.take(~need)]
+        for bits in np.unique(units.bits[need]).tolist():
+            chosen = need & (units.bits == bits)
+            if passes == MAX_PASSES:  # pragma: no cover - the grids end at single scores
+                raise RuntimeError(f"the isotonic refinement did not end in {MAX_PASSES} passes")
+            to_bits = _finer_bits(bits, int(chosen.sum()), int(units.n_rows[chosen].sum()))
+            rows = rows_of_cells(
+                scan,
+                fn,
+                (units.bin[chosen], units.cell[chosen]),
+                from_bits=bits,
+                to_bits=to_bits,
+                bin_edges=summary.bin_edges,
+            )
+            passes += 1
+            resolved += int(chosen.sum())
+            refined.append(_refined_units(rows, to_bits))
+        units = _merge(refined)
