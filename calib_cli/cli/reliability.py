@@ -110,11 +110,7 @@ def reliability(
     """Calibration and discrimination figures, bin table and chart for score columns."""
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
         from calib_cli.report.payloads import reliability_payload
-        from calib_cli.report.tables import (
-            reliability_detail,
-            reliability_summary_table,
-            stack,
-        )
+        from calib_cli.report.tables import reliability_report
         from calib_cli.workflows.reliability import ReliabilityRequest, run_reliability
 
         summaries = tuple(from_summary or [])
@@ -152,18 +148,9 @@ def reliability(
             from calib_cli.report.plots import reliability_result_figure, save_figure
 
             save_figure(reliability_result_figure(result, scale=request.plot_scale), plot)
-        emit_report(session, reliability_payload(result), as_json=as_json, report_path=report)
+        if as_json or report is not None:
+            emit_report(session, reliability_payload(result), as_json=as_json, report_path=report)
         if not as_json:
-            title = f"Reliability of {result.source} ({result.n_bins} {result.strategy} bins)"
-            columns = [(entry.heading, entry.summary) for entry in result.entries]
-            session.result(reliability_summary_table(columns, title=title))
-            session.result(
-                stack(
-                    [
-                        reliability_detail(entry.summary, title=f"Bins: {entry.heading}")
-                        for entry in result.entries
-                    ]
-                )
-            )
+            session.result(reliability_report(result))
         if result.gate_failures:
             raise CheckFailedError("; ".join(result.gate_failures))

@@ -1,0 +1,70 @@
+"""``calib reliability --by`` on thousands of groups, end to end: one row per group in an
+80-column terminal, nothing cut, and the human table agrees with the JSON report of the run."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+
+from calib_cli.report.tables import DETAIL_MAX_ENTRIES, MISSING, fmt, fmt_count
+from tests.conftest import CALIB, _environment
+
+
+def test_two_thousand_groups_in_80_columns_agree_with_the_json_report(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 2000
+    pl.DataFrame(
+        {
+            "g": [f"g{i}" for i in range(n)],
+            "score": rng.random(n),
+            "label": (rng.random(n) < 0.3).astype(int),
+        }
+    ).write_csv(tmp_path / "groups.csv")
+    done = subprocess.run(
+        [CALIB, "reliability", "groups.csv", "--by", "g", "--report", "report.json"],
+        capture_output=True,
+        cwd=tmp_path,
+        env={**_environment(), "COLUMNS": "80"},
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == b""
+    text = done.stdout.decode()
+    lines = text.splitlines()
+    assert "…" not in text
+    assert max(len(line) for line in lines) <= 80
+    # the long layout: one table of the headline figures, one row per group, then a note
+    headers = [line.split() for line in lines if line.startswith("g ")]
+    assert headers == [
+        ["g", "rows", "positives", "ECE", "Brier", "log", "loss", "AUC", "AUC", "95%", "CI"]
+    ]
+    assert "Bins:" not in text
+    assert f"{n + 1:,} entries" in text and "--json" in text
+    assert str(DETAIL_MAX_ENTRIES) in text
+    rows = {line.split()[0]: line.split() for line in lines[3:] if line.split()[:1]}
+    payload = json.loads((tmp_path / "report.json").read_text())
+    assert len(payload) == n + 1
+    for entry in payload:
+        group = "all" if entry["group"] is None else entry["group"]
+        low, high = entry["auc_ci"]
+        interval = (
+            f"{fmt(low)}–{fmt(high)}"
+            if low is not None and high is not None and math.isfinite(low)
+            else MISSING
+        )
+        assert rows[group] == [
+            group,
+            fmt_count(entry["n"]),
+            fmt_count(entry["positives"]),
+            fmt(entry["ece"]),
+            fmt(entry["brier"]),
+            fmt(entry["log_loss"]),
+            fmt(entry["auc"]),
+            interval,
+        ], group
