@@ -502,18 +502,6 @@ def reliability_figures(
     return Group(Text(title, style="table.title", overflow="fold"), body)
 
 
-def reliability_summary_table(
-    columns: Sequence[tuple[str, ReliabilitySummary]], *, title: str
-) -> RenderableType:
-    """Figures as rows, one column per (score column, group), side by side when they fit the
-    console, else one row per (score column, group) (see :func:`reliability_figures`)."""
-    entries = [
-        EntryView(heading=heading, labels=(heading.replace("\n", " "),), summary=summary)
-        for heading, summary in columns
-    ]
-    return reliability_figures(entries, label_headings=("entry",), title=title)
-
-
 def _span(low: float, high: float, digits: int = 4) -> str:
     if not (math.isfinite(low) and math.isfinite(high)):
         return MISSING
@@ -665,11 +653,6 @@ def reliability_report(
             for entry in result.entries
         )
     return Group(*parts)
-
-
-def stack(renderables: Sequence[RenderableType]) -> Group:
-    """Renderables one below the other."""
-    return Group(*renderables)
 
 
 # -------------------------------------------------------------------------------- resample
