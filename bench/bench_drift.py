@@ -513,10 +513,10 @@ def run(options: argparse.Namespace) -> str:
             *(
                 [
                     "",
-                    f"(`--quick`: {options.bootstrap} bootstrap replicates per interval, too few "
-                    "for its coverage to mean much; the full run uses 100.)",
+                    f"({options.bootstrap} bootstrap replicates per interval: too few for its "
+                    "coverage to mean much; the full run uses 100.)",
                 ]
-                if options.quick
+                if options.bootstrap < 100
                 else []
             ),
         ]
