@@ -94,6 +94,14 @@ def test_run_reads_the_file_drops_invalid_rows_and_warns(tmp_path: Path) -> None
     result = run_reliability(request, warn=warnings.append)
     assert result.entries[0].summary.n == 49
     assert warnings == [f"{path}: dropped 1 invalid row of 50 (score outside [0, 1]: 1)"]
+    payload = reliability_payload(result)
+    assert isinstance(payload, dict)
+    assert payload["invalid_rows"] == {
+        "file": str(path),
+        "rows_read": 50,
+        "dropped": 1,
+        "by_reason": {"score outside [0, 1]": 1},
+    }
 
 
 def test_a_non_finite_gate_is_a_usage_error(tmp_path: Path) -> None:

@@ -167,6 +167,7 @@ def usage_line(
     "missing argument 'FILE'."
     """
     text = " ".join(message.split())
+    text = text.replace("Value error, ", "")  # Typer's wording of a bad choice
     text = text[:1].lower() + text[1:] if text[1:2].islower() else text
     if option and possibilities:
         closest = sorted(name for name in possibilities if name.startswith(option))[:2]

@@ -19,6 +19,7 @@ import numpy as np
 from calib_cli.types import JsonObject, JsonValue
 
 if TYPE_CHECKING:
+    from calib_cli.io import InvalidRows
     from calib_cli.workflows.estimate_shift import BatchEstimate, EstimateShiftResult
     from calib_cli.workflows.recalibrate import FileEffect, RecalibrateResult
     from calib_cli.workflows.reliability import ReliabilityEntry, ReliabilityResult
@@ -197,13 +198,28 @@ def reliability_entry_payload(
     return payload
 
 
+def invalid_rows_payload(invalid: InvalidRows) -> JsonObject:
+    """``--on-invalid drop``: ``file``, ``rows_read``, ``dropped`` and ``by_reason`` (reason ->
+    rows, each dropped row counted once, under its first problem)."""
+    return {
+        "file": invalid.name,
+        "rows_read": invalid.rows,
+        "dropped": invalid.dropped,
+        "by_reason": dict(invalid.by_reason),
+    }
+
+
 def reliability_payload(result: ReliabilityResult) -> JsonValue:
-    """One object for one column without --by, else a list of them."""
-    payloads: list[JsonValue] = [
+    """One object for one column without --by, else a list of them; with ``--on-invalid
+    drop`` each carries ``invalid_rows``."""
+    payloads: list[JsonObject] = [
         reliability_entry_payload(entry, by=result.by, seed=result.seed, engine=result.engine)
         for entry in result.entries
     ]
-    return payloads[0] if len(payloads) == 1 else payloads
+    if result.invalid_rows is not None:
+        for payload in payloads:
+            payload["invalid_rows"] = invalid_rows_payload(result.invalid_rows)
+    return payloads[0] if len(payloads) == 1 else list[JsonValue](payloads)
 
 
 # -------------------------------------------------------------------------------- resample
@@ -247,6 +263,8 @@ def recalibrate_payload(result: RecalibrateResult) -> JsonObject:
     if result.input is not None:
         payload["input"] = effect_payload(result.input)
     payload["steps"] = list(result.step_kinds)
+    if result.invalid_rows:  # --on-invalid drop: the fit file's, then the input's
+        payload["invalid_rows"] = [invalid_rows_payload(i) for i in result.invalid_rows]
     return payload
 
 
@@ -316,6 +334,7 @@ def summarize_payload(result: SummarizeResult) -> JsonObject:
             "inputs": list(result.sources),
             "rows": result.rows,
             "dropped": result.dropped,
+            "dropped_by_reason": result.dropped_by_reason,
             "summaries": [
                 {
                     "score_column": written.score_column,
