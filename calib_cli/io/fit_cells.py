@@ -11,6 +11,7 @@ Memory: the keys returned, which the caller bounds by its choice of the finer gr
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import cast
 
@@ -53,29 +54,27 @@ class CellRows:
 def rows_of_cells(
     scan: StreamInput,
     fn: BatchMap | None,
-    keys: tuple[npt.ArrayLike, npt.ArrayLike],
+    keys: Mapping[int, tuple[npt.ArrayLike, npt.ArrayLike]],
     *,
-    from_bits: int,
     to_bits: int,
     bin_edges: tuple[float, ...],
 ) -> CellRows:
     """One streaming pass: the rows of positive weight whose fit input (``fn`` of the scores,
-    or the scores) falls in the (bin, cell) ``keys`` of the ``from_bits`` grid, summed per
-    (bin, cell of the ``to_bits`` grid, class)."""
+    or the scores) falls in one of the (bin, cell) ``keys[bits]`` of the ``bits`` grid (for
+    each grid given), summed per (bin, cell of the ``to_bits`` grid, class)."""
     inputs = _inputs(scan)
     score = inputs[0] if fn is None else mapped_expr(scan, fn).alias(_P)
     n_keys = len(bin_edges)  # bins run from 0 to len(edges) - 2: pack (cell, bin) in one int
-    wanted = np.asarray(keys[1], dtype=np.int64) * n_keys + np.asarray(keys[0], dtype=np.int64)
     p = pl.col(_P)
     bin_ = bin_expr(p, bin_edges).cast(pl.Int64)
+    wanted = pl.lit(False)
+    for bits, (bins, cells) in keys.items():
+        packed = np.asarray(cells, dtype=np.int64) * n_keys + np.asarray(bins, dtype=np.int64)
+        key = cell_expr(p, mantissa_bits=bits) * n_keys + bin_
+        wanted = wanted | key.is_in(pl.Series(packed, dtype=pl.Int64))
     plan = (
         scan.lazy.select(score, *inputs[1:])
-        .filter(
-            (pl.col(_W) > 0.0)
-            & (cell_expr(p, mantissa_bits=from_bits) * n_keys + bin_).is_in(
-                pl.Series(wanted, dtype=pl.Int64)
-            )
-        )
+        .filter((pl.col(_W) > 0.0) & wanted)
         .group_by(bin_.alias("bin"), cell_expr(p, mantissa_bits=to_bits).alias("cell"), _Y)
         .agg(
             pl.col(_W).sum().alias("weight"),

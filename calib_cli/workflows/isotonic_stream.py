@@ -202,21 +202,19 @@ def fit_isotonic_streaming(
                 resolved_cells=resolved,
                 resolved_scores=int(np.sum(units.point)),
             )
-        refined = [units.take(~need)]
+        # the open cells of each grid, by the grid they are read on: cells of every grid
+        # that go to single scores share one pass
+        plans: dict[int, dict[int, tuple[IntArray, IntArray]]] = {}
         for bits in np.unique(units.bits[need]).tolist():
             chosen = need & (units.bits == bits)
+            to_bits = _finer_bits(bits, int(chosen.sum()), int(units.n_rows[chosen].sum()))
+            plans.setdefault(to_bits, {})[bits] = (units.bin[chosen], units.cell[chosen])
+        refined = [units.take(~need)]
+        for to_bits, keys in plans.items():
             if passes == MAX_PASSES:  # pragma: no cover - the grids end at single scores
                 raise RuntimeError(f"the isotonic refinement did not end in {MAX_PASSES} passes")
-            to_bits = _finer_bits(bits, int(chosen.sum()), int(units.n_rows[chosen].sum()))
-            rows = rows_of_cells(
-                scan,
-                fn,
-                (units.bin[chosen], units.cell[chosen]),
-                from_bits=bits,
-                to_bits=to_bits,
-                bin_edges=summary.bin_edges,
-            )
+            rows = rows_of_cells(scan, fn, keys, to_bits=to_bits, bin_edges=summary.bin_edges)
             passes += 1
-            resolved += int(chosen.sum())
             refined.append(_refined_units(rows, to_bits))
+        resolved += int(need.sum())
         units = _merge(refined)
