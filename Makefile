@@ -71,7 +71,7 @@ check: lint typecheck test ## lint, type-check and test
 lock: ## Refresh $(LOCK) to the newest versions pyproject.toml allows (on purpose, then test)
 	rm -rf .venv-lock && $(PYTHON) -m venv .venv-lock
 	.venv-lock/bin/python -m pip install --quiet --upgrade pip
-	.venv-lock/bin/python -m pip install --quiet '.[dev,plot]'
+	.venv-lock/bin/python -m pip install --quiet '.[dev,plot,bench]'
 	{ echo "# The test and lint toolchain (and the runtime versions CI tests against), pinned."; \
 	  echo "# Refresh on purpose with 'make lock'; pyproject.toml keeps the runtime ranges."; \
 	  .venv-lock/bin/python -m pip freeze --all | grep -viE '^(calib-cli|setuptools)[=@ ]'; } > $(LOCK)
@@ -79,6 +79,7 @@ lock: ## Refresh $(LOCK) to the newest versions pyproject.toml allows (on purpos
 	@echo "wrote $(LOCK); run 'make install test' to use it"
 
 bench: $(STAMP) ## Benchmarks against reference implementations (ratios)
+	$(BIN)/python -m pip install --quiet -e '.[dev,plot,bench]' -c $(LOCK)
 	$(BIN)/python bench/run_all.py
 
 sample-data: $(STAMP) ## Regenerate sample_data/ (deterministic)

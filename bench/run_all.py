@@ -40,6 +40,21 @@ BENCHMARKS: list[tuple[str, str, list[str]]] = [
     ("Core figures and fits against scikit-learn", "bench.bench_core", ["--rows", "1000000"]),
     ("Streaming resample: time and peak memory", "bench.bench_resample", ["--rows", "2000000"]),
     ("Every command's core at scale", "bench.bench_scale", ["--rows", "1000000"]),
+    (
+        "estimate-shift on real drift (nycflights13) and exact label shift, against QuaPy",
+        "bench.bench_drift",
+        ["--quick", "--output", "-"],
+    ),
+    (
+        "reliability --by with thousands of groups, human and --json",
+        "bench.bench_groups",
+        ["--reps", "2"],
+    ),
+    (
+        "1e9 rows on paper: a partition's summary and the cost of merging it",
+        "bench.bench_summary_merge",
+        ["--sizes", "100000", "1000000", "--parts", "3"],
+    ),
 ]
 HELPERS = ("run_all", "common", "gen_big", "__init__")
 
