@@ -306,3 +306,7 @@ def test_history_refusals(
         run_estimate_shift(
             EstimateShiftRequest(**{**base, "history": str(unlabelled)}, batch_col="week")  # type: ignore[arg-type]
         )
+    with pytest.raises(UsageError, match="give one of them, or drop --label-delay"):
+        run_estimate_shift(
+            EstimateShiftRequest(reference=str(reference), target=str(new), label_delay=2)
+        )

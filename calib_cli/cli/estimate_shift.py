@@ -140,14 +140,14 @@ def estimate_shift(
         ),
     ] = False,
     label_delay: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--label-delay",
             min=1,
             help="--backtest and --history: labels arrive this many batches late (K: batch t "
-            "sees the labels of batches up to t - K).",
+            "sees the labels of batches up to t - K; default 1).",
         ),
-    ] = 1,
+    ] = None,
     history: Annotated[
         str | None,
         typer.Option(

@@ -108,7 +108,8 @@ class EstimateShiftRequest:
     #: ``--backtest``: every method on each labelled batch as a job with late labels
     #: (:func:`run_backtest`), batch t seeing the labels of batches up to t - label_delay
     backtest: bool = False
-    label_delay: int = 1
+    #: None: not given (1 where it applies; refused where it does not)
+    label_delay: int | None = None
     #: ``--history FILE``: labelled past batches (same --batch-col) to learn a blend from
     history: str | None = None
 
@@ -161,6 +162,11 @@ def parse_costs(text: str) -> tuple[float, float]:
     return cost_fp, cost_fn
 
 
+def _delay(request: EstimateShiftRequest) -> int:
+    """``--label-delay``, 1 when not given."""
+    return 1 if request.label_delay is None else request.label_delay
+
+
 @in_dialect
 def run_estimate_shift(
     request: EstimateShiftRequest, *, warn: Warn = ignore
@@ -189,6 +195,11 @@ def run_estimate_shift(
     if output is not None:
         refuse_added_columns(
             request.target, _added_columns(request, costs), input_format=request.input_format
+        )
+    if request.label_delay is not None and request.history is None:
+        raise UsageError(
+            "--label-delay says how late the labels of --backtest or --history arrive; "
+            "give one of them, or drop --label-delay"
         )
     past = None
     if request.history is not None:
@@ -701,10 +712,10 @@ def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> Backt
             raise UsageError(f"--backtest reports errors only; drop {option}")
     if request.method != "auto":
         raise UsageError("--backtest runs every method; drop --method")
-    if request.label_delay < 1:
+    if _delay(request) < 1:
         raise UsageError(
             f"--label-delay must be at least 1 (a batch's labels arrive after it), "
-            f"got {request.label_delay}"
+            f"got {_delay(request)}"
         )
     kind = request.score_kind
     ref = io.read_table(request.reference, input_format=request.input_format)
@@ -753,7 +764,7 @@ def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> Backt
         ]
         for method in BACKTEST_METHODS
     }
-    delay = request.label_delay
+    delay = _delay(request)
     methods = [
         _backtest_method(
             method,
@@ -922,7 +933,7 @@ def _history(
         for counts in _count_batches(model, past.scores, past.codes, len(values))
     ]
     n_past, n_new = len(values), len(batches)
-    schedule = history_schedule(n_past, n_new, label_delay=request.label_delay)
+    schedule = history_schedule(n_past, n_new, label_delay=_delay(request))
     label_shift = np.array(
         [e.prevalence for e in past_estimates] + [b.estimate.prevalence for b in batches]
     )
@@ -941,7 +952,7 @@ def _history(
         )
     return HistoryResult(
         source=past.name,
-        label_delay=request.label_delay,
+        label_delay=_delay(request),
         history_batches=values,
         history_rows=past.rows,
         candidates=CANDIDATE_NAMES,
