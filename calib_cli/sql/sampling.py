@@ -16,13 +16,13 @@ and ``T(rate)`` are computed here, in Python, and appear as limbs. The key's lim
 two's-complement bits: ``(k >> 16 i) & 65535`` of ``CAST(key AS BIGINT)`` (an arithmetic
 shift, then a mask), so ``-1`` is ``0xFFFF...``, as calib reads it.
 
-Keys, as calib reads them: in DuckDB and Spark the key is taken as it is and calib's whole rule
+Keys, as calib reads them: in DuckDB the key is taken as it is and calib's whole rule
 applies (:func:`calib_cli.io.sampling.key_kind`): when every key casts to a 64-bit integer
 (``TRY_CAST``; integer columns always do) the keys hash as those integers, otherwise every key
 hashes as ``fnv1a64`` of its UTF-8 bytes, folded byte by byte over the same 16-bit limbs
-(``list_reduce`` in DuckDB, ``aggregate`` in Spark; bytes from the text's hex form). BigQuery,
-Snowflake and Postgres have no such fold in plain SQL: there the key must be an integer column
-(``CAST(key AS BIGINT)``).
+(``list_reduce``; bytes from the text's hex form). Elsewhere the key must be an integer column
+(``CAST(key AS BIGINT)``): BigQuery, Snowflake and Postgres have no such fold in plain SQL, and
+Spark's optimizer runs out of memory on the folded limb arithmetic (:data:`TEXT_KEY_DIALECTS`).
 
 The query hashes each distinct key once, in a chain of common table expressions (one per step
 of SplitMix64: nesting them as one expression would repeat each limb exponentially often),
@@ -34,7 +34,7 @@ and joins the hashes back to the table, so rows sharing a key are kept or droppe
     WHERE <the row's class (and stratum) threshold against (hi, lo)>
 
 Limits, against ``calib resample`` on a file: the row-number key (a table has no row order) is
-not emitted; text keys only in DuckDB and Spark; integer text beyond the int64 range (which
+not emitted; text keys only in DuckDB; integer text beyond the int64 range (which
 calib reads as unsigned) hashes as text in SQL. Rows whose key or label is NULL, or whose stratum
 has no rates, are not returned (``calib resample`` refuses such input). The label is positive
 where ``CAST(label AS DOUBLE) = 1`` (0/1 integers or doubles; booleans too in DuckDB, Spark and
@@ -74,10 +74,12 @@ from calib_cli.sql.tree import (
 
 __all__ = ["TEXT_KEY_DIALECTS", "SamplingQuery", "sampling_sql"]
 
-#: Dialects whose SQL reads the key as text and applies calib's whole key rule (integer text
-#: hashed as integers, other text by FNV-1a over its UTF-8 bytes): those with a fold over an
-#: array. Elsewhere the key must be an integer column (cast to BIGINT).
-TEXT_KEY_DIALECTS = ("duckdb", "spark")
+#: Dialects whose SQL takes the key as it is and applies calib's whole key rule (integer text
+#: hashed as integers, other text by FNV-1a over its UTF-8 bytes, folded over the bytes).
+#: Elsewhere the key must be an integer column (cast to BIGINT). Spark has the fold
+#: (``aggregate``), but its optimizer runs out of memory canonicalising the folded limb
+#: arithmetic (Spark 4.3, a 1 GB driver), so Spark reads integer keys only.
+TEXT_KEY_DIALECTS = ("duckdb",)
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x00000100000001B3
 
@@ -202,34 +204,21 @@ def _stages(seed: int, *, text_keys: bool) -> list[tuple[str, Limbs]]:
 
 
 def _text_key_stages(d: Dialect) -> list[str]:
-    """CTEs turning the text keys ``k`` into four limbs ``z0..z3``: the integer's bits when
-    every key is integer text (calib's rule, :func:`calib_cli.io.sampling.key_kind`), else
-    FNV-1a of the UTF-8 bytes, folded byte by byte in 16-bit limbs."""
-    as_int = "TRY_CAST(k AS BIGINT)" if d.name == "duckdb" else "try_cast(k AS BIGINT)"
+    """DuckDB CTEs turning the keys ``k`` into four limbs ``z0..z3``: the integer's bits when
+    every key is an integer or integer text (calib's rule, :func:`calib_cli.io.sampling.
+    key_kind`), else FNV-1a of the UTF-8 bytes, folded byte by byte in 16-bit limbs."""
+    as_int = "TRY_CAST(k AS BIGINT)"
     acc = _four([Raw(f"acc.z{i}") for i in range(4)])
     stepped = _times_constant(_four([Xor(acc[0], Raw("b")), acc[1], acc[2], acc[3]]), _FNV_PRIME)
     offset = _limbs_of(_FNV_OFFSET)
-    if d.name == "duckdb":
-        body = ", ".join(f"'z{i}': {render(limb, d)}" for i, limb in enumerate(stepped))
-        start = ", ".join(f"'z{i}': CAST({offset[i]} AS BIGINT)" for i in range(4))
-        text = "encode(CAST(k AS VARCHAR))"
-        byte = f"('0x' || substr(hex({text}), 2 * i + 1, 2))::BIGINT"
-        fold = (
-            f"list_reduce(list_transform(range(octet_length({text})), lambda i: {byte}), "
-            f"lambda acc, b: {{{body}}}, {{{start}}})"
-        )
-    else:
-        body = ", ".join(f"'z{i}', {render(limb, d)}" for i, limb in enumerate(stepped))
-        start = ", ".join(f"'z{i}', CAST({offset[i]} AS BIGINT)" for i in range(4))
-        n = "octet_length(encode(CAST(k AS STRING), 'UTF-8'))"
-        byte = (
-            "CAST(conv(substring(hex(encode(CAST(k AS STRING), 'UTF-8')), 2 * i + 1, 2), 16, 10)"
-            " AS BIGINT)"
-        )
-        fold = (
-            f"aggregate(transform(filter(sequence(0, {n} - 1), i -> i >= 0 AND i < {n}), "
-            f"i -> {byte}), named_struct({start}), (acc, b) -> named_struct({body}))"
-        )
+    body = ", ".join(f"'z{i}': {render(limb, d)}" for i, limb in enumerate(stepped))
+    start = ", ".join(f"'z{i}': CAST({offset[i]} AS BIGINT)" for i in range(4))
+    text = "encode(CAST(k AS VARCHAR))"
+    byte = f"('0x' || substr(hex({text}), 2 * i + 1, 2))::BIGINT"
+    fold = (
+        f"list_reduce(list_transform(range(octet_length({text})), lambda i: {byte}), "
+        f"lambda acc, b: {{{body}}}, {{{start}}})"
+    )
     limbs = ", ".join(
         f"CASE WHEN all_int = 1 THEN {render(limb, d)} ELSE f.z{i} END AS z{i}"
         for i, limb in enumerate(_int_limbs(Raw(as_int)))
@@ -291,7 +280,7 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
     >>> sql = sampling_sql(SamplingQuery(table="events", key_col="user_id", seed=42,
     ...                    rates=ClassRates(negative_rate=0.1)), dialect_name="spark")
     >>> sql.splitlines()[0]
-    'WITH _calib_k AS (SELECT DISTINCT t.`user_id` AS k FROM events AS t),'
+    'WITH _calib_k AS (SELECT DISTINCT CAST(t.`user_id` AS BIGINT) AS k FROM events AS t),'
     """
     d = dialect(dialect_name)
     table = query.table.strip()
