@@ -13,12 +13,14 @@ from typing import Any
 
 import duckdb
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pytest
 import sqlglot
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from calib_cli.errors import InputError
 from calib_cli.io.summary_file import read_summary
 from calib_cli.sql.dialects import SQL_DIALECTS
 from calib_cli.sql.summary import METADATA_COLUMN, SummaryQuery, summary_metadata, summary_sql
@@ -129,6 +131,19 @@ def test_parquet_written_by_duckdb_is_read_by_calib(tmp_path: Path) -> None:
     )
     calib = summarize_arrays(rows["label"], rows["score"], groups=rows["day"], group_column="day")
     _assert_same(read_summary(str(path)), calib)
+    # as Spark writes it: no key-value metadata, the metadata in the calib_summary column
+    plain = tmp_path / "plain.parquet"
+    sql = summary_sql(query, dialect_name="duckdb")
+    _CON.execute(f"COPY ({sql}) TO '{plain}' (FORMAT parquet)")
+    _assert_same(read_summary(str(plain)), calib)
+    mixed = tmp_path / "mixed.parquet"
+    pl.read_parquet(plain).with_columns(
+        calib_summary=pl.when(pl.col("group") == pl.col("group").first())
+        .then(pl.col("calib_summary"))
+        .otherwise(pl.lit("{}"))
+    ).write_parquet(mixed)
+    with pytest.raises(InputError, match="must hold one metadata value, found 2"):
+        read_summary(str(mixed))
 
 
 @pytest.mark.parametrize("name", SQL_DIALECTS)

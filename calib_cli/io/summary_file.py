@@ -28,6 +28,9 @@ __all__ = ["SUMMARY_METADATA_KEY", "read_summary", "summary_format", "write_summ
 
 #: The Parquet key-value metadata key holding the summary's metadata (JSON).
 SUMMARY_METADATA_KEY = "calib.summary"
+#: The column that holds the same JSON in summaries computed by a SQL engine
+#: (``calib summarize --emit-sql``), where no key-value metadata can be written.
+SUMMARY_METADATA_COLUMN = "calib_summary"
 
 
 def summary_format(path: str) -> str:
@@ -95,6 +98,16 @@ def _from_parquet(raw: bytes) -> ScoreSummary:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
         raise InputError(f"cannot read as Parquet: {first_line}") from None
     text = metadata.get(SUMMARY_METADATA_KEY)
+    if SUMMARY_METADATA_COLUMN in frame.columns:
+        values = frame[SUMMARY_METADATA_COLUMN].unique().to_list()
+        if text is None and len(values) == 1 and isinstance(values[0], str):
+            text = values[0]
+        elif text is None or len(values) > 1:
+            raise InputError(
+                f"column '{SUMMARY_METADATA_COLUMN}' must hold one metadata value, "
+                f"found {len(values)}"
+            )
+        frame = frame.drop(SUMMARY_METADATA_COLUMN)
     if text is None:
         raise InputError(
             f"not a calib summary (no '{SUMMARY_METADATA_KEY}' metadata; "
