@@ -16,7 +16,7 @@ NUMERIC_TESTS := calib_cli/core $(filter-out tests/test_cli_% tests/test_docs.py
                  tests/test_architecture.py tests/test_io.py,$(wildcard tests/test_*.py))
 
 .DEFAULT_GOAL := help
-.PHONY: help install demo test test-slow test-kernels test-lowest check lint format typecheck \
+.PHONY: help install demo test test-slow test-kernels test-engines test-lowest check lint format typecheck \
         lock bench sample-data clean
 
 help: ## List the targets
@@ -46,6 +46,9 @@ test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS 
 	else echo "no AVX2 on this CPU: the Haswell kernel cannot run here"; fi
 	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS)
+
+test-engines: $(STAMP) ## The emitted SQL in Spark local mode (pytest -m spark; needs Java 17)
+	$(BIN)/pytest -q -p no:cacheprovider -m spark
 
 test-lowest: ## Run the tests at the lowest runtime versions pyproject.toml allows (own venv)
 	@test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
