@@ -40,6 +40,7 @@ def _population(n: int, seed: int) -> pl.DataFrame:
     )
 
 
+@pytest.mark.slow  # an experiment on 100,000 rows: make test-slow (CI) runs it
 def test_classic_negative_sampling_experiment(run_calib: RunCalib, tmp_path: Path) -> None:
     train, holdout = _population(100_000, seed=1), _population(100_000, seed=2)
     base_rate = holdout["label"].mean()

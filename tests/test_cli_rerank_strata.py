@@ -37,6 +37,7 @@ def _json(result: RerankStrataResult) -> JsonValue:
     return parsed
 
 
+@pytest.mark.slow  # an experiment on 100,000 rows: make test-slow (CI) runs it
 def test_reranking_by_estimated_odds_beats_pooled_scores_and_keeps_order_within_strata(
     run_calib: RunCalib, tmp_path: Path
 ) -> None:

@@ -305,14 +305,15 @@ def test_the_sink_and_each_summary_run_in_passes_of_their_own(
     assert streaming["after"]["log_loss"] == pytest.approx(memory["after"]["log_loss"], rel=1e-10)
 
 
-@pytest.mark.parametrize("kind", ["skewed", "ties", "rare"])
-@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize(
+    ("kind", "strict"), [("skewed", False), ("ties", False), ("rare", True), ("skewed", True)]
+)
 def test_streaming_isotonic_is_the_exact_fit(tmp_path: Path, kind: str, strict: bool) -> None:
     """The isotonic fit made from a coarse summary and refinement passes has the knots of the
     fit on the rows (block ends exactly, values and strict centres to float summation),
     weighted (with rows of weight 0) or not."""
-    frame = _frame(20_000, seed=3, kind=kind).with_columns(
-        weight=pl.Series(np.random.default_rng(4).integers(0, 3, 20_000), dtype=pl.Float64)
+    frame = _frame(10_000, seed=3, kind=kind).with_columns(
+        weight=pl.Series(np.random.default_rng(4).integers(0, 3, 10_000), dtype=pl.Float64)
     )
     source = _write(frame, tmp_path / f"fit_{kind}.parquet")
     params = {}

@@ -42,9 +42,9 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import isotonic_regression
 
 from calib_cli.core.checks import check_fit_data, check_scores
+from calib_cli.core.lazy_scipy import isotonic_regression
 from calib_cli.errors import InputError
 from calib_cli.types import BoolArray, FloatArray
 

@@ -138,7 +138,6 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import brentq, isotonic_regression
 from scipy.special import chdtri, expit, logit, xlogy
 
 from calib_cli.core import shift_map
@@ -150,6 +149,7 @@ from calib_cli.core.checks import (
     require_same_length,
 )
 from calib_cli.core.convergence import newton_distance
+from calib_cli.core.lazy_scipy import brentq, isotonic_regression
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.core.shift_map import MapFit, PiecewiseLinearFit
 from calib_cli.errors import InputError

@@ -92,7 +92,6 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import minimize
 from scipy.special import expit
 
 from calib_cli.core.convergence import (
@@ -102,6 +101,7 @@ from calib_cli.core.convergence import (
     projected_newton,
     with_one_restart,
 )
+from calib_cli.core.lazy_scipy import minimize
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray
 

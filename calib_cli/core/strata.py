@@ -49,7 +49,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.optimize import isotonic_regression
 from scipy.special import expit
 
 from calib_cli.core.checks import (
@@ -59,6 +58,7 @@ from calib_cli.core.checks import (
     require_both_classes,
     require_same_length,
 )
+from calib_cli.core.lazy_scipy import isotonic_regression
 from calib_cli.core.shift import ShiftEstimate, estimate_prevalence, fit_reference
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray, IntArray, ScoreKind, SlopeSmoothing
