@@ -35,17 +35,17 @@ demo: $(STAMP) ## Run the whole pipeline on sample_data/, printing what each ste
 	@CALIB=$(CALIB) OUT=$(DEMO) sh sample_data/demo.sh
 
 test: $(STAMP) ## Run the test suite (all but the slow checks, which test-slow runs)
-	$(BIN)/pytest -q -n 2 -m "not slow"
+	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slow"
 
 test-slow: $(STAMP) ## Run the slow checks (interval coverage over many repetitions, big fits)
-	$(BIN)/pytest -q -n 2 -m slow
+	$(BIN)/pytest -q -n 2 --dist worksteal -m slow
 
 test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS kernels and one thread
 	@if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
-	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS) || exit 1; \
+	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS) || exit 1; \
 	else echo "no AVX2 on this CPU: the Haswell kernel cannot run here"; fi
-	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS)
-	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 -m "not slow" $(NUMERIC_TESTS)
+	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
+	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
 
 test-engines: $(STAMP) ## The emitted SQL in Spark local mode (pytest -m spark; needs Java 17)
 	$(BIN)/pytest -q -p no:cacheprovider -m spark
@@ -56,7 +56,7 @@ test-lowest: ## Run the tests at the lowest runtime versions pyproject.toml allo
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip -c $(LOCK)
 	$(LOWEST)/bin/python -m pip install --quiet -e '.[dev,plot]' -c $(LOWEST)/constraints.txt
 	$(LOWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(numpy|scipy|polars|typer|rich|threadpoolctl|matplotlib) '
-	$(LOWEST)/bin/pytest -q -n 2 -p no:cacheprovider
+	$(LOWEST)/bin/pytest -q -n 2 --dist worksteal -p no:cacheprovider
 
 lint: $(STAMP) ## ruff lint and format check
 	$(BIN)/ruff check calib_cli tests bench sample_data
