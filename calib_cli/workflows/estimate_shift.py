@@ -727,26 +727,12 @@ def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> Backt
             sample_weight=ref.weights(request.weight_col),
             score_kind=kind,
         )
-    scores = tgt.scores(request.score_col, kind=kind)
-    if not tgt.has_column(request.label_col):
-        raise InputError(
-            f"{tgt.name}: --backtest needs each batch's labels, and there is no column "
-            f"'{request.label_col}' (name it with --label-col)"
-        )
-    labels = tgt.labels(request.label_col, positive_label=request.positive_label)
-    selections = list(groups(tgt, batch_col))
-    codes = np.zeros(tgt.n_rows, dtype=np.int64)
-    for code, (_, rows) in enumerate(selections):
-        codes[rows] = code
-    values = tuple(value for value, _ in selections)
+    batches = _labelled_batches(
+        request, tgt, batch_col, labels_for="--backtest needs each batch's labels", place="batch"
+    )
+    scores, codes, values, truth = batches.scores, batches.codes, batches.values, batches.truth
     sizes = np.bincount(codes, minlength=len(values))
-    if MISSING_GROUP in values:
-        raise InputError(
-            f"{tgt.name}: column '{batch_col}' has {int(sizes[values.index(MISSING_GROUP)])} "
-            "rows without a value; --backtest needs every batch's place in time"
-        )
     counts = _count_batches(model, scores, codes, len(values))
-    truth = np.bincount(codes, labels, minlength=len(values)) / sizes
     estimates: dict[str, list[ShiftEstimate]] = {
         method: [
             estimate_prevalence(
@@ -866,7 +852,8 @@ class HistoryResult:
 
 @dataclass(frozen=True)
 class _PastBatches:
-    """``--history``'s rows, checked before any work: scores, batch codes and true rates."""
+    """Labelled batches (``--history``'s, or ``--backtest``'s target), checked before any
+    work: scores, batch codes and true rates."""
 
     name: str
     scores: FloatArray
@@ -881,31 +868,47 @@ def _read_history(request: EstimateShiftRequest, path: str, batch_col: str) -> _
     past = io.read_table(path, input_format=request.input_format)
     if past.n_rows == 0:
         raise InputError(f"{past.name}: --history has no rows; give the labelled past batches")
-    scores = past.scores(request.score_col, kind=request.score_kind)
-    if not past.has_column(request.label_col):
+    return _labelled_batches(
+        request,
+        past,
+        batch_col,
+        labels_for="--history needs the past batches' labels",
+        place="past batch",
+    )
+
+
+def _labelled_batches(
+    request: EstimateShiftRequest, table: Table, batch_col: str, *, labels_for: str, place: str
+) -> _PastBatches:
+    """Scores, batch codes (in the batches' order) and true rates of a labelled file, for
+    ``--backtest`` (the target) and ``--history``; ``labels_for`` and ``place`` word the
+    refusals (no label column; rows without a batch)."""
+    option = labels_for.split(" ", 1)[0]
+    scores = table.scores(request.score_col, kind=request.score_kind)
+    if not table.has_column(request.label_col):
         raise InputError(
-            f"{past.name}: --history needs the past batches' labels, and there is no column "
+            f"{table.name}: {labels_for}, and there is no column "
             f"'{request.label_col}' (name it with --label-col)"
         )
-    labels = past.labels(request.label_col, positive_label=request.positive_label)
-    selections = list(groups(past, batch_col))
-    codes = np.zeros(past.n_rows, dtype=np.int64)
+    labels = table.labels(request.label_col, positive_label=request.positive_label)
+    selections = list(groups(table, batch_col))
+    codes = np.zeros(table.n_rows, dtype=np.int64)
     for code, (_, rows) in enumerate(selections):
         codes[rows] = code
     values = tuple(value for value, _ in selections)
     sizes = np.bincount(codes, minlength=len(values))
     if MISSING_GROUP in values:
         raise InputError(
-            f"{past.name}: column '{batch_col}' has {int(sizes[values.index(MISSING_GROUP)])} "
-            "rows without a value; --history needs every past batch's place in time"
+            f"{table.name}: column '{batch_col}' has {int(sizes[values.index(MISSING_GROUP)])} "
+            f"rows without a value; {option} needs every {place}'s place in time"
         )
     return _PastBatches(
-        name=past.name,
+        name=table.name,
         scores=scores,
         codes=codes,
         values=values,
         truth=np.bincount(codes, labels, minlength=len(values)) / sizes,
-        rows=int(past.n_rows),
+        rows=int(table.n_rows),
     )
 
 
