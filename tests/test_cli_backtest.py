@@ -19,8 +19,7 @@ import pytest
 
 from calib_cli.core.shift_history import history_blend, history_candidates, history_schedule
 from calib_cli.errors import InputError, UsageError
-from calib_cli.report.backtest import backtest_payload, history_payload
-from calib_cli.report.payloads import dumps
+from calib_cli.report.payloads import backtest_payload, dumps, history_payload
 from calib_cli.workflows.estimate_shift import (
     EstimateShiftRequest,
     run_backtest,

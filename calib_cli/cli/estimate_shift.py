@@ -218,11 +218,8 @@ def estimate_shift(
             history=history,
         )
         if backtest:
-            from calib_cli.report.backtest import (
-                backtest_batch_table,
-                backtest_payload,
-                backtest_summary_table,
-            )
+            from calib_cli.report.payloads import backtest_payload
+            from calib_cli.report.tables import backtest_batch_table, backtest_summary_table
             from calib_cli.workflows.estimate_shift import run_backtest
 
             tested = run_backtest(request, warn=session.warn)
@@ -236,17 +233,12 @@ def estimate_shift(
             from calib_cli.report.plots import save_figure, shift_result_figure
 
             save_figure(shift_result_figure(result), plot)
-        payload = estimate_shift_payload(result)
-        if result.history is not None:
-            from calib_cli.report.backtest import history_payload
-
-            payload["history"] = history_payload(result.history, result.batches)
-        emit_report(session, payload, as_json=as_json, report_path=report)
+        emit_report(session, estimate_shift_payload(result), as_json=as_json, report_path=report)
         show = session.result if output is None else session.info
         if not as_json:
             show(shift_table(result.batches, batch_col=result.batch_col, source=result.source))
             if result.history is not None:
-                from calib_cli.report.backtest import history_table
+                from calib_cli.report.tables import history_table
 
                 show(history_table(result.history, result.batches, batch_col=result.batch_col))
             if result.decision_threshold is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _json_string
 from typing import TYPE_CHECKING
 
@@ -20,7 +20,12 @@ from calib_cli.types import JsonObject, JsonValue
 
 if TYPE_CHECKING:
     from calib_cli.io import InvalidRows
-    from calib_cli.workflows.estimate_shift import BatchEstimate, EstimateShiftResult
+    from calib_cli.workflows.estimate_shift import (
+        BacktestResult,
+        BatchEstimate,
+        EstimateShiftResult,
+        HistoryResult,
+    )
     from calib_cli.workflows.recalibrate import FileEffect, RecalibrateResult
     from calib_cli.workflows.reliability import ReliabilityEntry, ReliabilityResult
     from calib_cli.workflows.rerank_strata import RerankStrataResult
@@ -313,13 +318,19 @@ def batch_payload(batch: BatchEstimate, *, batch_col: str | None) -> JsonObject:
 
 
 def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
-    """One batch's object without --batch-col, else ``batch_col`` and ``batches``."""
+    """One batch's object without --batch-col, else ``batch_col`` and ``batches``; with
+    ``--history``, ``history`` too (:func:`history_payload`)."""
+    payload: JsonObject
     if result.batch_col is None:
-        return batch_payload(result.batches[0], batch_col=None)
-    entries: list[JsonValue] = [
-        batch_payload(batch, batch_col=result.batch_col) for batch in result.batches
-    ]
-    return {"batch_col": result.batch_col, "batches": entries}
+        payload = batch_payload(result.batches[0], batch_col=None)
+    else:
+        entries: list[JsonValue] = [
+            batch_payload(batch, batch_col=result.batch_col) for batch in result.batches
+        ]
+        payload = {"batch_col": result.batch_col, "batches": entries}
+    if result.history is not None:
+        payload["history"] = history_payload(result.history, result.batches)
+    return payload
 
 
 # ------------------------------------------------------------------------------- summarize
@@ -368,3 +379,100 @@ def show_payload(result: ShowResult) -> JsonObject:
         "fitted_on": to_json_object(result.provenance),
         "params": to_json_object(artifact.params),
     }
+
+
+# ------------------------------------------------------ estimate-shift --backtest, --history
+
+
+def backtest_payload(result: BacktestResult) -> JsonObject:
+    """``estimate-shift --backtest`` as one JSON object: ``batch_col``, ``label_delay``,
+    ``reference_prevalence``, ``ci_level``, ``best_method`` (the lowest ``mae``), ``methods``
+    (per method: ``method``, ``uses_labels``, ``mae``, ``max_abs_error``, ``coverage``,
+    ``null`` without intervals) and ``batches`` (per batch in order: ``batch``, ``rows``,
+    ``true_prevalence``, ``n_history`` (labelled batches the history blend learnt from),
+    ``estimates`` (per method: ``prevalence``, ``ci_low``, ``ci_high``, ``error`` = estimate
+    minus truth) and ``blend_weights`` (per candidate))."""
+    batches: list[JsonValue] = []
+    for t, value in enumerate(result.batches):
+        truth = float(result.true_prevalence[t])
+        estimates: JsonObject = {}
+        for method in result.methods:
+            estimate = float(method.prevalence[t])
+            estimates[method.name] = {
+                "prevalence": estimate,
+                "ci_low": None if method.ci_low is None else float(method.ci_low[t]),
+                "ci_high": None if method.ci_high is None else float(method.ci_high[t]),
+                "error": estimate - truth,
+            }
+        batches.append(
+            {
+                "batch": to_jsonable(value),
+                "rows": result.rows[t],
+                "true_prevalence": truth,
+                "n_history": int(result.n_history[t]),
+                "estimates": estimates,
+                "blend_weights": {
+                    name: float(weight)
+                    for name, weight in zip(result.candidates, result.blend_weights[t], strict=True)
+                },
+            }
+        )
+    methods: list[JsonValue] = [
+        {
+            "method": method.name,
+            "uses_labels": method.uses_labels,
+            "mae": method.mae,
+            "max_abs_error": method.max_abs_error,
+            "coverage": method.coverage,
+        }
+        for method in result.methods
+    ]
+    payload: JsonObject = {
+        "batch_col": result.batch_col,
+        "label_delay": result.label_delay,
+        "reference_prevalence": result.reference_prevalence,
+        "ci_level": result.ci_level,
+        "best_method": result.best_method,
+        "methods": methods,
+        "batches": batches,
+    }
+    return to_json_object(payload)  # NaN (no bootstrap) and infinities become null
+
+
+def history_payload(history: HistoryResult, batches: Sequence[BatchEstimate]) -> JsonObject:
+    """``history`` of estimate-shift's report with ``--history``: ``file``, ``label_delay``,
+    ``past_batches``, ``past_rows``, ``ci_level``, ``candidates`` (each candidate's ``mae``
+    on the past batches, each estimated as it would have been then), ``blend_mae`` (the
+    blend's, likewise) and ``batches`` (per target batch: ``batch``, ``prevalence``,
+    ``ci_low``, ``ci_high``, ``change`` = blend minus the label-shift estimate,
+    ``n_history`` and the candidates' ``weights``)."""
+    entries: list[JsonValue] = [
+        {
+            "batch": to_jsonable(batch.batch),
+            "prevalence": float(history.prevalence[i]),
+            "ci_low": float(history.ci_low[i]),
+            "ci_high": float(history.ci_high[i]),
+            "change": float(history.prevalence[i]) - batch.estimate.prevalence,
+            "n_history": int(history.n_history[i]),
+            "weights": {
+                name: float(weight)
+                for name, weight in zip(history.candidates, history.weights[i], strict=True)
+            },
+        }
+        for i, batch in enumerate(batches)
+    ]
+    return to_json_object(
+        {
+            "file": history.source,
+            "label_delay": history.label_delay,
+            "past_batches": len(history.history_batches),
+            "past_rows": history.history_rows,
+            "ci_level": history.ci_level,
+            "candidates": {
+                name: {"mae": float(mae)}
+                for name, mae in zip(history.candidates, history.candidate_mae, strict=True)
+            },
+            "blend_mae": history.blend_mae,
+            "batches": entries,
+        }
+    )

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from calib_cli.core.selection import MethodChoice
     from calib_cli.core.shift import ShiftEstimate
     from calib_cli.core.strata import RankingComparison, StratumSummary
-    from calib_cli.workflows.estimate_shift import BatchEstimate
+    from calib_cli.workflows.estimate_shift import BacktestResult, BatchEstimate, HistoryResult
     from calib_cli.workflows.recalibrate import FileEffect
     from calib_cli.workflows.reliability import ReliabilityResult
     from calib_cli.workflows.resample import ResampleResult
@@ -956,3 +956,90 @@ def show_table(result: ShowResult) -> Table:
             value = {k: v for k, v in value.items() if v is not None}
         table.add_row(key.replace("_", " "), _detail(value))
     return table
+
+
+# ------------------------------------------------------ estimate-shift --backtest, --history
+
+#: What each method's name means, for the tables.
+METHOD_NOTES = {
+    "mle": "label shift, maximum likelihood (auto)",
+    "em": "label shift, EM on Platt posteriors",
+    "pacc": "label shift, probabilistic adjusted count",
+    "map": "label shift with a free positive shape",
+    "pcc": "mean calibrated posterior (covariate shift)",
+    "no_shift": "the reference rate",
+    "rolling": "mean rate of the last 4 labelled batches",
+    "history_blend": "blend fitted on the labelled batches",
+}
+
+
+def backtest_summary_table(result: BacktestResult) -> RenderableType:
+    """Per method: what it is, whether it learns from earlier labels, MAE, largest error and
+    interval coverage over the batches."""
+    level = f"{result.ci_level:.0%} coverage"
+    rows = [
+        [
+            method.name,
+            METHOD_NOTES.get(method.name, ""),
+            fmt(method.uses_labels),
+            fmt(method.mae),
+            fmt(method.max_abs_error),
+            "—" if method.coverage is None else f"{method.coverage:.0%}",
+        ]
+        for method in result.methods
+    ]
+    best = result.best_method
+    bold = frozenset(i for i, method in enumerate(result.methods) if method.name == best)
+    title = (
+        f"Backtest of {result.source}: {len(result.batches)} batches by {result.batch_col}, "
+        f"labels {result.label_delay} batch{'es' if result.label_delay > 1 else ''} late"
+    )
+    return row_table(
+        title,
+        ["method", "what", "learns from labels", "MAE", "max |error|", level],
+        rows,
+        bold_rows=bold,
+    )
+
+
+def backtest_batch_table(result: BacktestResult) -> RenderableType:
+    """Per batch: rows, true rate, each method's estimate and the history used."""
+    headings = [result.batch_col, "rows", "true"]
+    headings += [method.name for method in result.methods]
+    headings.append("history")
+    rows = []
+    for t, value in enumerate(result.batches):
+        cells = [str(value), fmt_count(result.rows[t]), fmt(float(result.true_prevalence[t]))]
+        cells += [fmt(float(method.prevalence[t])) for method in result.methods]
+        cells.append(str(int(result.n_history[t])))
+        rows.append(cells)
+    return row_table("Estimates per batch", headings, rows, labels=1)
+
+
+def history_table(
+    history: HistoryResult, batches: Sequence[BatchEstimate], *, batch_col: str | None
+) -> RenderableType:
+    """Per batch: the label-shift estimate, PCC, the blend learnt on the history with its
+    interval, what the history changed, how much of it was used and its largest weight."""
+    headings = [batch_col or "batch", "label shift", "PCC", "blend", "95% CI", "change"]
+    headings += ["past batches", "largest weight"]
+    rows = []
+    for i, batch in enumerate(batches):
+        top = int(history.weights[i].argmax())
+        rows.append(
+            [
+                str(batch.batch),
+                fmt(batch.estimate.prevalence),
+                fmt(batch.estimate.pcc),
+                fmt(float(history.prevalence[i])),
+                f"{fmt(float(history.ci_low[i]))}–{fmt(float(history.ci_high[i]))}",
+                f"{float(history.prevalence[i]) - batch.estimate.prevalence:+.4f}",
+                str(int(history.n_history[i])),
+                f"{history.candidates[top]} {history.weights[i, top]:.2f}",
+            ]
+        )
+    title = (
+        f"History blend: learnt on {len(history.history_batches)} labelled past batches of "
+        f"{history.source} (blend MAE there {fmt(history.blend_mae)})"
+    )
+    return row_table(title, headings, rows, labels=1)

@@ -654,6 +654,11 @@ class BacktestResult:
     n_history: IntArray
     ci_level: float
 
+    @property
+    def best_method(self) -> str:
+        """The method of the lowest mean absolute error over the batches."""
+        return min(self.methods, key=lambda m: m.mae).name
+
 
 def _backtest_method(
     name: str,
