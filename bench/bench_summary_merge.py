@@ -70,7 +70,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000, 4_000_000])
     parser.add_argument("--parts", type=int, default=6)
-    parser.add_argument("--reps", type=int, default=1, help="(ignored; runs once)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         results = {rows: _measure(rows, args.parts, Path(scratch)) for rows in args.sizes}

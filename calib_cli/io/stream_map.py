@@ -13,7 +13,7 @@ its slowest consumer: memory grew with rows).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,9 +28,9 @@ from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.sampling import _key_hash_expr
 from calib_cli.io.scan import ROW_INDEX, collect, scan_table
 from calib_cli.io.sink import sink_collecting
-from calib_cli.summaries.scan import summary_from_frame, summary_plan
+from calib_cli.summaries.scan import bin_expr, cell_expr, summary_from_frame, summary_plan
 from calib_cli.summaries.summary import DEFAULT_BIN_EDGES, DEFAULT_EPS, ScoreSummary
-from calib_cli.types import FloatArray, InputFormat, OnInvalid, ScoreKind
+from calib_cli.types import FloatArray, InputFormat, IntArray, OnInvalid, ScoreKind
 
 #: Strata of a batch: (sorted distinct names, code per row), as ``core.chain.Strata``.
 BatchStrata = tuple[Sequence[str], npt.NDArray[np.int64]]
@@ -544,3 +544,82 @@ def summarize_for_fit(
     frame = collect(lambda: plan.collect(engine="streaming"), scan.name)
     with_name = _summary(frame, _P, mantissa_bits=mantissa_bits, eps=eps, group=group)
     return with_name
+
+
+# ------------------------------------------------------------------ refinement passes of a fit
+# A fit made on a summary holds the rows of each grid cell at one point; the isotonic fit
+# (calib_cli.core.isotonic.fit_isotonic_units) names the cells that the fit on the rows could
+# split, and these passes read them again on a finer grid (the grids nest, and at 52 bits a
+# cell is one distinct score). Memory: the keys returned, which the caller bounds.
+
+
+@dataclass(frozen=True)
+class CellRows:
+    """Sums of the rows of some cells on a finer grid, one entry per (bin, cell, class).
+
+    Attributes
+    ----------
+    bin, cell : ndarray of int64
+        The bin and the cell on the finer grid.
+    label : ndarray of int8
+    weight, score_sum : ndarray of float64
+        Summed weight and ``weight * score`` of the rows (rows of weight 0 are left out).
+    score_min, score_max : ndarray of float64
+        Smallest and largest score.
+    n_rows : ndarray of int64
+    """
+
+    bin: IntArray
+    cell: IntArray
+    label: npt.NDArray[np.int8]
+    weight: FloatArray
+    score_sum: FloatArray
+    score_min: FloatArray
+    score_max: FloatArray
+    n_rows: IntArray
+
+
+def rows_of_cells(
+    scan: StreamInput,
+    fn: BatchMap | None,
+    keys: Mapping[int, tuple[npt.ArrayLike, npt.ArrayLike]],
+    *,
+    to_bits: int,
+    bin_edges: tuple[float, ...],
+) -> CellRows:
+    """One streaming pass: the rows of positive weight whose fit input (``fn`` of the scores,
+    or the scores) falls in one of the (bin, cell) ``keys[bits]`` of the ``bits`` grid (for
+    each grid given), summed per (bin, cell of the ``to_bits`` grid, class)."""
+    inputs = _inputs(scan)
+    score = inputs[0] if fn is None else mapped_expr(scan, fn).alias(_P)
+    n_keys = len(bin_edges)  # bins run from 0 to len(edges) - 2: pack (cell, bin) in one int
+    p = pl.col(_P)
+    bin_ = bin_expr(p, bin_edges).cast(pl.Int64)
+    wanted = pl.lit(False)
+    for bits, (bins, cells) in keys.items():
+        packed = np.asarray(cells, dtype=np.int64) * n_keys + np.asarray(bins, dtype=np.int64)
+        key = cell_expr(p, mantissa_bits=bits) * n_keys + bin_
+        wanted = wanted | key.is_in(pl.Series(packed, dtype=pl.Int64))
+    plan = (
+        scan.lazy.select(score, *inputs[1:])
+        .filter((pl.col(_W) > 0.0) & wanted)
+        .group_by(bin_.alias("bin"), cell_expr(p, mantissa_bits=to_bits).alias("cell"), _Y)
+        .agg(
+            pl.col(_W).sum().alias("weight"),
+            (pl.col(_W) * p).sum().alias("score_sum"),
+            p.min().alias("score_min"),
+            p.max().alias("score_max"),
+            pl.len().cast(pl.Int64).alias("n_rows"),
+        )
+    )
+    frame = cast(pl.DataFrame, collect(lambda: plan.collect(engine="streaming"), scan.name))
+    return CellRows(
+        bin=frame["bin"].to_numpy().astype(np.int64),
+        cell=frame["cell"].to_numpy().astype(np.int64),
+        label=frame[_Y].to_numpy().astype(np.int8),
+        weight=frame["weight"].to_numpy().astype(np.float64),
+        score_sum=frame["score_sum"].to_numpy().astype(np.float64),
+        score_min=frame["score_min"].to_numpy().astype(np.float64),
+        score_max=frame["score_max"].to_numpy().astype(np.float64),
+        n_rows=frame["n_rows"].to_numpy().astype(np.int64),
+    )

@@ -5,12 +5,13 @@ relative width ``2**-12``, the reliability default: bounded by the grid, not the
 about 110,000 keys on 1e8 rows of rare-event scores, where Polars' streaming group-by held
 365 MB, against 2.1 GB for the 400,000 keys of 14 bits). Pool adjacent violators on its
 cells (:func:`~calib_cli.core.isotonic.fit_isotonic_units`) certifies the cells that the fit
-on the rows cannot split; the others, in practice the cells at the ends of the fit's blocks,
-are read again by distinct score
-(:func:`~calib_cli.io.fit_cells.distinct_scores_in_cells`) and the fit is repeated, until no
-cell is open. The knots are then exactly those of the in-memory fit on the same rows (up to
-the order of floating-point sums). Memory: the coarse summary and the distinct scores of
-the open cells; time: one pass per round, usually two or three rounds.
+on the rows cannot split; the others (at the ends of the fit's blocks, and inside blocks
+where a cell holds many negatives) are read again on a finer grid, as fine as
+:data:`KEY_BUDGET` allows, down to single scores at 52 bits
+(:func:`~calib_cli.io.stream_map.rows_of_cells`), and the fit is repeated until no cell is
+open. The knots are then exactly those of the in-memory fit on the same rows (up to the
+order of floating-point sums). Memory: the coarse summary and at most ``KEY_BUDGET`` keys
+per pass; time: one pass per round and target grid (7 passes on 1e8 rows, 4 on 1e7).
 """
 
 from __future__ import annotations
@@ -24,8 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.isotonic import IsotonicParams, IsotonicUnits, fit_isotonic_units
-from calib_cli.io.fit_cells import CellRows, rows_of_cells
-from calib_cli.io.stream_map import BatchMap, StreamInput
+from calib_cli.io.stream_map import BatchMap, CellRows, StreamInput, rows_of_cells
 from calib_cli.summaries.grid import MAX_MANTISSA_BITS
 from calib_cli.summaries.summary import ScoreSummary
 from calib_cli.types import BoolArray, FloatArray, IntArray

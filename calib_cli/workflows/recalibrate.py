@@ -97,7 +97,7 @@ def _summary_provenance(
     isotonic fit, exact by refinement: its passes and the cells it resolved)."""
     if not on_summary:
         return {}
-    grid = {"kind": "relative-tails", "mantissa_bits": FIT_MANTISSA_BITS.get(method, 12)}
+    grid = {"kind": "relative-tails", "mantissa_bits": FIT_MANTISSA_BITS[method]}
     engine: dict[str, Any] = {"kind": "streaming", "fitted_on": "summary", "grid": grid}
     if isotonic is not None:
         engine |= {
