@@ -390,3 +390,35 @@ def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Pa
         "dropped 3 invalid rows of 6 (score missing: 1, score outside [0, 1]: 1, label not 0/1: 1)"
         in done.stderr.decode()
     )
+
+
+def test_fit_summary_saves_the_model_and_refuses_a_coarse_grid(
+    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+) -> None:
+    """--fit-summary wired: the model the workflow fits from the summary, saved; a histogram
+    on a 12-bit summary refused with exit 65 and one line naming the bits (in-process checks:
+    test_fit_summary.py)."""
+    from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+
+    summary = tmp_path / "s.parquet"
+    run_summarize(SummarizeRequest(files=(str(overconfident["fit"]),), output=str(summary)))
+    model = tmp_path / "m.json"
+    done = run_calib(
+        ["recalibrate", "--fit-summary", str(summary), "--method", "platt",
+         "--save-model", str(model), "-q"]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    expected = tmp_path / "expected.json"
+    run_recalibrate(
+        RecalibrateRequest(fit_summaries=(str(summary),), method="platt", save_model=str(expected))
+    )
+    assert json.loads(model.read_text()) == json.loads(expected.read_text())
+    refused = run_calib(
+        ["recalibrate", "--fit-summary", str(summary), "--method", "histogram",
+         "--save-model", str(tmp_path / "h.json")]
+    )  # fmt: skip
+    assert refused.returncode == 65
+    lines = refused.stderr.decode().splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: {summary}: --method histogram needs a summary on a grid")
+    assert not (tmp_path / "h.json").exists()

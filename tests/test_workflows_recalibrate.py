@@ -44,8 +44,14 @@ def _write(tmp_path: Path, name: str, n: int = 3000, seed: int = 0) -> Path:
     [
         ({}, "nothing to do"),
         ({"model": "m.json", "method": "platt"}, "--model already holds its method"),
-        ({"fit": "f.csv", "cross_fit_folds": 3}, "give one of --fit, --model, --cross-fit"),
-        ({"method": "isotonic"}, "--method isotonic needs --fit FILE or --cross-fit K"),
+        (
+            {"fit": "f.csv", "cross_fit_folds": 3},
+            "give one of --fit, --fit-summary, --model, --cross-fit",
+        ),
+        (
+            {"method": "isotonic"},
+            "--method isotonic needs --fit FILE, --fit-summary S or --cross-fit K",
+        ),
         ({"fit": "f.csv", "method": "prior"}, "--method prior fits nothing"),
     ],
 )
@@ -250,10 +256,10 @@ NOTHING_TO_DO = (
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"method": "platt"}, "--method platt needs --fit FILE or --cross-fit K"),
+        ({"method": "platt"}, "--method platt needs --fit FILE, --fit-summary S or --cross-fit K"),
         (
             {"fit": "x.csv", "model": "m.json"},
-            "give one of --fit, --model, --cross-fit (got --fit and --model)",
+            "give one of --fit, --fit-summary, --model, --cross-fit (got --fit and --model)",
         ),
         ({"model": "m.json", "method": "platt"}, "--model already holds its method; drop --method"),
         ({"method": "prior"}, NOTHING_TO_DO),

@@ -40,7 +40,8 @@ EPILOG = (
     "Examples: calib recalibrate scores.csv --method prior --sampling-record "
     "train_sample.csv.sampling.json -o out.csv  |  calib recalibrate --fit holdout.csv "
     "--method isotonic --save-model iso.json  |  calib recalibrate today.parquet --model "
-    "iso.json -o today_calibrated.parquet"
+    "iso.json -o today_calibrated.parquet  |  calib recalibrate --fit-summary day.summary.parquet "
+    "--method platt --save-model platt.json"
 )
 
 
@@ -88,6 +89,16 @@ def recalibrate(
     ] = None,
     fit: Annotated[
         str | None, typer.Option("--fit", help="Labelled file to fit the calibrator on.")
+    ] = None,
+    fit_summary: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--fit-summary",
+            help="Fit on summary files (calib summarize, or summarize --emit-sql run in an "
+            "engine) instead of rows; repeat for more (merged; --by groups pooled). Needs "
+            "--method.",
+            show_default=False,
+        ),
     ] = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Apply a saved calibrator (JSON artifact).")
@@ -199,6 +210,7 @@ def recalibrate(
             report=report,
             seed=seed,
             engine=cast(Engine, chosen(engine)),
+            fit_summaries=tuple(fit_summary or ()),
         )
         result = run_recalibrate(request, warn=session.warn)
         if result.choice is not None:

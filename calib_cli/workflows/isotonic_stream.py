@@ -218,3 +218,49 @@ def fit_isotonic_streaming(
             refined.append(_refined_units(rows, to_bits))
         resolved += int(need.sum())
         units = _merge(refined)
+
+
+@dataclass(frozen=True)
+class IsotonicSummaryFit:
+    """The isotonic fit on a summary's cells alone (no rows to read again), and how far it
+    is certified: ``open_cells`` of its ``cells`` (units of one grid cell and reliability bin)
+    could be split by the fit on the rows (:func:`~calib_cli.core.isotonic.fit_isotonic_units`'s
+    prefix-sum certificate), holding ``open_weight`` of the weight; with none open the knots
+    are exactly those of the fit on the rows."""
+
+    params: IsotonicParams
+    cells: int
+    open_cells: int
+    open_weight: float
+
+    @property
+    def exact(self) -> bool:
+        """Whether the certificate holds for every cell (the fit on the rows is this one)."""
+        return self.open_cells == 0
+
+
+def fit_isotonic_summary(
+    summary: ScoreSummary, *, options: Mapping[str, Any]
+) -> IsotonicSummaryFit:
+    """Pool adjacent violators on the cells of ``summary`` (every group pooled), each cell
+    held at one value: the first pass of :func:`fit_isotonic_streaming` without the passes
+    that resolve the open cells, since a summary file has no rows behind it.
+
+    ``options`` are the isotonic fit's (``strict``, ``eps``, ``increasing``).
+
+    >>> from calib_cli.summaries import summarize_arrays
+    >>> ties = summarize_arrays([0, 0, 1, 0, 1, 1], [0.2, 0.2, 0.2, 0.6, 0.6, 0.6])
+    >>> fit = fit_isotonic_summary(ties, options={})
+    >>> fit.exact, fit.params.x_knots.tolist(), fit.params.y_knots.round(6).tolist()
+    (True, [0.2, 0.6], [0.333333, 0.666667])
+    """
+    units = _cell_units(summary.pooled())
+    params, open_units = fit_isotonic_units(units.core(), **dict(options))
+    need = (open_units | units.suspect) & ~units.point
+    total = float(np.sum(units.weight))
+    return IsotonicSummaryFit(
+        params=params,
+        cells=int(units.low.size),
+        open_cells=int(np.sum(need)),
+        open_weight=float(np.sum(units.weight[need])) / total if total > 0.0 else 0.0,
+    )

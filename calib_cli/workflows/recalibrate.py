@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import numpy as np
@@ -71,6 +71,7 @@ from calib_cli.workflows.isotonic_stream import (
     ISOTONIC_MANTISSA_BITS,
     IsotonicStreamFit,
     fit_isotonic_streaming,
+    fit_isotonic_summary,
 )
 
 ISOTONIC_EPS = 1e-6
@@ -159,6 +160,9 @@ class RecalibrateRequest:
     report: str | None = None
     seed: int = 0
     engine: Engine = "auto"
+    #: ``--fit-summary``: summary files (``calib summarize``, or a SQL engine's) to fit on,
+    #: merged, in place of ``fit`` rows
+    fit_summaries: tuple[str, ...] = ()
 
     @property
     def prior_given(self) -> bool:
@@ -208,22 +212,30 @@ class RecalibrateResult:
 def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
     """Refuse option combinations that do not fit together (exit 2), and name the method."""
     file, fit, model, method = request.file, request.fit, request.model, request.method
+    summaries = request.fit_summaries or None
     if file is None:
-        if fit is None or request.save_model is None:
-            raise UsageError("give an INPUT file to calibrate (or --fit with --save-model)")
+        if (fit is None and summaries is None) or request.save_model is None:
+            raise UsageError(
+                "give an INPUT file to calibrate (or --fit or --fit-summary with --save-model)"
+            )
         if request.output is not None:
             raise UsageError("-o needs an INPUT file to calibrate")
     sources = [
         name
         for name, given in (
             ("--fit", fit),
+            ("--fit-summary", summaries),
             ("--model", model),
             ("--cross-fit", request.cross_fit_folds),
         )
         if given is not None
     ]
     if len(sources) > 1:
-        raise UsageError(f"give one of --fit, --model, --cross-fit (got {' and '.join(sources)})")
+        raise UsageError(
+            f"give one of --fit, --fit-summary, --model, --cross-fit (got {' and '.join(sources)})"
+        )
+    if summaries is not None:
+        _plan_summary_fit(request)
     if model is not None:
         if method is not None:
             raise UsageError("--model already holds its method; drop --method")
@@ -233,23 +245,44 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
                 "chain with --fit ... --sampling-record ... --save-model"
             )
         return RecalibrationPlan(method="model", cross_fit=False)
-    if fit is not None or request.cross_fit_folds is not None:
+    if fit is not None or summaries is not None or request.cross_fit_folds is not None:
         if method == "prior":
             raise UsageError(
-                "--method prior fits nothing; drop --fit/--cross-fit, or choose "
+                "--method prior fits nothing; drop --fit/--fit-summary/--cross-fit, or choose "
                 "platt, isotonic, beta, histogram or auto"
             )
         return RecalibrationPlan(
             method=method or "auto", cross_fit=request.cross_fit_folds is not None
         )
     if method not in (None, "prior"):
-        raise UsageError(f"--method {method} needs --fit FILE or --cross-fit K")
+        raise UsageError(f"--method {method} needs --fit FILE, --fit-summary S or --cross-fit K")
     if not request.prior_given:
         raise UsageError(
             "nothing to do: give --sampling-record, --negative-rate, "
             "--train-prior/--target-prior, --fit, --model or --cross-fit"
         )
     return RecalibrationPlan(method="prior", cross_fit=False)
+
+
+def _plan_summary_fit(request: RecalibrateRequest) -> None:
+    """What a fit on summaries cannot do, refused before any file is read (exit 2)."""
+    if request.method in (None, "auto"):
+        raise UsageError(
+            "--fit-summary needs --method platt, isotonic, beta or histogram: auto compares "
+            "them by cross-validation on rows, which a summary does not hold"
+        )
+    if request.score_kind != "probability":
+        raise UsageError(
+            "--fit-summary fits on summaries of probabilities: --score-kind "
+            f"{request.score_kind} scores need --fit FILE"
+        )
+    if request.prior_given and request.fit_data == "population":
+        raise UsageError(
+            "--fit-summary with a prior correction needs --fit-data sampled (the map is fitted "
+            "on the scores as the summary holds them, the prior correction comes after it); "
+            "rows drawn from the population need no prior correction: drop the rates and "
+            "fit the map on the summary alone, or use --fit FILE"
+        )
 
 
 def _require_method_for_options(method: str, given: Mapping[str, bool]) -> None:
@@ -489,7 +522,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     plan = plan_recalibration(request)
     file, kind = request.file, request.score_kind
     check_paths(
-        inputs=[file, request.fit, request.model, request.sampling_record],
+        inputs=[file, request.fit, request.model, request.sampling_record, *request.fit_summaries],
         table_output=request.output if file is not None else None,
         output_format=request.output_format,
         files=[request.save_model, request.report],
@@ -547,8 +580,12 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     fit_effect: FileEffect | None = None
     fit_table: Table | None = None
     fit_scan: StreamInput | None = None
+    summary_fit: _SummaryFit | None = None
     engines = _engines(request, plan)
-    if request.fit is not None and engines.fit == "streaming":
+    if request.fit_summaries:
+        summary_fit = _fit_summaries(run)
+        steps, fit_effect = summary_fit.steps, summary_fit.effect
+    elif request.fit is not None and engines.fit == "streaming":
         fit_scan, steps, fit_effect = _stream_fit(run, request.fit, strata_column)
     elif request.fit is not None:
         fit_table = run.read(request.fit)
@@ -605,13 +642,18 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
         name, rows = (source.name, source.n_rows) if source is not None else ("", 0)
         if fit_scan is not None:
             name, rows = fit_scan.name, fit_scan.rows
+        engine_record = _summary_provenance(
+            fit_scan is not None, run.plan.method, run.isotonic_stream
+        )
+        if summary_fit is not None:
+            name, rows, engine_record = summary_fit.name, summary_fit.rows, summary_fit.record
         fitted_on = provenance(
             file=name,
             rows=rows,
             columns={
-                "score": request.score_col,
-                "label": request.label_col,
-                "weight": request.weight_col,
+                "score": request.score_col if summary_fit is None else summary_fit.score_col,
+                "label": request.label_col if summary_fit is None else summary_fit.label_col,
+                "weight": request.weight_col if summary_fit is None else summary_fit.weight_col,
                 "strata": strata_column,
             },
             seed=request.seed,
@@ -619,7 +661,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
             fit_data=request.fit_data if prior is not None else None,
             sampling_record=request.sampling_record,
             **(_label_facts(labelled) if labelled is not None else {}),
-            **_summary_provenance(fit_scan is not None, run.plan.method, run.isotonic_stream),
+            **engine_record,
         )
         save_artifact(request.save_model, steps_artifact(steps, fitted_on))
     destination: str | None = None
@@ -955,3 +997,159 @@ def _stream_fit(
     if prior is not None and request.fit_data == "sampled":
         _check_strata((prior,), scan)
     return scan, steps, _stream_effect(run, scan, steps, None)
+
+
+# ------------------------------------------------------------------- fits on summary files
+
+
+@dataclass(frozen=True)
+class _SummaryFit:
+    """A fit made on summary files: the steps, the effect on the summarised rows, and what
+    the saved model records of it."""
+
+    steps: tuple[Step, ...]
+    effect: FileEffect
+    name: str
+    rows: int
+    score_col: str
+    label_col: str
+    weight_col: str | None
+    record: dict[str, Any]
+
+
+def _summary_column(request: RecalibrateRequest, loaded: Mapping[str, Any]) -> str:
+    """The score column to fit on: ``--score-col`` when the summaries hold it, else their only
+    column; summaries of several columns need ``--score-col`` to choose."""
+    if request.score_col in loaded:
+        return request.score_col
+    if len(loaded) == 1:
+        return str(next(iter(loaded)))
+    held = ", ".join(repr(c) for c in loaded)
+    raise UsageError(
+        f"the summaries hold several score columns ({held}): choose one with --score-col"
+    )
+
+
+def _coarse_grid_message(name: str, method: str, bits: int) -> str:
+    needed = FIT_MANTISSA_BITS[method]
+    why = (
+        "its equal-mass bin edges cut cells, and at 12 bits that moves held-out log loss "
+        "by about 1.5e-5"
+        if method == "histogram"
+        else "the logistic fits hold each cell's rows at one point"
+    )
+    return (
+        f"{name}: --method {method} needs a summary on a grid of at least {needed} mantissa "
+        f"bits ({why}); this summary's grid has {bits} (calib summarize and summarize "
+        "--emit-sql write 12; summarize_arrays(..., mantissa_bits=20) and "
+        "SummaryQuery(mantissa_bits=20) in Python make finer ones): fit on the rows instead "
+        "(--fit FILE, which streams a summary of the grid it needs), or choose "
+        + ", ".join(m for m in FITTED_METHODS if FIT_MANTISSA_BITS[m] <= bits)
+    )
+
+
+def _key_points(summary: ScoreSummary) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Each (cell, bin, class) key of positive weight as one weighted row, both classes of a
+    (cell, bin) at their pooled mean score (kept inside its smallest and largest score), so
+    that the pairs inside a cell stay ties, as the summary's AUC counts them."""
+    live = summary.weight > 0.0
+    weight = summary.weight[live]
+    key = np.column_stack((summary.cell[live], summary.bin[live].astype(np.int64)))
+    _, index = np.unique(key, axis=0, return_inverse=True)
+    index = index.reshape(-1)
+    total = np.bincount(index, weights=weight)
+    sums = np.bincount(index, weights=summary.score_sum[live])
+    low = np.full(total.size, np.inf)
+    high = np.full(total.size, -np.inf)
+    np.fmin.at(low, index, summary.score_min[live])
+    np.fmax.at(high, index, summary.score_max[live])
+    mean = np.clip(sums / total, low, high)[index]
+    return mean, summary.label[live].astype(np.float64), weight
+
+
+def _summary_effect(name: str, summary: ScoreSummary, steps: tuple[Step, ...]) -> FileEffect:
+    """The figures of the summarised rows before (exact from the summary; AUC within its
+    bound) and after the calibration (each cell's rows at their mean score,
+    :func:`_key_points`: log loss and Brier move to second order in the cell's width)."""
+    with io.naming(name):
+        before = reliability_from_summary(summary).reliability
+    scores, labels, weights = _key_points(summary)
+    calibrated = apply_chain(steps, scores)
+    points = recalibration_effect(labels, scores, calibrated, sample_weight=weights)
+    total = float(np.sum(summary.weight))
+    effect = replace(
+        points,
+        rows=int(np.sum(summary.n_rows)),
+        mean_score_before=float(np.sum(summary.score_sum)) / total,
+        positives=before.positives,
+        base_rate=before.base_rate,
+        before=EffectFigures(
+            log_loss=before.log_loss, brier=before.brier, ece=before.ece, auc=before.auc
+        ),
+    )
+    return FileEffect(file=name, effect=effect, has_labels=True)
+
+
+def _fit_summaries(run: _Run) -> _SummaryFit:
+    """Fit the method on summary files merged (every ``--by`` group pooled: a fitted map is
+    one map for every row), on the summary's own cells: the streaming engine's fit
+    (:func:`~calib_cli.core.cells.fit_on_cells`; isotonic by
+    :func:`~calib_cli.workflows.isotonic_stream.fit_isotonic_summary`) without the passes
+    over rows that a summary file cannot give."""
+    from calib_cli.workflows.summarize import load_summaries
+
+    request, prior = run.request, run.prior
+    loaded = load_summaries(request.fit_summaries)
+    column = _summary_column(request, loaded)
+    merged, files = loaded[column]
+    name = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"
+    summary = merged.pooled()
+    method = cast("FittedMethod", run.plan.method)  # a fitted method: _plan_summary_fit
+    if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
+        raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
+    cells = _cells(summary)
+    if not np.any(cells.weight > 0.0):
+        raise InputError(f"{name}: the summary's weights sum to 0: no row carries weight")
+    what = fitted_scores_name(prior, request.fit_data)
+    grid = {"kind": "relative-tails", "mantissa_bits": summary.mantissa_bits}
+    record: dict[str, Any] = {
+        "kind": "summary",
+        "fitted_on": "summary",
+        "summaries": list(files),
+        "groups": len(merged.groups),
+        "grid": grid,
+    }
+    with io.naming(name):
+        fitted: CalibratorParams
+        if method == "isotonic":
+            require_fit_support(method, cell_facts(cells), what=what)
+            iso = fit_isotonic_summary(summary, options=run.options["isotonic"])
+            fitted = iso.params
+            record |= {
+                "exact": iso.exact,
+                "cells": iso.cells,
+                "unresolved_cells": iso.open_cells,
+                "unresolved_weight": iso.open_weight,
+            }
+            if not iso.exact:
+                run.warn(
+                    f"{name}: the isotonic fit on the summary is not certified exact: "
+                    f"{iso.open_cells} of its {iso.cells} cells ({iso.open_weight:.2%} of "
+                    "the weight) could be split by the fit on the rows, which --fit FILE "
+                    "makes (it reads those cells' rows again); here each is held at one "
+                    "value, so the knots can differ inside them (a summary on a finer grid "
+                    f"leaves fewer: this one has {summary.mantissa_bits} mantissa bits)"
+                )
+        else:
+            fitted = fit_on_cells(method, cells, options=run.options.get(method, {}), what=what)
+    steps: tuple[Step, ...] = (fitted,) if prior is None else (fitted, prior)
+    return _SummaryFit(
+        steps=steps,
+        effect=_summary_effect(name, summary, steps),
+        name=name,
+        rows=int(np.sum(summary.n_rows)),
+        score_col=column,
+        label_col=summary.label_column,
+        weight_col=summary.weight_column,
+        record={"engine": record},
+    )
