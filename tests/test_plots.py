@@ -179,3 +179,59 @@ def test_the_helpers() -> None:
     assert plots._logit_ticks(1e-7, 1 - 1e-7).count(0.5) == 1
     assert len(plots._logit_ticks(1e-12, 1 - 1e-12)) <= 9
     assert isinstance(_panels()[0][1][0].summary, ReliabilitySummary)
+
+
+def test_thousands_of_groups_draw_the_largest_with_a_note_and_keep_the_report_order(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from calib_cli.workflows.reliability import ReliabilityEntry, ReliabilityResult
+
+    assert plots.MAX_PLOT_GROUPS == 24
+    monkeypatch.setattr(plots, "MAX_PLOT_GROUPS", 4)  # the same rule, fewer panels to draw
+    rng = np.random.default_rng(3)
+    sizes = rng.permutation(np.arange(40, 40 + 3 * (plots.MAX_PLOT_GROUPS + 6), 3))
+    entries = []
+    for index, size in enumerate(sizes):
+        y = (np.arange(size) % 4 == 0).astype(float)
+        s = rng.uniform(0.05, 0.6, size)
+        entries.append(ReliabilityEntry("score", f"g{index}", "score", reliability_summary(y, s)))
+    all_rows = ReliabilityEntry(
+        "score", None, "score", reliability_summary(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
+    )
+    result = ReliabilityResult(
+        source="many.parquet",
+        by="segment",
+        n_bins=10,
+        strategy="uniform",
+        seed=0,
+        entries=(all_rows, *entries),
+        gate_failures=(),
+    )
+    shown, total = plots.plotted_groups(result)
+    assert total == sizes.size and len(shown) == plots.MAX_PLOT_GROUPS
+    # the largest groups, in the order of the report
+    largest = set(np.argsort(-sizes, kind="stable")[: plots.MAX_PLOT_GROUPS])
+    assert shown == [f"g{i}" for i in sorted(largest)]
+    figure = plots.reliability_result_figure(result, scale="linear")
+    panels = [a for a in figure.axes if str(a.get_gid()).startswith("reliability")]
+    assert len(panels) == plots.MAX_PLOT_GROUPS + 1
+    assert (
+        figure.texts[0]
+        .get_text()
+        .endswith(
+            f"the {plots.MAX_PLOT_GROUPS} largest of {sizes.size} groups by rows "
+            "(the report has every group)"
+        )
+    )
+    # at or below the cap: every group, no note
+    few = ReliabilityResult(
+        source="few.parquet",
+        by="segment",
+        n_bins=10,
+        strategy="uniform",
+        seed=0,
+        entries=(all_rows, *entries[:3]),
+        gate_failures=(),
+    )
+    assert plots.plotted_groups(few) == (["g0", "g1", "g2"], 3)
+    assert "largest" not in plots.reliability_result_figure(few, scale="linear").texts[0].get_text()

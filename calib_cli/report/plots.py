@@ -616,10 +616,37 @@ def reliability_panels(
     return panels
 
 
+#: At most this many ``--by`` groups get a panel (beside all rows): a picture of thousands of
+#: panels takes minutes to draw and cannot be read; the report keeps every group.
+MAX_PLOT_GROUPS = 24
+
+
+def plotted_groups(result: ReliabilityResult) -> tuple[list[object], int]:
+    """The ``--by`` groups that get a panel, in the report's order, and how many groups there
+    are: all of them up to :data:`MAX_PLOT_GROUPS`, else the largest by (weighted) rows, ties
+    to the group met first."""
+    size: dict[object, float] = {}
+    for entry in result.entries:
+        if entry.group is not None and entry.group not in size:
+            size[entry.group] = entry.summary.weight_total
+    order = list(size)
+    if len(order) <= MAX_PLOT_GROUPS:
+        return order, len(order)
+    rank = sorted(range(len(order)), key=lambda i: (-size[order[i]], i))[:MAX_PLOT_GROUPS]
+    return [order[i] for i in sorted(rank)], len(order)
+
+
 def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) -> Figure:
     """The picture of a ``reliability`` run: every column overlaid, ``--by`` groups as small
-    multiples, each entry's fine histogram beneath, and a title with n, base rate, weighting."""
-    entries = [(e.score_column, e.group, e.summary, e.histogram) for e in result.entries]
+    multiples (at most :data:`MAX_PLOT_GROUPS`, see :func:`plotted_groups`), each entry's fine
+    histogram beneath, and a title with n, base rate, weighting."""
+    shown, n_groups = plotted_groups(result)
+    keep = set(shown)
+    entries = [
+        (e.score_column, e.group, e.summary, e.histogram)
+        for e in result.entries
+        if e.group is None or e.group in keep
+    ]
     weighted = result.weight_col is not None
     weighting = f"weighted by '{result.weight_col}'" if weighted else "unweighted"
     title = reliability_title(
@@ -629,6 +656,12 @@ def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) ->
         n_bins=result.n_bins,
         strategy=result.strategy,
     )
+    if len(shown) < n_groups:
+        rows = "weighted rows" if weighted else "rows"
+        title += (
+            f"\nthe {len(shown)} largest of {n_groups:,} groups by {rows}"
+            " (the report has every group)"
+        )
     return reliability_figure(
         reliability_panels(entries, by=result.by),
         scale=scale,
