@@ -28,6 +28,11 @@ ShiftMethod = Literal["auto", "mle", "em", "acc", "pacc", "map"]
 SlopeSmoothing = Literal["hull", "loess"]
 FitData = Literal["population", "sampled"]
 CiMethod = Literal["bootstrap", "profile"]
+#: What a weight means (``--weight-kind``): ``frequency``, a row of weight 2 is two rows (every
+#: interval as for the rows repeated); ``importance``, survey-style weights such as
+#: ``1 / negative_rate`` after sampling (the same point estimates, with variances from the rows
+#: actually observed: sandwich, linearisation, bootstrap of rows).
+WeightKind = Literal["frequency", "importance"]
 #: How a command reads its rows: ``memory`` (exact, every row in memory), ``streaming`` (a
 #: summary in bounded memory, then a streaming pass for row-wise outputs) or ``auto``.
 Engine = Literal["auto", "memory", "streaming"]

@@ -675,8 +675,9 @@ def test_bin_table_fields() -> None:
 # ---------------------------------------------------------------------------------------------
 
 JSON_KEYS = [
-    "n", "weight_total", "positives", "base_rate", "mean_score", "calibration_in_the_large",
-    "observed_expected_ratio", "log_loss", "brier", "brier_reliability", "brier_resolution",
+    "n", "weight_total", "weight_kind", "positives", "base_rate", "mean_score",
+    "calibration_in_the_large", "observed_expected_ratio", "log_loss", "brier",
+    "brier_reliability", "brier_resolution",
     "brier_uncertainty", "ece", "ece_ci", "mce", "ece_debiased", "ece_debiased_ci", "auc",
     "auc_ci", "gini", "average_precision", "calibration_intercept", "calibration_intercept_ci",
     "calibration_slope", "calibration_slope_ci", "calibration_converged", "hosmer_lemeshow",

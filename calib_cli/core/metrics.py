@@ -1,11 +1,30 @@
 """Reliability of probability scores: proper scores, discrimination, calibration, tests.
 
 Every function takes the labels and the scores positionally and the sample weights as the
-keyword ``sample_weight``; options are keyword-only. Weights are *frequency* weights
+keyword ``sample_weight``; options are keyword-only. By default weights are *frequency* weights
 (DESIGN.md): a row of weight 2 counts exactly as two rows of weight 1, in every point estimate
 *and* every interval (Wilson, DeLong, Wald, the bootstrap). With survey or importance weights
-(for example ``1 / negative_rate`` after negative sampling) the intervals are therefore those of
-a sample of ``sum(weights)`` rows, not of the rows actually observed.
+(for example ``1 / negative_rate`` after negative sampling) those intervals would be those of a
+sample of ``sum(weights)`` rows, not of the rows actually observed: ``weight_kind="importance"``
+keeps every point estimate and gives intervals and tests whose variance comes from the rows
+observed (each a function's docstring says how):
+
+* DeLong's AUC variance: the linearisation of the weighted Mann-Whitney statistic,
+  :math:`\\sum_i w_i^2 (V_i - \\mathrm{AUC})^2 / W^2` per class (times :math:`m / (m - 1)`,
+  :math:`m` the class's rows, so unit weights give DeLong's estimator exactly);
+* calibration intercept and slope: the sandwich covariance
+  :math:`H^{-1} (\\sum_i w_i^2 g_i g_i^T) H^{-1}`
+  (:func:`calib_cli.core.logistic.sandwich_covariance`);
+* ECE bootstrap: each row is drawn Poisson(1) times and keeps its weight (replicate weights
+  :math:`w_i k_i`), instead of each unit of weight being drawn Poisson(1) times;
+* bin intervals: Wilson's interval with Kish's effective number of rows
+  :math:`(\\sum w)^2 / \\sum w^2` of the bin; Spiegelhalter's z and the Hosmer-Lemeshow
+  denominators with the variance of :math:`\\sum_i w_i y_i` under importance weights
+  (:math:`\\sum_i w_i^2 p_i (1 - p_i)`); the debiased ECE with the variance of the bin's
+  weighted rate, :math:`\\sum_i w_i^2 (y_i - \bar o_b)^2 / W_b^2` (the one figure whose value,
+  being a bias correction by a variance, changes with the kind).
+
+With unit weights both kinds give the same figures (tested).
 
 Figures that are undefined on the data are ``nan`` (the report layer turns them into ``null``):
 AUC, its interval and Gini with one class, the calibration intercept and slope when the
@@ -35,16 +54,16 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
 from scipy.special import chdtrc, logit, ndtr, ndtri
 
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
-from calib_cli.core.logistic import fit_logistic
+from calib_cli.core.logistic import fit_logistic, sandwich_covariance
 from calib_cli.errors import InputError
-from calib_cli.types import BinStrategy, FloatArray, IntArray, choices
+from calib_cli.types import BinStrategy, FloatArray, IntArray, WeightKind, choices
 
 __all__ = [
     "AucInterval",
@@ -226,11 +245,13 @@ class ReliabilitySummary:
     (fewer than requested when quantile edges coincide). ``ece_ci`` and ``ece_debiased_ci`` are
     ``None`` when no bootstrap was asked for. ``calibration_converged`` reports the Newton fits
     behind the calibration intercept and slope. The Hosmer-Lemeshow groups are always 10
-    equal-mass groups, whatever ``n_bins`` and ``strategy``.
+    equal-mass groups, whatever ``n_bins`` and ``strategy``. ``weight_kind`` says which
+    variance the intervals and tests used (module docstring).
     """
 
     n: int
     weight_total: float
+    weight_kind: WeightKind
     positives: float
     base_rate: float
     mean_score: float
@@ -425,6 +446,9 @@ class _BinStats:
     score_sum: FloatArray
     positive_sum: FloatArray
     n_rows: IntArray
+    #: Sums of squared weights of the bin's positives and negatives (importance weights only).
+    square_pos: FloatArray | None = None
+    square_neg: FloatArray | None = None
 
     @property
     def total(self) -> float:
@@ -497,6 +521,72 @@ def _binned(y: FloatArray, p: FloatArray, w: FloatArray, n_bins: int, strategy: 
     else:
         edges = _edges(None, None, n_bins, strategy)
     return _bin_stats(p, w, w * p, w * y, edges)
+
+
+def _check_weight_kind(weight_kind: str) -> WeightKind:
+    if weight_kind == "frequency":
+        return "frequency"
+    if weight_kind == "importance":
+        return "importance"
+    raise InputError(
+        f"weight_kind must be one of {', '.join(choices(WeightKind))}, got {weight_kind!r}"
+    )
+
+
+def _with_squares(stats: _BinStats, w: FloatArray, y: FloatArray) -> _BinStats:
+    """``stats`` with each bin's sums of squared weights per class (importance weights)."""
+    k = stats.weight.size
+    square = w * w
+    return replace(
+        stats,
+        square_pos=np.bincount(stats.bin_id, weights=square * y, minlength=k).astype(np.float64),
+        square_neg=np.bincount(stats.bin_id, weights=square * (1.0 - y), minlength=k).astype(
+            np.float64
+        ),
+    )
+
+
+def _debiased_sq_importance(
+    weight: FloatArray,
+    positive_sum: FloatArray,
+    score_sum: FloatArray,
+    square_pos: FloatArray,
+    square_neg: FloatArray,
+    rows: FloatArray,
+) -> FloatArray:
+    """The debiased squared calibration error with importance weights, along the last axis.
+
+    The variance subtracted in a bin is that of its weighted rate :math:`\bar o_b`, by
+    linearisation :math:`\\sum_{i \\in b} w_i^2 (y_i - \bar o_b)^2 / W_b^2 \\cdot m_b /
+    (m_b - 1)` (:math:`m_b` rows), which for unit weights is Kumar et al.'s
+    :math:`\bar o_b (1 - \bar o_b) / (m_b - 1)`; bins of fewer than 2 rows add 0.
+    """
+    total = np.sum(weight, axis=-1)
+    enough = (rows >= 2.0) & (weight > 0.0)
+    safe_w = np.where(enough, weight, 1.0)
+    safe_rows = np.where(enough, rows, 2.0)
+    observed = positive_sum / safe_w
+    gap = (positive_sum - score_sum) / safe_w
+    spread = square_pos * (1.0 - observed) ** 2 + square_neg * observed * observed
+    variance = spread / (safe_w * safe_w) * safe_rows / (safe_rows - 1.0)
+    terms = np.where(enough, weight * (gap * gap - variance), 0.0)
+    return np.asarray(_divide(np.sum(terms, axis=-1), total))
+
+
+def _debiased_sq(stats: _BinStats, unit: float) -> float:
+    """The debiased squared error of ``stats``: importance form when it holds squares."""
+    if stats.square_pos is not None and stats.square_neg is not None:
+        return float(
+            _debiased_sq_importance(
+                stats.weight,
+                stats.positive_sum,
+                stats.score_sum,
+                stats.square_pos,
+                stats.square_neg,
+                stats.n_rows.astype(np.float64),
+            )
+        )
+    return float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit))
 
 
 def _ece_from_sums(
@@ -713,7 +803,37 @@ def _tie_groups(rows: _Sorted) -> tuple[FloatArray, FloatArray, FloatArray]:
     return p[starts], positive, negative
 
 
-def _delong(positive: FloatArray, negative: FloatArray, confidence: float) -> AucInterval:
+@dataclass(frozen=True)
+class _Squares:
+    """What importance weights add to the tie groups (or cells): per group the sums of squared
+    weights of its positives and negatives, and each class's number of rows."""
+
+    square_pos: FloatArray
+    square_neg: FloatArray
+    rows_pos: float
+    rows_neg: float
+
+
+def _tie_squares(rows: _Sorted) -> _Squares:
+    """:class:`_Squares` of the tie groups of :func:`_tie_groups` (rows of positive weight)."""
+    p = rows.p
+    starts = np.flatnonzero(np.concatenate(([True], p[1:] != p[:-1])))
+    square = rows.w * rows.w
+    live = rows.w > 0.0
+    return _Squares(
+        square_pos=np.add.reduceat(square * rows.y, starts),
+        square_neg=np.add.reduceat(square * (1.0 - rows.y), starts),
+        rows_pos=float(np.sum(live & (rows.y == 1.0))),
+        rows_neg=float(np.sum(live & (rows.y == 0.0))),
+    )
+
+
+def _delong(
+    positive: FloatArray,
+    negative: FloatArray,
+    confidence: float,
+    squares: _Squares | None = None,
+) -> AucInterval:
     n_pos = float(positive.sum())
     n_neg = float(negative.sum())
     if not (n_pos > 0.0 and n_neg > 0.0):
@@ -723,11 +843,20 @@ def _delong(positive: FloatArray, negative: FloatArray, confidence: float) -> Au
     v10 = (negative_below + 0.5 * negative) / n_neg  # placement of each positive
     v01 = (positive_above + 0.5 * positive) / n_pos  # placement of each negative
     auc = float(positive @ v10) / n_pos
-    if not (n_pos > 1.0 and n_neg > 1.0):
+    if squares is not None:
+        # importance weights: linearisation, per class sum w^2 (V - AUC)^2 / W^2 * m / (m - 1)
+        m_pos, m_neg = squares.rows_pos, squares.rows_neg
+        if not (m_pos > 1.0 and m_neg > 1.0):
+            return AucInterval(auc=auc, auc_se=NAN, auc_ci=NAN_PAIR)
+        var_pos = float(squares.square_pos @ (v10 - auc) ** 2) / (n_pos * n_pos)
+        var_neg = float(squares.square_neg @ (v01 - auc) ** 2) / (n_neg * n_neg)
+        se = math.sqrt(var_pos * m_pos / (m_pos - 1.0) + var_neg * m_neg / (m_neg - 1.0))
+    elif not (n_pos > 1.0 and n_neg > 1.0):
         return AucInterval(auc=auc, auc_se=NAN, auc_ci=NAN_PAIR)
-    s10 = float(positive @ (v10 - auc) ** 2) / (n_pos - 1.0)
-    s01 = float(negative @ (v01 - auc) ** 2) / (n_neg - 1.0)
-    se = math.sqrt(s10 / n_pos + s01 / n_neg)
+    else:
+        s10 = float(positive @ (v10 - auc) ** 2) / (n_pos - 1.0)
+        s01 = float(negative @ (v01 - auc) ** 2) / (n_neg - 1.0)
+        se = math.sqrt(s10 / n_pos + s01 / n_neg)
     half = _z_value(confidence) * se
     return AucInterval(auc=auc, auc_se=se, auc_ci=(max(auc - half, 0.0), min(auc + half, 1.0)))
 
@@ -776,6 +905,7 @@ def delong_interval(
     *,
     sample_weight: npt.ArrayLike | None = None,
     confidence: float = 0.95,
+    weight_kind: WeightKind = "frequency",
 ) -> AucInterval:
     """AUC with DeLong's (1988) variance from placement values, and a normal interval.
 
@@ -802,23 +932,43 @@ def delong_interval(
     :math:`O(n^2)` pairs). The interval is :math:`\\mathrm{AUC} \\pm z \\sqrt{\\widehat{\\mathrm
     {Var}}}` clipped to [0, 1]; ``nan`` when a class has weight at most 1.
 
+    With ``weight_kind="importance"`` the variance is the linearisation (influence function)
+    of the weighted Mann-Whitney statistic over the rows observed,
+
+    .. math::
+
+        \\widehat{\\mathrm{Var}} = \frac{m}{m - 1} \frac{\\sum_i w_i^2 (V_{10}(i) -
+        \\mathrm{AUC})^2}{W_+^2} + \frac{n}{n - 1} \frac{\\sum_j w_j^2 (V_{01}(j) -
+        \\mathrm{AUC})^2}{W_-^2}
+
+    (:math:`m, n` the rows of each class; the ratio form makes it right whether the class
+    totals are fixed or random), DeLong's estimator exactly for unit weights; ``nan`` when a
+    class has at most one row.
+
     References
     ----------
     E. R. DeLong, D. M. DeLong, D. L. Clarke-Pearson, "Comparing the areas under two or more
     correlated receiver operating characteristic curves: a nonparametric approach",
     Biometrics 44, 1988. X. Sun, W. Xu, "Fast implementation of DeLong's algorithm",
-    IEEE Signal Processing Letters 21, 2014.
+    IEEE Signal Processing Letters 21, 2014. D. A. Binder, "On the variances of asymptotically
+    normal estimators from complex surveys", International Statistical Review 51, 1983
+    (linearisation under survey weights).
 
     Examples
     --------
     >>> r = delong_interval([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8])
     >>> r.auc, round(r.auc_se ** 2, 6)  # S10 = S01 = 1/8, Var = 1/16 + 1/16
     (0.75, 0.125)
+    >>> i = delong_interval([0, 0, 1, 1], [0.1, 0.4, 0.35, 0.8], weight_kind="importance")
+    >>> round(i.auc_se ** 2, 6)  # unit weights: the same
+    0.125
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     confidence = _check_confidence(confidence)
-    _, positive, negative = _tie_groups(_sort_rows(y, p, w))
-    return _delong(positive, negative, confidence)
+    rows = _sort_rows(y, p, w)
+    _, positive, negative = _tie_groups(rows)
+    squares = _tie_squares(rows) if _check_weight_kind(weight_kind) == "importance" else None
+    return _delong(positive, negative, confidence, squares)
 
 
 def average_precision(
@@ -952,7 +1102,15 @@ def wilson_interval(
 def _table(stats: _BinStats, confidence: float) -> tuple[Bin, ...]:
     mean_score = stats.mean_score
     observed = stats.observed_rate
-    low, high = wilson_interval(stats.positive_sum, stats.weight, confidence=confidence)
+    if stats.square_pos is not None and stats.square_neg is not None:
+        # importance weights: Wilson with Kish's effective rows (sum w)^2 / sum w^2
+        square = stats.square_pos + stats.square_neg
+        trials = _divide(stats.weight * stats.weight, square)
+        trials = np.where(np.isfinite(trials), trials, 0.0)
+        successes = np.where(trials > 0.0, observed * trials, 0.0)
+        low, high = wilson_interval(successes, trials, confidence=confidence)
+    else:
+        low, high = wilson_interval(stats.positive_sum, stats.weight, confidence=confidence)
     # Python numbers in one conversion per array (tolist), not one per element
     edges, count, n_rows = stats.edges.tolist(), stats.weight.tolist(), stats.n_rows.tolist()
     means, rates, lows, highs = mean_score.tolist(), observed.tolist(), low.tolist(), high.tolist()
@@ -979,6 +1137,7 @@ def reliability_bins(
     n_bins: int = 10,
     strategy: BinStrategy = "uniform",
     confidence: float = 0.95,
+    weight_kind: WeightKind = "frequency",
 ) -> tuple[Bin, ...]:
     """The reliability table: per bin the edges, counts, mean score and observed rate.
 
@@ -986,7 +1145,8 @@ def reliability_bins(
     docstring). Empty bins are kept (uniform strategy) with ``count`` 0 and ``nan`` rates. The
     non-empty bins' ``observed_rate`` and ``mean_score`` are scikit-learn's ``prob_true`` and
     ``prob_pred``. The observed-rate interval is Wilson's (:func:`wilson_interval`) with the
-    weighted count as the number of trials.
+    weighted count as the number of trials (frequency weights) or Kish's effective number of
+    rows :math:`(\\sum w)^2 / \\sum w^2` of the bin (``weight_kind="importance"``).
 
     Examples
     --------
@@ -996,6 +1156,8 @@ def reliability_bins(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
+    if _check_weight_kind(weight_kind) == "importance":
+        stats = _with_squares(stats, w, y)
     return _table(stats, _check_confidence(confidence))
 
 
@@ -1060,6 +1222,7 @@ def ece_debiased(
     n_bins: int = 10,
     strategy: BinStrategy = "uniform",
     squared: bool = False,
+    weight_kind: WeightKind = "frequency",
 ) -> float:
     """Debiased L2 calibration error of Kumar, Liang and Ma (2019).
 
@@ -1082,6 +1245,11 @@ def ece_debiased(
     ----------
     squared : bool
         Return the unclipped debiased estimate of the squared error instead of its root.
+    weight_kind : {"frequency", "importance"}
+        ``importance``: the variance subtracted in a bin is that of its weighted rate over
+        the rows observed, :math:`\\sum_i w_i^2 (y_i - \\bar o_b)^2 / W_b^2 \\cdot m_b /
+        (m_b - 1)` (:math:`m_b` rows; the same as above for unit weights), bins of fewer than
+        2 rows adding 0.
 
     References
     ----------
@@ -1096,9 +1264,9 @@ def ece_debiased(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
-    value = float(
-        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, count_unit(w))
-    )
+    if _check_weight_kind(weight_kind) == "importance":
+        stats = _with_squares(stats, w, y)
+    value = _debiased_sq(stats, count_unit(w))
     return value if squared else _sqrt_clipped(value)
 
 
@@ -1112,7 +1280,13 @@ def _bootstrap(
     rng: np.random.Generator,
     confidence: float,
     exact_limit: float,
+    importance: bool = False,
 ) -> EceBootstrap:
+    if importance:
+        ece_reps, deb_reps = _replicates_of_rows(
+            y, p, w, stats, n_bootstrap=n_bootstrap, rng=rng, exact_limit=exact_limit
+        )
+        return _percentile_intervals(ece_reps, deb_reps, confidence)
     # Resample in units of rows (see count_unit): Poisson(weight) draws of fractional weights
     # would leave most replicates empty. ECE is a ratio, so the rescaling does not move it.
     w = w / count_unit(w)
@@ -1145,6 +1319,12 @@ def _bootstrap(
     score_sum = sums[:, 0::2] + sums[:, 1::2]
     ece_reps = _ece_from_sums(weight, positive_sum, score_sum)
     deb_reps = np.sqrt(np.clip(_debiased_sq_from_sums(weight, positive_sum, score_sum), 0.0, None))
+    return _percentile_intervals(ece_reps, deb_reps, confidence)
+
+
+def _percentile_intervals(
+    ece_reps: FloatArray, deb_reps: FloatArray, confidence: float
+) -> EceBootstrap:
     levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
 
     def interval(reps: FloatArray) -> tuple[float, float]:
@@ -1160,6 +1340,104 @@ def _bootstrap(
         ece_replicates=ece_reps,
         ece_debiased_replicates=deb_reps,
     )
+
+
+@dataclass(frozen=True)
+class _ImportanceCells:
+    """Per (bin, class) cell, what the bootstrap of rows with importance weights draws from:
+    weight, sum of squared weights, rows, and the weighted mean and variance of the scores."""
+
+    weight: FloatArray
+    square: FloatArray
+    rows: FloatArray
+    mean: FloatArray
+    var: FloatArray
+
+
+def _draw_importance_cells(
+    cells: _ImportanceCells, n_bootstrap: int, rng: np.random.Generator
+) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
+    """Replicate weight, score sum, sum of squared weights and rows of every cell.
+
+    Each cell is drawn as :math:`K \\sim \\mathrm{Poisson}(n_c)` rows of weight
+    :math:`u_c`, with Kish's :math:`n_c = W_c^2 / Q_c` and :math:`u_c = Q_c / W_c`: exactly the
+    Poisson bootstrap of its rows when their weights are equal (as after sampling at one rate
+    per class), and otherwise with the right mean :math:`W_c` and variance :math:`Q_c` of the
+    replicate weight. The score sum, given :math:`K`, is drawn from its normal limit (as
+    :func:`ece_bootstrap` does for large cells).
+    """
+    n_cells = cells.weight.size
+    full = cells.square > 0.0
+    kish = np.where(full, cells.weight * cells.weight / np.where(full, cells.square, 1.0), 0.0)
+    unit = np.where(full, cells.square / np.where(full, cells.weight, 1.0), 0.0)
+    counts = rng.poisson(kish, size=(n_bootstrap, n_cells)).astype(np.float64)
+    noise = rng.standard_normal((n_bootstrap, n_cells))
+    drawn = np.clip(counts * cells.mean + np.sqrt(counts * cells.var) * noise, 0.0, counts)
+    return counts * unit, drawn * unit, counts * unit * unit, counts
+
+
+def _replicates_of_rows(
+    y: FloatArray,
+    p: FloatArray,
+    w: FloatArray,
+    stats: _BinStats,
+    *,
+    n_bootstrap: int,
+    rng: np.random.Generator,
+    exact_limit: float,
+) -> tuple[FloatArray, FloatArray]:
+    """ECE and debiased ECE replicates of the Poisson bootstrap of rows (importance weights).
+
+    Each row is drawn :math:`k_i \\sim \\mathrm{Poisson}(1)` times and keeps its weight
+    (replicate weight :math:`w_i k_i`). Cells of at most ``exact_limit`` rows are drawn row by
+    row; larger cells by :func:`_draw_importance_cells`.
+    """
+    n_cells = 2 * stats.weight.size
+    live = w > 0.0
+    cell = 2 * stats.bin_id + (y == 1.0)
+    wp = w * p
+    square = w * w
+    cell_weight = np.bincount(cell, weights=w, minlength=n_cells).astype(np.float64)
+    cell_sum = np.bincount(cell, weights=wp, minlength=n_cells).astype(np.float64)
+    cell_sq = np.bincount(cell, weights=wp * p, minlength=n_cells).astype(np.float64)
+    safe = np.where(cell_weight > 0.0, cell_weight, 1.0)
+    mean = cell_sum / safe
+    cells = _ImportanceCells(
+        weight=cell_weight,
+        square=np.bincount(cell, weights=square, minlength=n_cells).astype(np.float64),
+        rows=np.bincount(cell[live], minlength=n_cells).astype(np.float64),
+        mean=mean,
+        var=np.clip(cell_sq / safe - mean * mean, 0.0, None),
+    )
+    weight, sums, squares, rows = _draw_importance_cells(cells, n_bootstrap, rng)
+    for c in np.flatnonzero((cells.rows > 0.0) & (cells.rows <= exact_limit)):
+        members = np.flatnonzero((cell == c) & live)
+        members = members[np.argsort(p[members], kind="stable")]  # independent of row order
+        k = rng.poisson(1.0, size=(n_bootstrap, members.size)).astype(np.float64)
+        weight[:, c] = k @ w[members]
+        sums[:, c] = k @ wp[members]
+        squares[:, c] = k @ square[members]
+        rows[:, c] = k.sum(axis=1)
+    return _replicate_figures(weight, sums, squares, rows)
+
+
+def _replicate_figures(
+    weight: FloatArray, sums: FloatArray, squares: FloatArray, rows: FloatArray
+) -> tuple[FloatArray, FloatArray]:
+    """ECE and debiased ECE of replicates given per (bin, class) cell (negatives first)."""
+    bin_weight = weight[:, 0::2] + weight[:, 1::2]
+    positive_sum = weight[:, 1::2]
+    score_sum = sums[:, 0::2] + sums[:, 1::2]
+    ece_reps = _ece_from_sums(bin_weight, positive_sum, score_sum)
+    debiased = _debiased_sq_importance(
+        bin_weight,
+        positive_sum,
+        score_sum,
+        squares[:, 1::2],
+        squares[:, 0::2],
+        rows[:, 0::2] + rows[:, 1::2],
+    )
+    return ece_reps, np.sqrt(np.clip(debiased, 0.0, None))
 
 
 def _check_bootstrap(n_bootstrap: int, rng: object, exact_limit: float) -> None:
@@ -1186,6 +1464,7 @@ def ece_bootstrap(
     rng: np.random.Generator,
     confidence: float = 0.95,
     exact_limit: float = 1000.0,
+    weight_kind: WeightKind = "frequency",
 ) -> EceBootstrap:
     """Percentile bootstrap intervals for :func:`ece` and :func:`ece_debiased`.
 
@@ -1220,7 +1499,17 @@ def ece_bootstrap(
         Central coverage of the percentile intervals.
     exact_limit : float
         Cells up to this weight are resampled exactly (``inf``: every cell, cost ~ rows per
-        replicate; 0: the normal limit everywhere).
+        replicate; 0: the normal limit everywhere); with importance weights, up to this number
+        of rows.
+    weight_kind : {"frequency", "importance"}
+        ``importance``: the Poisson bootstrap of the *rows*, each drawn
+        :math:`k_i \\sim \\mathrm{Poisson}(1)` times with replicate weight :math:`w_i k_i`
+        (instead of Poisson(:math:`w_i`) draws of unit weight), row by row in cells of at most
+        ``exact_limit`` rows, and in larger cells as Poisson(:math:`W_c^2 / Q_c`) rows of
+        weight :math:`Q_c / W_c` (Kish; :math:`Q_c` the cell's sum of squared weights: exact
+        when the weights are equal within the cell, otherwise the replicate weight's mean and
+        variance are right). The debiased ECE of each replicate uses the importance variance
+        of :func:`ece_debiased`.
 
     Returns
     -------
@@ -1242,6 +1531,7 @@ def ece_bootstrap(
     ((50,), True)
     """
     _check_bootstrap(n_bootstrap, rng, exact_limit)
+    importance = _check_weight_kind(weight_kind) == "importance"
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
     return _bootstrap(
@@ -1253,6 +1543,7 @@ def ece_bootstrap(
         rng=rng,
         confidence=_check_confidence(confidence),
         exact_limit=float(exact_limit),
+        importance=importance,
     )
 
 
@@ -1330,28 +1621,44 @@ class _Newton:
 
 
 def _logistic(
-    x: FloatArray, w: FloatArray, wy: FloatArray, *, start: FloatArray, tol: float, max_iter: int
+    x: FloatArray,
+    w: FloatArray,
+    wy: FloatArray,
+    *,
+    start: FloatArray,
+    tol: float,
+    max_iter: int,
+    squares: tuple[FloatArray, FloatArray] | None = None,
 ) -> _Newton:
     """``a + x`` (x an offset; ``start`` of size 1) or ``a + b x`` (size 2) by the one solver.
 
     :func:`calib_cli.core.logistic.fit_logistic` on targets ``wy / w`` with weights ``w``
     (grouped rows give the same likelihood). Converged when the gradient of the mean loss in
-    standardised coordinates is at most ``tol`` and the information is invertible.
+    standardised coordinates is at most ``tol`` and the information is invertible. With
+    ``squares`` (each row's sums of squared weights of its positives and negatives: importance
+    weights) the covariance is the sandwich, else the inverse information.
     """
     targets = wy / w
     if start.size == 1:
+        features = np.empty((x.size, 0))
+        offset: FloatArray | None = x
         fit = fit_logistic(
-            np.empty((x.size, 0)), targets, w, offset=x, start=start, tol=tol,
+            features, targets, w, offset=x, start=start, tol=tol,
             max_iter=max_iter, covariance=True,
         )  # fmt: skip
         theta = np.array([fit.intercept])
     else:
+        features, offset = x[:, None], None
         fit = fit_logistic(
-            x[:, None], targets, w, start=start, tol=tol, max_iter=max_iter, covariance=True
+            features, targets, w, start=start, tol=tol, max_iter=max_iter, covariance=True
         )
         theta = np.array([fit.intercept, float(fit.coef[0])])
     k = start.size
     cov = fit.covariance
+    if squares is not None:
+        cov = sandwich_covariance(
+            features, fit, square_pos=squares[0], square_neg=squares[1], offset=offset
+        )
     ok = fit.converged and cov is not None and bool(np.all(np.isfinite(theta)))
     return _Newton(
         theta, cov if cov is not None else np.full((k, k), np.nan), ok, fit.n_iter, fit.residual
@@ -1372,22 +1679,29 @@ def _calibration_fit(
     confidence: float,
     tol: float,
     max_iter: int,
+    squares: tuple[FloatArray, FloatArray] | None = None,
 ) -> CalibrationFit:
     """Both recalibration fits on covariate x = logit(clipped score), weights w, positives wy.
 
     The rows may be grouped (one row per distinct score, with its total and positive weight):
-    the likelihood depends on the data only through those sums.
+    the likelihood depends on the data only through those sums. ``squares``: importance
+    weights, each row's sums of squared weights of its positives and negatives (sandwich
+    covariances).
     """
     if (w == 0.0).any():  # rows without weight change nothing but the rounding
         keep = w > 0.0
         x, w, wy = x[keep], w[keep], wy[keep]
+        if squares is not None:
+            squares = (squares[0][keep], squares[1][keep])
     n_pos = float(wy.sum())
     n_neg = float(w.sum()) - n_pos
     if not (n_pos > 0.0 and n_neg > 0.0):
         return CalibrationFit(NAN, NAN_PAIR, NAN, NAN_PAIR, NAN, converged=False, n_iter=0)
     z = _z_value(confidence)
     coarse = _coarse_data(x, w, wy)
-    offset = _logistic(x, w, wy, start=_start(coarse, np.zeros(1)), tol=tol, max_iter=max_iter)
+    offset = _logistic(
+        x, w, wy, start=_start(coarse, np.zeros(1)), tol=tol, max_iter=max_iter, squares=squares
+    )
     if offset.converged:
         a, half = float(offset.theta[0]), z * math.sqrt(float(offset.cov[0, 0]))
         intercept, intercept_ci = a, (a - half, a + half)
@@ -1396,7 +1710,13 @@ def _calibration_fit(
     if _separated(x, wy, w - wy):
         return CalibrationFit(intercept, intercept_ci, NAN, NAN_PAIR, NAN, False, offset.n_iter)
     full = _logistic(
-        x, w, wy, start=_start(coarse, np.array([0.0, 1.0])), tol=tol, max_iter=max_iter
+        x,
+        w,
+        wy,
+        start=_start(coarse, np.array([0.0, 1.0])),
+        tol=tol,
+        max_iter=max_iter,
+        squares=squares,
     )
     if full.converged:
         b, half = float(full.theta[1]), z * math.sqrt(float(full.cov[1, 1]))
@@ -1424,6 +1744,7 @@ def calibration_intercept_slope(
     confidence: float = 0.95,
     tol: float = 1e-10,
     max_iter: int = 50,
+    weight_kind: WeightKind = "frequency",
 ) -> CalibrationFit:
     """Calibration intercept and slope by logistic recalibration (Cox 1958), with Wald intervals.
 
@@ -1442,7 +1763,10 @@ def calibration_intercept_slope(
     and Hessian, Fisher information :math:`\\sum_i w_i \\mu_i (1 - \\mu_i) (1, x_i)^T (1, x_i)`),
     started at the identity recalibration (:math:`a = 0`, :math:`b = 1`); converged when the
     gradient of the mean log loss in standardised coordinates is at most ``tol`` at the
-    returned point. Wald intervals use the inverse information at the estimate.
+    returned point. Wald intervals use the inverse information at the estimate (frequency
+    weights) or, with ``weight_kind="importance"``, the sandwich covariance
+    :math:`H^{-1} (\\sum_i w_i^2 g_i g_i^T) H^{-1}`, :math:`g_i = (\\mu_i - y_i)(1, x_i)`
+    (:func:`calib_cli.core.logistic.sandwich_covariance`; White 1980, Binder 1983).
     When a maximum-likelihood estimate does not exist (one class; the score separating the
     classes, checked before fitting; constant scores for the slope) or Newton does not
     converge, that fit's figures are ``nan`` and ``converged`` is False.
@@ -1466,6 +1790,8 @@ def calibration_intercept_slope(
     if not tol > 0.0:
         raise InputError(f"tol must be positive, got {tol!r}")
     x = logit(np.clip(p, _check_eps(eps), 1.0 - eps))
+    square = w * w
+    importance = _check_weight_kind(weight_kind) == "importance"
     return _calibration_fit(
         x,
         w,
@@ -1473,6 +1799,7 @@ def calibration_intercept_slope(
         confidence=_check_confidence(confidence),
         tol=tol,
         max_iter=max_iter,
+        squares=(square * y, square * (1.0 - y)) if importance else None,
     )
 
 
@@ -1490,6 +1817,10 @@ def _hosmer_lemeshow(stats: _BinStats, w: FloatArray, p: FloatArray) -> HosmerLe
     observed = stats.positive_sum[full]
     expected = stats.score_sum[full]
     denom = expected * complement[full] / count
+    if stats.square_pos is not None and stats.square_neg is not None:
+        # importance weights: the variance of sum w y is about (sum w^2 / sum w) times the
+        # frequency one (Kish's design effect of the group)
+        denom = denom * (stats.square_pos[full] + stats.square_neg[full]) / count
     num = (observed - expected) ** 2
     # A group whose expected variance is 0 (or so small the ratio overflows) adds inf unless it
     # matches exactly.
@@ -1514,6 +1845,7 @@ def hosmer_lemeshow(
     *,
     sample_weight: npt.ArrayLike | None = None,
     n_groups: int = 10,
+    weight_kind: WeightKind = "frequency",
 ) -> HosmerLemeshow:
     """Hosmer-Lemeshow goodness-of-fit statistic over groups of risk ("deciles of risk").
 
@@ -1527,7 +1859,9 @@ def hosmer_lemeshow(
     :func:`bin_edges` with ``n_bins=n_groups``; tied scores never straddle two groups, so
     fewer groups may result). Empty groups are dropped and :math:`G` counts the groups used;
     the p-value is ``nan`` when :math:`G \\le 2`. A group whose expected variance is 0 adds 0 when
-    it matches exactly and ``inf`` otherwise.
+    it matches exactly and ``inf`` otherwise. With ``weight_kind="importance"`` each
+    denominator is multiplied by the group's :math:`\\sum w_i^2 / \\sum w_i` (the variance of
+    :math:`\\sum w_i y_i` when the weights are equal within the group; 1 for unit weights).
 
     References
     ----------
@@ -1543,13 +1877,17 @@ def hosmer_lemeshow(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_groups, "n_groups"), "quantile")
+    if _check_weight_kind(weight_kind) == "importance":
+        stats = _with_squares(stats, w, y)
     return _hosmer_lemeshow(stats, w, p)
 
 
-def _spiegelhalter(y: FloatArray, p: FloatArray, w: FloatArray) -> Spiegelhalter:
+def _spiegelhalter(
+    y: FloatArray, p: FloatArray, w: FloatArray, importance: bool = False
+) -> Spiegelhalter:
     centred = 1.0 - 2.0 * p
     num = float(w @ ((y - p) * centred))
-    den = float(w @ (centred * centred * p * (1.0 - p)))
+    den = float((w * w if importance else w) @ (centred * centred * p * (1.0 - p)))
     if not den > 0.0:
         return Spiegelhalter(spiegelhalter_z=NAN, spiegelhalter_pvalue=NAN)
     z = num / math.sqrt(den)
@@ -1557,7 +1895,11 @@ def _spiegelhalter(y: FloatArray, p: FloatArray, w: FloatArray) -> Spiegelhalter
 
 
 def spiegelhalter(
-    y_true: npt.ArrayLike, y_prob: npt.ArrayLike, *, sample_weight: npt.ArrayLike | None = None
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    weight_kind: WeightKind = "frequency",
 ) -> Spiegelhalter:
     """Spiegelhalter's (1986) z test of calibration, two-sided.
 
@@ -1568,7 +1910,9 @@ def spiegelhalter(
 
     the standardised difference between the Brier score and its expectation under the null
     hypothesis that :math:`y_i \\sim \\mathrm{Bernoulli}(p_i)`. Frequency weights multiply
-    both sums (a row of weight 2 is two independent rows). ``nan`` when the variance is 0 (all
+    both sums (a row of weight 2 is two independent rows); with
+    ``weight_kind="importance"`` the variance is that of the weighted numerator,
+    :math:`\\sum_i w_i^2 (1 - 2 p_i)^2 p_i (1 - p_i)`. ``nan`` when the variance is 0 (all
     scores in {0, 0.5, 1}).
 
     References
@@ -1583,7 +1927,7 @@ def spiegelhalter(
     -0.771517
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
-    return _spiegelhalter(y, p, w)
+    return _spiegelhalter(y, p, w, _check_weight_kind(weight_kind) == "importance")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1601,6 +1945,7 @@ def reliability_summary(
     n_bootstrap: int = 0,
     rng: np.random.Generator | None = None,
     eps: float = 1e-15,
+    weight_kind: WeightKind = "frequency",
 ) -> ReliabilitySummary:
     """Every reliability figure of one score column, from one sort of the scores.
 
@@ -1628,6 +1973,11 @@ def reliability_summary(
         Required when ``n_bootstrap > 0``.
     eps : float
         Clipping for the log loss and the logit of the calibration fits.
+    weight_kind : {"frequency", "importance"}
+        What the weights mean: the same point estimates, with the variances of the module
+        docstring for ``importance`` (DeLong by linearisation, sandwich Wald intervals, the
+        bootstrap of rows, Kish's rows in the bin intervals, ``w**2`` variances in the tests
+        and the debiased ECE).
 
     Returns
     -------
@@ -1643,6 +1993,7 @@ def reliability_summary(
     strategy = _check_strategy(strategy)
     eps = _check_eps(eps)
     _check_bootstrap(n_bootstrap, rng, 0.0)
+    importance = _check_weight_kind(weight_kind) == "importance"
     y0, p0, w0 = _validate(y_true, y_prob, sample_weight)
     rows = _sort_rows(y0, p0, w0)
     y, p, w = rows.y, rows.p, rows.w
@@ -1654,10 +2005,10 @@ def reliability_summary(
     mean_score = float(wp.sum()) / total
 
     stats = _bin_stats_sorted(p, w, wp, wy, _edges(p, w, n_bins, strategy))
+    if importance:
+        stats = _with_squares(stats, w, y)
     murphy = _murphy(stats)
-    debiased = float(
-        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, count_unit(w))
-    )
+    debiased = _debiased_sq(stats, count_unit(w))
     ece_ci: tuple[float, float] | None = None
     ece_debiased_ci: tuple[float, float] | None = None
     if n_bootstrap > 0 and rng is not None:
@@ -1670,24 +2021,35 @@ def reliability_summary(
             rng=rng,
             confidence=0.95,
             exact_limit=1000.0,
+            importance=importance,
         )
         ece_ci, ece_debiased_ci = boot.ece_ci, boot.ece_debiased_ci
 
     # Distinct scores with their positive and negative weight: enough for AUC, DeLong, average
     # precision and the recalibration fits (whose likelihood depends on nothing else).
     scores_g, positive_g, negative_g = _tie_groups(rows)
-    auc = _delong(positive_g, negative_g, 0.95)
+    squares = _tie_squares(rows) if importance else None
+    auc = _delong(positive_g, negative_g, 0.95, squares)
     x_g = logit(np.clip(scores_g, eps, 1.0 - eps))
     fit = _calibration_fit(
-        x_g, positive_g + negative_g, positive_g, confidence=0.95, tol=1e-10, max_iter=50
+        x_g,
+        positive_g + negative_g,
+        positive_g,
+        confidence=0.95,
+        tol=1e-10,
+        max_iter=50,
+        squares=None if squares is None else (squares.square_pos, squares.square_neg),
     )
     hl_stats = _bin_stats_sorted(p, w, wp, wy, _edges(p, w, 10, "quantile"))
+    if importance:
+        hl_stats = _with_squares(hl_stats, w, y)
     hl = _hosmer_lemeshow(hl_stats, w, p)
-    spieg = _spiegelhalter(y, p, w)
+    spieg = _spiegelhalter(y, p, w, importance)
     citl = _citl(base_rate, mean_score)
     return ReliabilitySummary(
         n=int(p.shape[0]),
         weight_total=total,
+        weight_kind="importance" if importance else "frequency",
         positives=positives,
         base_rate=base_rate,
         mean_score=mean_score,

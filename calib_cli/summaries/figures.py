@@ -71,14 +71,20 @@ from calib_cli.core.metrics import (
     _BinStats,
     _calibration_fit,
     _citl,
+    _debiased_sq,
     _debiased_sq_from_sums,
     _delong,
+    _draw_importance_cells,
     _ece_from_sums,
     _hosmer_lemeshow,
+    _ImportanceCells,
     _lerp,
     _mce,
     _murphy,
+    _percentile_intervals,
+    _replicate_figures,
     _sqrt_clipped,
+    _Squares,
     _table,
     _z_value,
 )
@@ -90,8 +96,8 @@ from calib_cli.summaries.grid import (
     cell_index,
     parent_cell,
 )
-from calib_cli.summaries.summary import ScoreSummary, summarize_arrays
-from calib_cli.types import BinStrategy, BoolArray, FloatArray, IntArray, choices
+from calib_cli.summaries.summary import ScoreSummary, check_weight_kind, summarize_arrays
+from calib_cli.types import BinStrategy, BoolArray, FloatArray, IntArray, WeightKind, choices
 
 __all__ = [
     "DEFAULT_AUC_TOLERANCE",
@@ -265,6 +271,8 @@ class _Atoms:
     complement_neg: FloatArray
     logit_pos: FloatArray
     logit_neg: FloatArray
+    square_pos: FloatArray  # sums of squared weights (importance weights' variances)
+    square_neg: FloatArray
     resolved: BoolArray
     bits: IntArray  # the grid the atom is a cell of (52 for a resolved score)
     own_cell: IntArray  # its cell on that grid (``cell`` is the cell on the summary's grid)
@@ -306,6 +314,7 @@ def _atoms_of(summary: ScoreSummary) -> _Atoms:
     sq_pos, sq_neg = split(summary.score_sq_sum, 0.0)
     comp_pos, comp_neg = split(summary.complement_sum, 0.0)
     logit_pos, logit_neg = split(summary.logit_sum, 0.0)
+    square_pos, square_neg = split(summary.weight_sq, 0.0)
     rows = np.zeros(k, dtype=np.int64)
     np.add.at(rows, atom, summary.n_rows)
     lo, hi = np.fmin(lo_pos, lo_neg), np.fmax(hi_pos, hi_neg)
@@ -342,6 +351,8 @@ def _atoms_of(summary: ScoreSummary) -> _Atoms:
         complement_neg=comp_neg,
         logit_pos=logit_pos,
         logit_neg=logit_neg,
+        square_pos=square_pos,
+        square_neg=square_neg,
         resolved=np.zeros(k, dtype=bool),
         bits=np.full(k, summary.mantissa_bits, dtype=np.int64),
         own_cell=cell[change].copy(),
@@ -383,6 +394,19 @@ def _resolve(atoms: _Atoms, resolved: ResolvedCells, summary: ScoreSummary) -> _
     is_pos = y[order]
     pos = np.bincount(sub, weights=np.where(is_pos, w, 0.0), minlength=k).astype(np.float64)
     neg = np.bincount(sub, weights=np.where(is_pos, 0.0, w), minlength=k).astype(np.float64)
+    # Resolved rows come back without their squared weights: each class of a resolved atom
+    # keeps its summary's sum w^2 / sum w per unit of weight (exact when the weights are
+    # equal within the atom's class, as after sampling at one rate per class).
+    ratio_pos = np.divide(
+        atoms.square_pos[where], want_pos, out=np.ones(want_pos.size), where=want_pos > 0.0
+    )
+    ratio_neg = np.divide(
+        atoms.square_neg[where], want_neg, out=np.ones(want_neg.size), where=want_neg > 0.0
+    )
+    ratio = np.where(is_pos, ratio_pos[index[order]], ratio_neg[index[order]])
+    sq = w * ratio
+    sq_pos = np.bincount(sub, weights=np.where(is_pos, sq, 0.0), minlength=k).astype(np.float64)
+    sq_neg = np.bincount(sub, weights=np.where(is_pos, 0.0, sq), minlength=k).astype(np.float64)
     rows = np.bincount(sub, weights=resolved.n_rows[order], minlength=k).astype(np.int64)
     v = sp[change]
     q = np.clip(v, summary.eps, 1.0 - summary.eps)
@@ -406,6 +430,8 @@ def _resolve(atoms: _Atoms, resolved: ResolvedCells, summary: ScoreSummary) -> _
         complement_neg=neg * (1.0 - v),
         logit_pos=pos * logit(q),
         logit_neg=neg * logit(q),
+        square_pos=sq_pos,
+        square_neg=sq_neg,
         resolved=np.ones(k, dtype=bool),
         bits=np.full(k, MAX_MANTISSA_BITS, dtype=np.int64),
         own_cell=cell_index(v, mantissa_bits=MAX_MANTISSA_BITS),
@@ -918,9 +944,12 @@ def _auc_terms(atoms: _Atoms) -> FloatArray:
     return np.where(_ambiguous(atoms), atoms.pos * atoms.neg / (2.0 * n_pos * n_neg), 0.0)
 
 
-def _auc(atoms: _Atoms) -> tuple[float, float, tuple[float, float]]:
-    """AUC (within-atom pairs exact where known, else one half), its bound and DeLong CI."""
-    grid = _delong(atoms.pos, atoms.neg, 0.95)
+def _auc(
+    atoms: _Atoms, squares: _Squares | None = None
+) -> tuple[float, float, tuple[float, float]]:
+    """AUC (within-atom pairs exact where known, else one half), its bound and DeLong CI
+    (``squares``: importance weights, DeLong by linearisation with atoms as tie groups)."""
+    grid = _delong(atoms.pos, atoms.neg, 0.95, squares)
     if math.isnan(grid.auc):
         return NAN, 0.0, NAN_PAIR
     n_pos, n_neg = float(np.sum(atoms.pos)), float(np.sum(atoms.neg))
@@ -965,8 +994,11 @@ class _Binning:
     straddle: BoolArray
 
 
-def _assign(atoms: _Atoms, edges: FloatArray, uncertain: BoolArray) -> _Binning:
-    """Bin of each atom; an atom on both sides of an edge (or ``uncertain``) straddles."""
+def _assign(
+    atoms: _Atoms, edges: FloatArray, uncertain: BoolArray, importance: bool = False
+) -> _Binning:
+    """Bin of each atom; an atom on both sides of an edge (or ``uncertain``) straddles.
+    ``importance``: the bins also carry their sums of squared weights per class."""
     weight = atoms.weight
     mean = np.divide(
         atoms.score_pos + atoms.score_neg, weight, out=np.full(weight.size, 0.5), where=weight > 0.0
@@ -986,6 +1018,16 @@ def _assign(atoms: _Atoms, edges: FloatArray, uncertain: BoolArray) -> _Binning:
         ).astype(np.float64),
         positive_sum=np.bincount(atom_bin, weights=atoms.pos, minlength=k).astype(np.float64),
         n_rows=np.bincount(atom_bin, weights=atoms.n_rows, minlength=k).astype(np.int64),
+        square_pos=(
+            np.bincount(atom_bin, weights=atoms.square_pos, minlength=k).astype(np.float64)
+            if importance
+            else None
+        ),
+        square_neg=(
+            np.bincount(atom_bin, weights=atoms.square_neg, minlength=k).astype(np.float64)
+            if importance
+            else None
+        ),
     )
     complement = np.bincount(
         atom_bin, weights=atoms.complement_pos + atoms.complement_neg, minlength=k
@@ -1037,14 +1079,19 @@ def _quantile_edges(atoms: _Atoms, n_bins: int, unit_weight: float) -> tuple[Flo
 
 
 def _binning(
-    atoms: _Atoms, n_bins: int, strategy: str, unit_weight: float, own: FloatArray | None
+    atoms: _Atoms,
+    n_bins: int,
+    strategy: str,
+    unit_weight: float,
+    own: FloatArray | None,
+    importance: bool = False,
 ) -> _Binning:
     if strategy == "quantile":
         edges, uncertain = _quantile_edges(atoms, n_bins, unit_weight)
     else:
         edges = np.linspace(0.0, 1.0, n_bins + 1) if own is None else own
         uncertain = np.zeros(atoms.pos.size, dtype=bool)
-    return _assign(atoms, edges, uncertain)
+    return _assign(atoms, edges, uncertain, importance)
 
 
 def _straddle_terms(atoms: _Atoms, binning: _Binning) -> tuple[float, float]:
@@ -1053,6 +1100,35 @@ def _straddle_terms(atoms: _Atoms, binning: _Binning) -> tuple[float, float]:
     weight = float(np.sum(atoms.weight[s]))
     gap = float(np.sum(atoms.complement_pos[s]) + np.sum(atoms.score_neg[s]))
     return weight, gap
+
+
+def _bootstrap_importance(
+    atoms: _Atoms, binning: _Binning, *, n_bootstrap: int, rng: np.random.Generator
+) -> tuple[tuple[float, float], tuple[float, float]]:
+    """metrics' bootstrap of rows for importance weights over (bin, class) cells, each drawn
+    as Kish's effective rows (exact when weights are equal within a cell, else right in the
+    replicate weight's mean and variance); scores from the normal limit."""
+    n_cells = 2 * binning.stats.weight.size
+    totals = {name: np.zeros(n_cells) for name in ("weight", "square", "rows", "sum", "sq")}
+    for label, w, sq, s, q in (
+        (0, atoms.neg, atoms.square_neg, atoms.score_neg, atoms.score_sq_neg),
+        (1, atoms.pos, atoms.square_pos, atoms.score_pos, atoms.score_sq_pos),
+    ):
+        index = 2 * binning.atom_bin + label
+        for name, values in (("weight", w), ("square", sq), ("sum", s), ("sq", q)):
+            totals[name] += np.bincount(index, weights=values, minlength=n_cells)
+    safe = np.where(totals["weight"] > 0.0, totals["weight"], 1.0)
+    mean = totals["sum"] / safe
+    cells = _ImportanceCells(
+        weight=totals["weight"],
+        square=totals["square"],
+        rows=totals["rows"],
+        mean=mean,
+        var=np.clip(totals["sq"] / safe - mean * mean, 0.0, None),
+    )
+    weight, sums, squares, rows = _draw_importance_cells(cells, n_bootstrap, rng)
+    boot = _percentile_intervals(*_replicate_figures(weight, sums, squares, rows), 0.95)
+    return boot.ece_ci, boot.ece_debiased_ci
 
 
 def _bootstrap(
@@ -1219,6 +1295,7 @@ def reliability_from_summary(
     rng: np.random.Generator | None = None,
     resolved: ResolvedCells | None = None,
     refinement: Sequence[RefinementLevel] = (),
+    weight_kind: WeightKind | None = None,
 ) -> SummaryReliability:
     """Every figure of :func:`~calib_cli.core.metrics.reliability_summary`, from a summary.
 
@@ -1241,6 +1318,18 @@ def reliability_from_summary(
         Finer summaries of chosen cells (:func:`refine_arrays`,
         :func:`calib_cli.summaries.scan.refine_dense_lazy`), applied in order: their finer atoms
         replace the cells they refine. Not together with ``resolved``.
+    weight_kind : {"frequency", "importance"}, optional
+        What the weights mean; default the summary's own ``weight_kind``. ``importance``
+        gives the variances of :mod:`calib_cli.core.metrics` from the summary's sums of
+        squared weights (``weight_sq``) per key: exact for Spiegelhalter's numerator, the bin
+        intervals (Kish's rows per bin), the debiased ECE and the Hosmer-Lemeshow design
+        effects when the bins are exact; DeLong's variance with the atoms as tie groups (as
+        for frequency weights); the sandwich of the calibration fits on two points per atom;
+        and, cell-level approximations exact when the weights are equal within each key (as
+        after sampling at one rate per class): Spiegelhalter's variance
+        (:math:`\\sum w^2 v \\approx (\\sum w^2 / \\sum w) \\sum w v` per key), the bootstrap
+        (each (bin, class) cell drawn as Kish's effective rows) and the squared weights of
+        resolved rows (their atom's mean).
 
     Returns
     -------
@@ -1257,6 +1346,8 @@ def reliability_from_summary(
     """
     summary = _one_group(summary)
     strategy = _check_options(n_bins, strategy)
+    kind = check_weight_kind(summary.weight_kind if weight_kind is None else weight_kind)
+    importance = kind == "importance"
     if isinstance(n_bootstrap, bool) or not isinstance(n_bootstrap, int) or n_bootstrap < 0:
         raise InputError(f"n_bootstrap must be a non-negative integer, got {n_bootstrap!r}")
     if n_bootstrap > 0 and not isinstance(rng, np.random.Generator):
@@ -1279,30 +1370,51 @@ def reliability_from_summary(
     atoms = _prepared(summary, resolved, refinement)
     k, own = _own_edges(summary, n_bins)
     min_weight = _min_weight(summary)
-    binning = _binning(atoms, k, strategy, min_weight, own)
+    binning = _binning(atoms, k, strategy, min_weight, own, importance)
     stats = binning.stats
     straddle_weight, straddle_gap = _straddle_terms(atoms, binning)
     murphy = _murphy(stats)
-    debiased = float(
-        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit)
-    )
+    debiased = _debiased_sq(stats, unit)
     ece_ci: tuple[float, float] | None = None
     ece_debiased_ci: tuple[float, float] | None = None
     if n_bootstrap > 0 and rng is not None:
-        ece_ci, ece_debiased_ci = _bootstrap(
-            atoms, binning, unit=unit, n_bootstrap=n_bootstrap, rng=rng
-        )
+        if importance:
+            ece_ci, ece_debiased_ci = _bootstrap_importance(
+                atoms, binning, n_bootstrap=n_bootstrap, rng=rng
+            )
+        else:
+            ece_ci, ece_debiased_ci = _bootstrap(
+                atoms, binning, unit=unit, n_bootstrap=n_bootstrap, rng=rng
+            )
 
-    auc, auc_bound, auc_ci = _auc(atoms)
+    squares: _Squares | None = None
+    if importance:
+        live_rows = summary.n_rows_weighted
+        squares = _Squares(
+            square_pos=atoms.square_pos,
+            square_neg=atoms.square_neg,
+            rows_pos=float(np.sum(live_rows[pos_rows])),
+            rows_neg=float(np.sum(live_rows[~pos_rows])),
+        )
+    auc, auc_bound, auc_ci = _auc(atoms, squares)
     live = atoms.weight > 0.0
     ap = _average_precision(atoms.pos[live], atoms.neg[live])
-    fit = _fit(atoms, summary.eps)
-    hl_binning = _binning(atoms, 10, "quantile", min_weight, None)
+    fit = _fit(atoms, summary.eps, importance)
+    hl_binning = _binning(atoms, 10, "quantile", min_weight, None, importance)
     hl = _hosmer_lemeshow(
         hl_binning.stats, hl_binning.complement, np.zeros(hl_binning.complement.size)
     )
     spieg_num = float(np.sum(summary.spiegelhalter_num))
-    spieg_den = float(np.sum(summary.spiegelhalter_var))
+    if importance:  # sum w^2 v per key from sum w v: exact when a key's weights are equal
+        per_weight = np.divide(
+            summary.weight_sq,
+            summary.weight,
+            out=np.zeros(summary.weight.size),
+            where=summary.weight > 0.0,
+        )
+        spieg_den = float(np.sum(summary.spiegelhalter_var * per_weight))
+    else:
+        spieg_den = float(np.sum(summary.spiegelhalter_var))
     if spieg_den > 0.0:
         z = spieg_num / math.sqrt(spieg_den)
         spieg_z, spieg_p = z, float(2.0 * ndtr(-abs(z)))
@@ -1312,6 +1424,7 @@ def reliability_from_summary(
     reliability = ReliabilitySummary(
         n=int(np.sum(summary.n_rows)),
         weight_total=total,
+        weight_kind=kind,
         positives=positives,
         base_rate=base_rate,
         mean_score=mean_score,
@@ -1374,12 +1487,24 @@ def _replaced_cells(atoms: _Atoms, summary: ScoreSummary) -> int:
     return int(np.unique(key).size)
 
 
-def _fit(atoms: _Atoms, eps: float) -> Any:
-    """The recalibration fits on two points per atom: each class at its mean logit."""
+def _fit(atoms: _Atoms, eps: float, importance: bool = False) -> Any:
+    """The recalibration fits on two points per atom: each class at its mean logit
+    (``importance``: sandwich covariances from the atoms' squared weights)."""
     del eps  # the summary's logits are already clipped at eps
     w = np.concatenate((atoms.neg, atoms.pos))
     logits = np.concatenate((atoms.logit_neg, atoms.logit_pos))
     keep = w > 0.0
     x = logits[keep] / w[keep]
     wy = np.concatenate((np.zeros(atoms.neg.size), atoms.pos))[keep]
-    return _calibration_fit(x, w[keep], wy, confidence=0.95, tol=1e-10, max_iter=50)
+    none = np.zeros(atoms.neg.size)
+    squares = (
+        (
+            np.concatenate((none, atoms.square_pos))[keep],
+            np.concatenate((atoms.square_neg, none))[keep],
+        )
+        if importance
+        else None
+    )
+    return _calibration_fit(
+        x, w[keep], wy, confidence=0.95, tol=1e-10, max_iter=50, squares=squares
+    )

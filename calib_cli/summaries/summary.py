@@ -23,7 +23,7 @@ from calib_cli.summaries.grid import (
     check_mantissa_bits,
     half_cell,
 )
-from calib_cli.types import FloatArray, IntArray
+from calib_cli.types import FloatArray, IntArray, WeightKind, choices
 
 __all__ = [
     "COUNT_COLUMNS",
@@ -37,6 +37,7 @@ __all__ = [
     "SUMMARY_KIND",
     "SUM_COLUMNS",
     "ScoreSummary",
+    "check_weight_kind",
     "merge_summaries",
     "summarize_arrays",
 ]
@@ -118,6 +119,10 @@ class ScoreSummary:
         Over the rows with a positive weight; NaN when there are none.
     schema_version : int
         Version of this format (:data:`SCHEMA_VERSION`).
+    weight_kind : {"frequency", "importance"}
+        What the weights mean (``summarize --weight-kind``), recorded in the metadata so that
+        ``reliability --from-summary`` uses the right variances; files written before the
+        field existed read as ``frequency``. Summaries of different kinds do not merge.
     """
 
     mantissa_bits: int
@@ -148,6 +153,7 @@ class ScoreSummary:
     score_min: FloatArray
     score_max: FloatArray
     schema_version: int = SCHEMA_VERSION
+    weight_kind: WeightKind = "frequency"
 
     # ---------------------------------------------------------------- views
 
@@ -180,6 +186,7 @@ class ScoreSummary:
             "label_column": self.label_column,
             "weight_column": self.weight_column,
             "group_column": self.group_column,
+            "weight_kind": self.weight_kind,
         }
 
     def select_group(self, name: GroupName) -> ScoreSummary:
@@ -207,6 +214,7 @@ class ScoreSummary:
             "label_column": self.label_column,
             "weight_column": self.weight_column,
             "group_column": self.group_column,
+            "weight_kind": self.weight_kind,
         }
         meta.update(changes)
         return meta
@@ -312,6 +320,7 @@ _META_FIELDS = (
     "label_column",
     "weight_column",
     "group_column",
+    "weight_kind",
 )
 
 
@@ -379,7 +388,21 @@ def _check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
         if not (isinstance(value, str) or (optional and value is None)):
             raise InputError(f"{name} must be a column name, got {value!r}")
         meta[name] = value
+    meta["weight_kind"] = check_weight_kind(metadata.get("weight_kind", "frequency"))
     return meta
+
+
+def check_weight_kind(value: object) -> WeightKind:
+    """A summary's ``weight_kind`` (absent in files written before it existed: frequency).
+
+    >>> check_weight_kind("importance")
+    'importance'
+    """
+    if value == "frequency":
+        return "frequency"
+    if value == "importance":
+        return "importance"
+    raise InputError(f"weight_kind must be one of {', '.join(choices(WeightKind))}, got {value!r}")
 
 
 def _build(
@@ -427,6 +450,7 @@ def _build(
         label_column=str(meta["label_column"]),
         weight_column=meta["weight_column"],
         group_column=meta["group_column"],
+        weight_kind=check_weight_kind(meta.get("weight_kind", "frequency")),
         groups=kept,
         **cast("dict[str, Any]", out),
     )
@@ -444,8 +468,9 @@ def merge_summaries(summaries: Iterable[ScoreSummary]) -> ScoreSummary:
     Counts and sums add, minima and maxima combine, keys align; so merging is commutative
     and associative (exactly for the counts, minima and maxima; up to floating-point
     summation, about ``1e-16`` relative per addition, for the sums). Summaries must agree on
-    the grid, the bin edges, ``eps``, the schema version and the column names; otherwise an
-    :class:`~calib_cli.errors.InputError` names the first field that differs.
+    the grid, the bin edges, ``eps``, the schema version, the column names and the weight
+    kind; otherwise an :class:`~calib_cli.errors.InputError` names the first field that
+    differs.
 
     Cost: sorting the concatenated keys, :math:`O(K \\log K)` for :math:`K` stored keys in
     all; independent of the rows summarised.
@@ -465,6 +490,12 @@ def merge_summaries(summaries: Iterable[ScoreSummary]) -> ScoreSummary:
     for other in items[1:]:
         for name in ("schema_version", *_META_FIELDS):
             a, b = getattr(first, name), getattr(other, name)
+            if a != b and name == "weight_kind":
+                raise InputError(
+                    f"cannot merge a summary of {a} weights with one of {b} weights: their "
+                    "intervals need different variances (summarize them with the same "
+                    "--weight-kind)"
+                )
             if a != b:
                 raise InputError(f"cannot merge summaries with different {name}: {a!r} and {b!r}")
     names = sorted({g for s in items for g in s.groups}, key=_group_sort_key)
@@ -492,6 +523,7 @@ def summarize_arrays(
     label_column: str = "label",
     weight_column: str | None = None,
     group_column: str | None = None,
+    weight_kind: WeightKind = "frequency",
 ) -> ScoreSummary:
     """The summary of rows held in memory (the NumPy twin of the streaming summary).
 
@@ -514,6 +546,8 @@ def summarize_arrays(
         Score clipping for the log loss and the logit, as in :mod:`calib_cli.core.metrics`.
     score_column, label_column, weight_column, group_column : str or None
         Names recorded in the metadata.
+    weight_kind : {"frequency", "importance"}
+        What the weights mean, recorded in the metadata.
 
     Returns
     -------
@@ -540,6 +574,7 @@ def summarize_arrays(
         "label_column": label_column,
         "weight_column": weight_column,
         "group_column": group_column,
+        "weight_kind": check_weight_kind(weight_kind),
     }
     n = p.shape[0]
     if groups is None:
