@@ -146,3 +146,22 @@ def test_summarize_refuses_bad_rows_writing_nothing(run_calib: RunCalib, tmp_pat
     assert done.stderr.decode() == (
         f"error: {bad}: column 'score' has 1 value outside [0, 1] (first at row 2: 1.5)\n"
     )
+
+
+def test_weight_kind_importance_needs_a_weight_column(run_calib: RunCalib, tmp_path: Path) -> None:
+    days = write_days(tmp_path)
+    out = tmp_path / "s.json"
+    done = run_calib(["summarize", str(days[0]), "--weight-kind", "importance", "-o", str(out)])
+    assert done.returncode == 2
+    assert (
+        done.stderr.decode()
+        .strip()
+        .endswith("--weight-kind importance needs --weight-col (the weights)")
+    )
+    assert not out.exists()
+    done = run_calib(
+        ["summarize", str(days[0]), "--weight-col", "w", "--weight-kind", "importance",
+         "-o", str(out), "-q"]
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert io.read_summary(str(out)).weight_kind == "importance"

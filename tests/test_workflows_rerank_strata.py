@@ -51,7 +51,10 @@ def test_strata_from_a_column_with_reference_odds(tmp_path: Path) -> None:
     assert frame.columns[-3:] == ["rerank_score", "calibrated", "rerank_rank"]
     assert sorted(frame["rerank_rank"].to_list()) == list(range(1, frame.height + 1))
     payload = rerank_strata_payload(result)
-    assert list(payload) == ["seed", "smoothing", "odds_source", "strata", "comparison"]
+    assert list(payload) == [
+        "seed", "smoothing", "weight_kind", "odds_source", "strata", "comparison"
+    ]  # fmt: skip
+    assert payload["weight_kind"] == "frequency"
 
 
 def test_pca_strata_add_their_column_and_report(tmp_path: Path) -> None:
@@ -490,3 +493,32 @@ def test_streaming_tally_merges_parts_as_one_group_by() -> None:
     assert got["sw"].to_list() == expected["sw"].to_list()
     empty = strata_scan._Tally("k", {"n": pl.len().cast(pl.Int64)}).frame()
     assert empty.height == 0
+
+
+def test_weight_kind_is_reported(tmp_path: Path) -> None:
+    """The report says what the weights meant; the figures do not change (the only intervals,
+    the target prevalences, resample reference rows with their weights in either kind)."""
+    reference, plain_target = _files(tmp_path)
+    weighted, target = tmp_path / "weighted.csv", tmp_path / "weighted_target.csv"
+    for source, path in ((reference, weighted), (plain_target, target)):
+        frame = pl.read_csv(source)
+        weights = pl.when(pl.col("label") == 1).then(1.0).otherwise(4.0)
+        frame.with_columns(w=weights).write_csv(path)
+    results = [
+        run_rerank_strata(
+            RerankStrataRequest(
+                reference=str(weighted),
+                target=str(target),
+                strata_col="stratum",
+                output=str(tmp_path / f"{kind}.csv"),
+                weight_col="w",
+                weight_kind=kind,
+                estimate_target_prevalence=True,
+            )
+        )
+        for kind in ("frequency", "importance")
+    ]
+    payloads = [rerank_strata_payload(r) for r in results]
+    assert [p["weight_kind"] for p in payloads] == ["frequency", "importance"]
+    assert payloads[0]["target_prevalence"] == payloads[1]["target_prevalence"]
+    assert payloads[0]["strata"] == payloads[1]["strata"]

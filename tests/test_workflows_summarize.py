@@ -262,3 +262,26 @@ def test_bad_rows_are_refused_or_dropped_like_reliability(tmp_path: Path) -> Non
     summary = from_summaries(out)
     assert isinstance(summary, dict) and summary["n"] == 2
     same_summary(io.read_summary(str(out)), result.outputs[0].summary)
+
+
+def test_importance_weights_are_recorded_and_give_their_intervals(
+    days: list[Path], tmp_path: Path
+) -> None:
+    """``--weight-kind importance`` is written into every summary's metadata, and reliability
+    on those summaries uses it (the same figures, other intervals); summaries of the two
+    kinds are refused together, naming both files."""
+    freq = summarize(*days, output=tmp_path / "freq.json", weight_col="w")
+    imp = summarize(*days, output=tmp_path / "imp.json", weight_col="w", weight_kind="importance")
+    assert json.loads(imp.read_text())["weight_kind"] == "importance"
+    assert json.loads(freq.read_text())["weight_kind"] == "frequency"
+    a, b = from_summaries(freq), from_summaries(imp)
+    assert a["weight_kind"] == "frequency" and b["weight_kind"] == "importance"
+    close(a, b, ("n", "weight_total", "base_rate", "ece", "auc", "calibration_slope"))
+    assert a["auc_ci"] != b["auc_ci"] and a["calibration_slope_ci"] != b["calibration_slope_ci"]
+    with pytest.raises(InputError) as refused:
+        from_summaries(freq, imp)
+    assert str(refused.value) == (
+        f"{imp}: a summary of importance weights, but {freq} holds frequency weights: "
+        "summaries merge only with the same --weight-kind (their intervals need different "
+        "variances)"
+    )

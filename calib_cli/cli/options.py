@@ -22,6 +22,7 @@ from calib_cli.types import (
     ScoreKind,
     ShiftMethod,
     SlopeSmoothing,
+    WeightKind,
     choices,
 )
 
@@ -42,6 +43,7 @@ SlopeSmoothingChoice: Any = _choice_enum("SlopeSmoothingChoice", SlopeSmoothing)
 ShiftMethodChoice: Any = _choice_enum("ShiftMethodChoice", ShiftMethod)
 CiMethodChoice: Any = _choice_enum("CiMethodChoice", CiMethod)
 EngineChoice: Any = _choice_enum("EngineChoice", Engine)
+WeightKindChoice: Any = _choice_enum("WeightKindChoice", WeightKind)
 
 
 def chosen(choice: Enum | str) -> str:
@@ -62,6 +64,38 @@ LabelColOpt = Annotated[str, typer.Option("--label-col", help="Column of 0/1 lab
 WeightColOpt = Annotated[
     str | None, typer.Option("--weight-col", help="Column of non-negative sample weights.")
 ]
+WeightKindOpt = Annotated[
+    WeightKindChoice | None,
+    typer.Option(
+        "--weight-kind",
+        help=(
+            "What --weight-col means: frequency (a row of weight 2 is two rows) or importance "
+            "(survey weights such as the 1/rate of resample --weight-col-out: the same "
+            "figures, with intervals and tests from the rows observed)."
+        ),
+        show_default="frequency",
+    ),
+]
+
+
+def weight_kind(choice: Enum | str | None, weight_col: str | None) -> WeightKind | None:
+    """``--weight-kind`` (None when not given); ``importance`` needs a weight column.
+
+    >>> weight_kind("importance", "iw"), weight_kind(None, None)
+    ('importance', None)
+    >>> weight_kind("importance", None)
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: --weight-kind importance needs --weight-col (the weights)
+    """
+    value = chosen_or_none(choice)
+    if value is None:
+        return None
+    if value == "importance" and weight_col is None:
+        raise UsageError("--weight-kind importance needs --weight-col (the weights)")
+    return "importance" if value == "importance" else "frequency"
+
+
 PositiveLabelOpt = Annotated[
     str | None,
     typer.Option(

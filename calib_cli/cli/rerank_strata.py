@@ -27,9 +27,11 @@ from calib_cli.cli.options import (
     SeparatorOpt,
     SlopeSmoothingChoice,
     WeightColOpt,
+    WeightKindOpt,
     chosen,
     chosen_or_none,
     csv_dialect,
+    weight_kind,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.core.pca import PCACut, PCAScaling
@@ -141,6 +143,7 @@ def rerank_strata(
     score_col: ScoreColOpt = "score",
     label_col: LabelColOpt = "label",
     weight_col: WeightColOpt = None,
+    weight_kind_choice: WeightKindOpt = None,
     positive_label: PositiveLabelOpt = None,
     score_kind: ScoreKindOpt = "probability",
     output_col: Annotated[
@@ -168,6 +171,7 @@ def rerank_strata(
             ranking_comparison_table,
             strata_table,
             stratum_prevalence_table,
+            weight_kind_note,
         )
         from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
 
@@ -186,6 +190,7 @@ def rerank_strata(
             score_col=score_col,
             label_col=label_col,
             weight_col=weight_col,
+            weight_kind=weight_kind(weight_kind_choice, weight_col) or "frequency",
             positive_label=positive_label,
             score_kind=cast(ScoreKind, chosen(score_kind)),
             output_col=output_col,
@@ -208,6 +213,9 @@ def rerank_strata(
         if result.target_prevalence is not None:
             session.info(stratum_prevalence_table(result.target_prevalence))
         session.info(strata_table(result.strata, source=result.odds_source))
+        weights_note = weight_kind_note(request.weight_col, result.weight_kind)
+        if weights_note is not None:
+            session.info(weights_note)
         if result.comparison is not None:
             session.info(ranking_comparison_table(result.comparison))
         if result.streaming is not None:

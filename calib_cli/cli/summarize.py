@@ -21,10 +21,12 @@ from calib_cli.cli.options import (
     ReportOpt,
     SeparatorOpt,
     WeightColOpt,
+    WeightKindOpt,
     chosen,
     chosen_or_none,
     csv_dialect,
     max_invalid,
+    weight_kind,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.errors import UsageError
@@ -61,6 +63,7 @@ def summarize(
     ] = None,
     label_col: LabelColOpt = "label",
     weight_col: WeightColOpt = None,
+    weight_kind_choice: WeightKindOpt = None,
     positive_label: PositiveLabelOpt = None,
     by: Annotated[
         str | None,
@@ -84,8 +87,14 @@ def summarize(
 ) -> None:
     """Summarise scored rows into a small mergeable file that reliability reads (--from-summary)."""
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        kind = weight_kind(weight_kind_choice, weight_col) or "frequency"
         target = sql_target(emit_sql, sql_dialect, table, inputs=bool(files))
         if target is not None:
+            if kind == "importance":
+                raise UsageError(
+                    "--emit-sql does not record --weight-kind importance in the summary yet: "
+                    "summarise the rows with calib summarize --weight-kind importance"
+                )
             from calib_cli.workflows.export_sql import SummarizeSqlRequest, run_summarize_sql
 
             if (score_col is not None and len(score_col) > 1) or report is not None:
@@ -116,6 +125,7 @@ def summarize(
             score_cols=tuple(score_col or ["score"]),
             label_col=label_col,
             weight_col=weight_col,
+            weight_kind=kind,
             positive_label=positive_label,
             by=by,
             n_bins=bins,

@@ -280,9 +280,14 @@ TARGET_PREVALENCE_KEYS = ("prevalence", "ci_low", "ci_high", "method", "referenc
 
 
 def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
-    """``seed``, ``smoothing``, ``pca``, ``target_prevalence``, ``odds_source``, ``strata``,
-    ``comparison``, ``streaming`` (the streaming engine's bounds); each only when it applies."""
-    payload: JsonObject = {"seed": result.seed, "smoothing": result.smoothing}
+    """``seed``, ``smoothing``, ``weight_kind``, ``pca``, ``target_prevalence``,
+    ``odds_source``, ``strata``, ``comparison``, ``streaming`` (the streaming engine's
+    bounds); each only when it applies."""
+    payload: JsonObject = {
+        "seed": result.seed,
+        "smoothing": result.smoothing,
+        "weight_kind": result.weight_kind,
+    }
     if result.pca is not None:
         pca = to_json_object(result.pca)
         for key in ("reference_strata", "target_strata"):

@@ -70,6 +70,22 @@ def fmt_interval(interval: Sequence[float] | None, digits: int = 4) -> str:
     return f"[{fmt(low, digits)}, {fmt(high, digits)}]"
 
 
+def weight_kind_note(weight_col: str | None, weight_kind: str) -> str | None:
+    """The line saying what ``--weight-col`` meant, for importance weights (None otherwise).
+
+    >>> weight_kind_note("iw", "importance")
+    "weights: 'iw' are importance weights (intervals and tests from the rows observed)"
+    >>> weight_kind_note("w", "frequency") is None
+    True
+    """
+    if weight_col is None or weight_kind != "importance":
+        return None
+    return (
+        f"weights: {weight_col!r} are importance weights (intervals and tests from the rows "
+        "observed)"
+    )
+
+
 def fmt_count(value: float) -> str:
     """A (possibly weighted) count: integer when whole, else two decimals."""
     number = float(value)
@@ -612,7 +628,9 @@ def reliability_report(
     group; see :func:`reliability_figures`), then each entry's bin table and chart. Beyond
     ``detail_max_entries`` entries: the headline figures, one row per entry, and a note that
     the JSON report has the rest."""
-    title = f"Reliability of {result.source} ({result.n_bins} {result.strategy} bins)"
+    kinds = {entry.summary.weight_kind for entry in result.entries}
+    weights = ", importance weights" if "importance" in kinds else ""
+    title = f"Reliability of {result.source} ({result.n_bins} {result.strategy} bins{weights})"
     columns = list(dict.fromkeys(entry.score_column for entry in result.entries))
     label_headings: list[str] = []
     if len(columns) > 1 or result.by is None:

@@ -59,6 +59,7 @@ from calib_cli.types import (
     ScoreKind,
     SlopeSmoothing,
     Warn,
+    WeightKind,
 )
 from calib_cli.workflows.common import (
     check_paths,
@@ -100,6 +101,10 @@ class RerankStrataRequest:
     score_col: str = "score"
     label_col: str = "label"
     weight_col: str | None = None
+    #: ``--weight-kind``: recorded in the report. The only intervals (the strata's target
+    #: prevalences) come from estimate-shift's bootstrap of reference rows, each row keeping
+    #: its weight, which is right for importance weights whatever the kind.
+    weight_kind: WeightKind = "frequency"
     positive_label: str | None = None
     score_kind: ScoreKind = "probability"
     output_col: str = "calibrated"
@@ -158,6 +163,8 @@ class RerankStrataResult:
     streaming: StreamingApproximation | None = None
     slopes: Mapping[str, StratumSlope] | None = None
     roc: RankingComparison | None = None
+    #: what the weights meant (``--weight-kind``)
+    weight_kind: WeightKind = "frequency"
 
 
 def _added_columns(request: RerankStrataRequest) -> list[str]:
@@ -293,6 +300,7 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         output=destination,
         slopes=slopes,
         roc=roc,
+        weight_kind=request.weight_kind,
     )
 
 
@@ -518,6 +526,7 @@ def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
         streaming=_approximation(cells, raw_bound, reranked_bound),
         slopes=slopes,
         roc=roc,
+        weight_kind=request.weight_kind,
     )
 
 

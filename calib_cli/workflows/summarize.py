@@ -8,7 +8,7 @@ one summary per score column, memory bounded by the summary) and :func:`load_sum
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import PurePath
 
 import numpy as np
@@ -16,7 +16,7 @@ import numpy as np
 from calib_cli import io
 from calib_cli.errors import InputError, UsageError
 from calib_cli.summaries import ScoreSummary, merge_summaries
-from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, OnInvalid, Warn
+from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, OnInvalid, Warn, WeightKind
 from calib_cli.workflows.common import check_invalid_options, check_paths, ignore, in_dialect
 
 #: A step of a long run, for a progress display ("pass 1/2: summarising scores.parquet").
@@ -32,6 +32,8 @@ class SummarizeRequest:
     score_cols: tuple[str, ...] = ("score",)
     label_col: str = "label"
     weight_col: str | None = None
+    #: ``--weight-kind``: what the weights mean, recorded in every summary written
+    weight_kind: WeightKind = "frequency"
     positive_label: str | None = None
     by: str | None = None
     n_bins: int = 10
@@ -176,6 +178,8 @@ def run_summarize(
     written: list[SummaryFile] = []
     for column, path in zip(dict.fromkeys(request.score_cols), outputs, strict=True):
         merged = merge_summaries([summaries[column] for summaries in per_file])
+        if request.weight_kind != merged.weight_kind:
+            merged = replace(merged, weight_kind=request.weight_kind)
         io.write_summary(merged, path)
         written.append(SummaryFile(score_column=column, path=path, summary=merged))
     return SummarizeResult(
@@ -196,6 +200,7 @@ MATCHING_FIELDS = (
     "label_column",
     "weight_column",
     "group_column",
+    "weight_kind",
 )
 
 
@@ -228,6 +233,12 @@ def load_summaries(paths: Sequence[str]) -> dict[str, tuple[ScoreSummary, tuple[
             first_meta, first_name = meta, name
         else:
             for field in MATCHING_FIELDS:
+                if field == "weight_kind" and meta[field] != first_meta[field]:
+                    raise InputError(
+                        f"{name}: a summary of {meta[field]} weights, but {first_name} holds "
+                        f"{first_meta[field]} weights: summaries merge only with the same "
+                        "--weight-kind (their intervals need different variances)"
+                    )
                 if meta[field] != first_meta[field]:
                     raise InputError(
                         f"{name}: summary field {field!r} is {_shown(meta[field])}, but "
