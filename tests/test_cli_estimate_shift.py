@@ -256,3 +256,32 @@ def test_bad_input_is_exit_65_and_writes_nothing(run_calib: RunCalib, tmp_path: 
         f"error: {bad}: column 'score' has 1 value outside [0, 1] (first at row 12000: 1.7)\n"
     )
     assert not out.exists()
+
+
+def test_summaries_in_place_of_rows_report_the_workflow_s_figures(
+    run_calib: RunCalib, tmp_path: Path
+) -> None:
+    """--reference-summary and --target-summary wired (the figures against the rows:
+    tests/test_shift_summary.py); -o with a target summary is a usage error."""
+    from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+
+    ref, tgt = tmp_path / "ref.parquet", tmp_path / "days.parquet"
+    run_summarize(SummarizeRequest(files=(str(REFERENCE),), output=str(ref)))
+    run_summarize(SummarizeRequest(files=(str(BATCHES),), output=str(tgt), by="day"))
+    options = ["--reference-summary", str(ref), "--target-summary", str(tgt), "--batch-col", "day"]
+    done = run_calib(["estimate-shift", *options, "--json", *FAST])
+    assert done.returncode == 0, done.stderr
+    expected = _in_process(
+        EstimateShiftRequest(
+            reference_summaries=(str(ref),),
+            target_summaries=(str(tgt),),
+            batch_col="day",
+            n_bootstrap=40,
+            seed=5,
+        )
+    )
+    assert json.loads(done.stdout) == expected
+    refused = run_calib(["estimate-shift", *options, "-o", str(tmp_path / "out.csv")])
+    assert refused.returncode == 2
+    assert refused.stderr.decode().startswith("error: -o writes the target's rows")
+    assert not (tmp_path / "out.csv").exists()

@@ -31,32 +31,37 @@ from calib_cli.cli.options import (
     csv_dialect,
 )
 from calib_cli.cli.session import command_session, emit_report
+from calib_cli.cli.summary_options import ReferenceSummaryOpt, TargetSummaryOpt
 from calib_cli.types import CiMethod, Engine, InputFormat, ScoreKind, ShiftMethod
 
 EPILOG = (
     "Examples: calib estimate-shift --reference calibration.csv --target today.parquet  |  "
     "calib estimate-shift --reference ref.csv --target batch.csv --batch-col day "
-    "--costs 1:20 -o decided.csv --report shift.json --plot shift.png"
+    "--costs 1:20 -o decided.csv --report shift.json --plot shift.png  |  "
+    "calib estimate-shift --reference-summary ref.parquet --target-summary days.parquet "
+    "--batch-col day --json"
 )
 
 
 def estimate_shift(
     reference: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--reference",
             help="Scores and labels from the population the model was calibrated on.",
             show_default=False,
         ),
-    ],
+    ] = None,
     target: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--target",
             help="Scores of the new batch (labels optional: then only used to report the error).",
             show_default=False,
         ),
-    ],
+    ] = None,
+    reference_summary: ReferenceSummaryOpt = None,
+    target_summary: TargetSummaryOpt = None,
     output: Annotated[
         str | None,
         typer.Option(
@@ -216,6 +221,8 @@ def estimate_shift(
             backtest=backtest,
             label_delay=label_delay,
             history=history,
+            reference_summaries=tuple(reference_summary or ()),
+            target_summaries=tuple(target_summary or ()),
         )
         if backtest:
             from calib_cli.report.payloads import backtest_payload

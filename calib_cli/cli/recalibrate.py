@@ -34,6 +34,7 @@ from calib_cli.cli.options import (
     max_invalid,
 )
 from calib_cli.cli.session import command_session, emit_report
+from calib_cli.cli.summary_options import FitSummaryOpt
 from calib_cli.types import CalibrationMethod, Engine, FitData, InputFormat, OnInvalid, ScoreKind
 
 EPILOG = (
@@ -90,16 +91,7 @@ def recalibrate(
     fit: Annotated[
         str | None, typer.Option("--fit", help="Labelled file to fit the calibrator on.")
     ] = None,
-    fit_summary: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--fit-summary",
-            help="Fit on summary files (calib summarize, or summarize --emit-sql run in an "
-            "engine) instead of rows; repeat for more (merged; --by groups pooled). Needs "
-            "--method.",
-            show_default=False,
-        ),
-    ] = None,
+    fit_summary: FitSummaryOpt = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Apply a saved calibrator (JSON artifact).")
     ] = None,

@@ -34,6 +34,13 @@ from calib_cli.core.shift import (
     posterior,
     reference_posterior,
 )
+from calib_cli.core.shift_cells import (
+    CellBinning,
+    SummaryBinning,
+    SummaryKeys,
+    reference_counts_from_keys,
+    target_counts_from_keys,
+)
 from calib_cli.core.shift_history import (
     CANDIDATE_NAMES,
     conformal_min_errors,
@@ -45,6 +52,7 @@ from calib_cli.core.shift_history import (
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.shift_scan import scan_chunks, sink_mapped, whole_columns
 from calib_cli.io.table import Table
+from calib_cli.summaries import ScoreSummary
 from calib_cli.types import (
     DEFAULT_DIALECT,
     CiMethod,
@@ -71,14 +79,17 @@ from calib_cli.workflows.common import (
     refuse_clashing_columns,
     unit_interval_option,
 )
+from calib_cli.workflows.summarize import load_summaries
 
 
 @dataclass(frozen=True)
 class EstimateShiftRequest:
     """The options of an ``estimate-shift`` run."""
 
-    reference: str
-    target: str
+    #: the labelled reference's rows (or ``reference_summaries``)
+    reference: str | None = None
+    #: the target's rows (or ``target_summaries``)
+    target: str | None = None
     output: str | None = None
     method: ShiftMethod = "auto"
     batch_col: str | None = None
@@ -112,6 +123,12 @@ class EstimateShiftRequest:
     label_delay: int | None = None
     #: ``--history FILE``: labelled past batches (same --batch-col) to learn a blend from
     history: str | None = None
+    #: ``--reference-summary``: summary files of the labelled reference (merged, groups
+    #: pooled), in place of ``reference`` rows
+    reference_summaries: tuple[str, ...] = ()
+    #: ``--target-summary``: summary files of the target (merged; ``batch_col`` names their
+    #: ``--by`` column), in place of ``target`` rows
+    target_summaries: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -142,6 +159,8 @@ class EstimateShiftResult:
     counts: TargetCounts | None = None
     #: ``--history``: the blend learnt on the past batches, per batch of ``batches``
     history: HistoryResult | None = None
+    #: from summaries: how their keys fell on the fine grid (the bound of the counts)
+    binning: SummaryBinning | None = None
 
 
 def parse_costs(text: str) -> tuple[float, float]:
@@ -174,8 +193,14 @@ def run_estimate_shift(
     """Fit the reference, estimate each batch, recalibrate it, write the rows (with -o)."""
     output = request.output
     check_plot(request.plot)
+    _check_sources(request)
     check_paths(
-        inputs=[request.reference, request.target]
+        inputs=[
+            request.reference,
+            request.target,
+            *request.reference_summaries,
+            *request.target_summaries,
+        ]
         + ([request.history] if request.history is not None else []),
         table_output=output,
         output_format=request.output_format,
@@ -192,7 +217,7 @@ def run_estimate_shift(
     if request.score_kind == "probability":
         unit_interval_option(request.threshold, "--threshold")
     costs = parse_costs(request.costs) if request.costs is not None else None
-    if output is not None:
+    if output is not None and request.target is not None:
         refuse_added_columns(
             request.target, _added_columns(request, costs), input_format=request.input_format
         )
@@ -201,15 +226,16 @@ def run_estimate_shift(
             "--label-delay says how late the labels of --backtest or --history arrive; "
             "give one of them, or drop --label-delay"
         )
+    if request.reference_summaries or request.target_summaries:
+        return _run_with_summaries(request, costs, warn=warn)
     past = None
     if request.history is not None:
         if request.batch_col is None:
             raise UsageError("--history needs --batch-col: the column that orders the past batches")
         past = _read_history(request, request.history, request.batch_col)
-    engine = choose_engine(
-        request.engine, [request.reference, request.target], input_format=request.input_format
-    )
-    if engine == "streaming" and io.STDIO not in (request.reference, request.target):
+    reference, target = _rows_path(request.reference), _rows_path(request.target)
+    engine = choose_engine(request.engine, [reference, target], input_format=request.input_format)
+    if engine == "streaming" and io.STDIO not in (reference, target):
         # standard input cannot be read twice: it is read into memory whatever the engine
         result = _run_streaming(request, costs, warn=warn)
     else:
@@ -217,6 +243,25 @@ def run_estimate_shift(
     if past is None or result.model is None:
         return result
     return replace(result, history=_history(request, past, result.model, result.batches, warn=warn))
+
+
+def _rows_path(path: str | None) -> str:
+    """A file of rows the run reads (present: :func:`_check_sources` refused its absence)."""
+    if path is None:
+        raise UsageError("give --reference FILE and --target FILE (or their summaries)")
+    return path
+
+
+def _check_sources(request: EstimateShiftRequest) -> None:
+    """One source each for the reference and the target: rows or summaries (exit 2)."""
+    for rows, summaries, name in (
+        (request.reference, request.reference_summaries, "reference"),
+        (request.target, request.target_summaries, "target"),
+    ):
+        if rows is not None and summaries:
+            raise UsageError(f"give --{name} FILE or --{name}-summary S, not both")
+        if rows is None and not summaries:
+            raise UsageError(f"give --{name} FILE (or --{name}-summary S)")
 
 
 def _added_columns(request: EstimateShiftRequest, costs: tuple[float, float] | None) -> list[str]:
@@ -289,25 +334,25 @@ def _chunk_decisions(
 
 
 def _run_memory(
-    request: EstimateShiftRequest, costs: tuple[float, float] | None, *, warn: Warn
+    request: EstimateShiftRequest,
+    costs: tuple[float, float] | None,
+    *,
+    warn: Warn,
+    model: ReferenceModel | None = None,
 ) -> EstimateShiftResult:
-    """Every row in memory; counted in the chunks of the streaming engine (same figures)."""
+    """Every row in memory; counted in the chunks of the streaming engine (same figures).
+    ``model``: the reference already fitted (from a summary), else fitted on its rows."""
     output = request.output
     kind = request.score_kind
-    ref = io.read_table(request.reference, input_format=request.input_format)
+    if model is None:
+        model = _memory_reference(request)
     tgt = io.read_table(
-        request.target,
+        _rows_path(request.target),
         input_format=request.input_format,
         typed=io.typed_output(output, request.output_format),
     )
     if output is not None:  # standard input's columns are known only now
         refuse_clashing_columns(tgt.name, tgt.columns, _added_columns(request, costs))
-    ref_scores = ref.scores(request.score_col, kind=kind)
-    ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
-    with ref.context():
-        model = fit_reference(
-            ref_scores, ref_labels, sample_weight=ref.weights(request.weight_col), score_kind=kind
-        )
     scores = tgt.scores(request.score_col, kind=kind)
     labels = (
         tgt.labels(request.label_col, positive_label=request.positive_label)
@@ -380,6 +425,18 @@ def _run_memory(
     )
 
 
+def _memory_reference(request: EstimateShiftRequest) -> ReferenceModel:
+    """The reference fitted on its rows, read into memory."""
+    kind = request.score_kind
+    ref = io.read_table(_rows_path(request.reference), input_format=request.input_format)
+    ref_scores = ref.scores(request.score_col, kind=kind)
+    ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
+    with ref.context():
+        return fit_reference(
+            ref_scores, ref_labels, sample_weight=ref.weights(request.weight_col), score_kind=kind
+        )
+
+
 # --------------------------------------------------------------------------- streaming
 
 
@@ -399,21 +456,34 @@ def _chunk_groups(table: Table, batch_col: str | None) -> tuple[list[GroupValue]
 
 
 def _run_streaming(
-    request: EstimateShiftRequest, costs: tuple[float, float] | None, *, warn: Warn
+    request: EstimateShiftRequest,
+    costs: tuple[float, float] | None,
+    *,
+    warn: Warn,
+    model: ReferenceModel | None = None,
 ) -> EstimateShiftResult:
     """Bounded memory: the reference and the target read in chunks of ``COUNT_CHUNK`` rows
     and reduced to fine-cell counts (two passes over the reference: its range, then its
     counts; one over the target, one more with ``--costs``); ``-o`` streams scan -> map ->
-    sink, applying :func:`posterior` chunk by chunk."""
+    sink, applying :func:`posterior` chunk by chunk. ``model``: the reference already
+    fitted (from a summary), else fitted on its rows."""
+    if model is None:
+        model = _streaming_reference(request)
+    return _stream_target(request, costs, model, warn=warn)
+
+
+def _streaming_reference(request: EstimateShiftRequest) -> ReferenceModel:
+    """The reference's rows in chunks: its range, then its fine counts (two passes)."""
     kind = request.score_kind
     fmt = request.input_format
+    reference = _rows_path(request.reference)
     ref_columns = [request.score_col, request.label_col] + (
         [request.weight_col] if request.weight_col else []
     )
 
     def ref_chunks() -> Iterator[tuple[Table, FloatArray, FloatArray, FloatArray]]:
         for table in scan_chunks(
-            request.reference,
+            reference,
             columns=ref_columns,
             chunk_rows=COUNT_CHUNK,
             required=ref_columns,
@@ -429,9 +499,9 @@ def _run_streaming(
         table.labels(request.label_col, positive_label=request.positive_label)
         table.weights(request.weight_col)
 
-    with _whole_file_messages(request.reference, ref_columns, fmt, check_reference):
+    with _whole_file_messages(reference, ref_columns, fmt, check_reference):
         ranges = []
-        name = io.display_name(request.reference)
+        name = io.display_name(reference)
         for table, x, _, w in ref_chunks():
             name = table.name
             ranges.append(logit_range(x, sample_weight=w, score_kind=kind))
@@ -449,8 +519,21 @@ def _run_streaming(
             for _, x, y, w in ref_chunks()
         ]
     with io.naming(name):
-        model = fit_reference_counts(merge_reference_counts(parts), score_kind=kind)
+        return fit_reference_counts(merge_reference_counts(parts), score_kind=kind)
 
+
+def _stream_target(
+    request: EstimateShiftRequest,
+    costs: tuple[float, float] | None,
+    model: ReferenceModel,
+    *,
+    warn: Warn,
+) -> EstimateShiftResult:
+    """The target's rows in chunks on ``model``'s grid, estimated per batch (and the
+    decisions, and ``-o``)."""
+    kind = request.score_kind
+    fmt = request.input_format
+    target = _rows_path(request.target)
     output = request.output
     typed = io.typed_output(output, request.output_format)
     tgt_columns = [request.score_col, request.label_col] + (
@@ -461,7 +544,7 @@ def _run_streaming(
         tuple[Table, FloatArray, FloatArray | None, list[GroupValue], IntArray]
     ]:
         for table in scan_chunks(
-            request.target,
+            target,
             columns=tgt_columns,
             chunk_rows=COUNT_CHUNK,
             required=[c for c in tgt_columns if c != request.label_col],
@@ -481,7 +564,7 @@ def _run_streaming(
     positives: dict[GroupValue, float] = {}
     sizes: dict[GroupValue, int] = {}
     has_labels = True
-    target_name = io.display_name(request.target)
+    target_name = io.display_name(target)
 
     def check_target(table: Table) -> None:
         table.scores(request.score_col, kind=kind)
@@ -490,7 +573,7 @@ def _run_streaming(
         if request.batch_col is not None:
             table.groups(request.batch_col, option="--batch-col")
 
-    with _whole_file_messages(request.target, tgt_columns, fmt, check_target, typed=typed):
+    with _whole_file_messages(target, tgt_columns, fmt, check_target, typed=typed):
         for table, x, y, values, codes in tgt_chunks():
             target_name = table.name
             has_labels = y is not None
@@ -577,7 +660,7 @@ def _sink_calibrated(
     if threshold is not None:
         added.append(("decision", "int", [request.output_col], decided))
     sink_mapped(
-        request.target,
+        _rows_path(request.target),
         output,
         added=added,
         input_format=request.input_format,
@@ -698,8 +781,13 @@ def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> Backt
     the mean rate of the last :data:`BACKTEST_WINDOW` labelled batches; ``history_blend`` the
     inverse-error blend of :func:`~calib_cli.core.shift_history.history_blend` with its
     conformal interval. None uses the labels of batch ``t`` or later for batch ``t``."""
+    if request.reference_summaries or request.target_summaries:
+        raise UsageError(
+            "--backtest reads each labelled batch's rows: give --reference and --target files"
+        )
+    reference, target = _rows_path(request.reference), _rows_path(request.target)
     check_paths(
-        inputs=[request.reference, request.target],
+        inputs=[reference, target],
         table_output=None,
         output_format=request.output_format,
         files=[request.report],
@@ -723,8 +811,8 @@ def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> Backt
             f"got {_delay(request)}"
         )
     kind = request.score_kind
-    ref = io.read_table(request.reference, input_format=request.input_format)
-    tgt = io.read_table(request.target, input_format=request.input_format)
+    ref = io.read_table(reference, input_format=request.input_format)
+    tgt = io.read_table(target, input_format=request.input_format)
     with ref.context():
         model = fit_reference(
             ref.scores(request.score_col, kind=kind),
@@ -973,4 +1061,178 @@ def _history(
         n_history=blend.n_history[new],
         weights=blend.weights[new],
         ci_level=CI_LEVEL,
+    )
+
+
+# ------------------------------------------------------------------------- from summaries
+
+
+def _summary_keys(summary: ScoreSummary) -> SummaryKeys:
+    """The keys of a summary (one group or all) as the fine counts read them."""
+    return SummaryKeys(
+        cell=summary.cell.astype(np.int64),
+        bin=summary.bin.astype(np.int64),
+        label=summary.label.astype(np.int64),
+        rows=summary.n_rows_weighted.astype(np.float64),
+        n_rows=summary.n_rows.astype(np.float64),
+        weight=summary.weight,
+        weight_sq=summary.weight_sq,
+        logit_sum=summary.logit_sum,
+        score_min=summary.score_min,
+        score_max=summary.score_max,
+    )
+
+
+def _summary_of(
+    request: EstimateShiftRequest, paths: tuple[str, ...], name: str
+) -> tuple[ScoreSummary, str]:
+    """Summary files merged, the score column chosen as ``--score-col`` or the only one."""
+    loaded = load_summaries(paths)
+    if request.score_col in loaded:
+        column = request.score_col
+    elif len(loaded) == 1:
+        column = next(iter(loaded))
+    else:
+        held = ", ".join(repr(c) for c in loaded)
+        raise UsageError(
+            f"the {name} summaries hold several score columns ({held}): choose one with --score-col"
+        )
+    summary, files = loaded[column]
+    source = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"
+    return summary, source
+
+
+def _summary_batches(summary: ScoreSummary) -> list[tuple[GroupValue, str | None]]:
+    """A summary's groups (text) as batch values in the order of rows' batches: numbers when
+    every value reads as one (whole numbers as int), else text; the missing value last."""
+    present = [g for g in summary.groups if g is not None]
+    values: list[tuple[GroupValue, str | None]]
+    try:
+        numbers = [float(g) for g in present]
+    except ValueError:
+        values = [(g, g) for g in present]
+    else:
+        whole = all(x.is_integer() and "." not in g for x, g in zip(numbers, present, strict=True))
+        values = [(int(x) if whole else x, g) for x, g in zip(numbers, present, strict=True)]
+    values.sort(key=lambda pair: _batch_key(pair[0]))
+    if None in summary.groups:
+        values.append((MISSING_GROUP, None))
+    return values
+
+
+def _summary_reference(
+    request: EstimateShiftRequest,
+) -> tuple[ReferenceModel, CellBinning]:
+    """The reference fitted on the fine counts of its summaries (every group pooled)."""
+    summary, source = _summary_of(request, request.reference_summaries, "reference")
+    counts, binning = reference_counts_from_keys(_summary_keys(summary.pooled()))
+    with io.naming(source):
+        model = fit_reference_counts(counts, score_kind="probability")
+    return model, binning
+
+
+def _summary_decisions(
+    model: ReferenceModel,
+    estimate: ShiftEstimate,
+    part: ScoreSummary,
+    costs: tuple[float, float],
+    labelled: bool,
+) -> DecisionCosts:
+    """The decisions of a batch held as a summary: each (cell, bin, class) key's rows at
+    their mean score (the cell's rows all on one side of the threshold; only the cell that
+    holds the threshold's score can be split by it)."""
+    live = (part.weight > 0.0) & np.isfinite(part.score_min)
+    scores = np.clip(
+        part.score_sum[live] / part.weight[live], part.score_min[live], part.score_max[live]
+    )
+    return decision_costs(
+        reference_posterior(model, scores),
+        posterior(model, estimate, scores),
+        cost_fp=costs[0],
+        cost_fn=costs[1],
+        y_true=part.label[live].astype(np.float64) if labelled else None,
+        sample_weight=part.weight[live],
+    )
+
+
+def _run_with_summaries(
+    request: EstimateShiftRequest, costs: tuple[float, float] | None, *, warn: Warn
+) -> EstimateShiftResult:
+    """The reference and/or the target from summary files (``--reference-summary``,
+    ``--target-summary``; :mod:`calib_cli.core.shift_cells` for the counts and their bound).
+    A target summary's ``--by`` groups are the batches (``--batch-col`` names that column);
+    its rows are in no file, so ``-o`` is refused with it."""
+    if request.score_kind != "probability":
+        raise UsageError(
+            f"summaries hold probabilities: --score-kind {request.score_kind} needs rows "
+            "(--reference FILE, --target FILE)"
+        )
+    for given, option in ((request.history, "--history"), (request.backtest or None, "--backtest")):
+        if given is not None:
+            raise UsageError(f"{option} reads labelled rows: give --reference and --target files")
+    if request.target_summaries and request.output is not None:
+        raise UsageError(
+            "-o writes the target's rows with their calibrated probability, and a target "
+            "summary holds no rows: drop -o (the estimates are the report), or give --target FILE"
+        )
+    binning: CellBinning | None = None
+    if request.reference_summaries:
+        model, binning = _summary_reference(request)
+    elif choose_engine(request.engine, [_rows_path(request.reference)]) == "streaming":
+        model = _streaming_reference(request)
+    else:
+        model = _memory_reference(request)
+    if not request.target_summaries:
+        target = _rows_path(request.target)
+        engine = choose_engine(request.engine, [target], input_format=request.input_format)
+        run = _run_streaming if engine == "streaming" and target != io.STDIO else _run_memory
+        result = run(request, costs, warn=warn, model=model)
+        return replace(result, binning=SummaryBinning(reference=binning, batches=()))
+    summary, source = _summary_of(request, request.target_summaries, "target")
+    if summary.weight_column is not None:
+        raise InputError(
+            f"{source}: the target summary is weighted (column '{summary.weight_column}'); "
+            "estimate-shift counts target rows unweighted: summarise the target without "
+            "--weight-col"
+        )
+    by = request.batch_col
+    if by is not None and summary.group_column != by:
+        raise InputError(
+            f"{source}: summary field 'group_column' is {summary.group_column!r}, so it cannot "
+            f"give the batches of --batch-col {by!r} (summarise the target with --by {by})"
+        )
+    # a summary always has a label column: a batch summarised with a constant label 0 (no
+    # positive row) is read as unlabelled
+    labelled = bool(np.any((summary.label == 1) & (summary.n_rows > 0)))
+    parts: list[tuple[GroupValue, ScoreSummary]] = (
+        [(None, summary.pooled())]
+        if by is None
+        else [(value, summary.select_group(name)) for value, name in _summary_batches(summary)]
+    )
+    batches: list[BatchEstimate] = []
+    target_binning: list[CellBinning] = []
+    counts: TargetCounts | None = None
+    for value, part in parts:
+        where = source if by is None else f"{source} ({by}={value})"
+        with io.naming(where):
+            counts, fell = target_counts_from_keys(model, _summary_keys(part))
+            estimate = _estimate(request, model, counts)
+        target_binning.append(fell)
+        truth = None
+        if labelled:
+            truth = float(np.sum(part.n_rows[part.label == 1])) / float(np.sum(part.n_rows))
+        decision = (
+            None if costs is None else _summary_decisions(model, estimate, part, costs, labelled)
+        )
+        batches.append(_batch_result(request, value, estimate, truth, decision, warn))
+    return EstimateShiftResult(
+        source=source,
+        batch_col=by,
+        batches=tuple(batches),
+        decision_threshold=None if costs is None else bayes_threshold(*costs),
+        output=None,
+        engine="memory",
+        model=model,
+        counts=counts if by is None else None,
+        binning=SummaryBinning(reference=binning, batches=tuple(target_binning)),
     )
