@@ -114,16 +114,29 @@ def _assert_same_summary(got: ScoreSummary, want: ScoreSummary) -> None:
 
 
 def _close(a: Any, b: Any, name: str) -> None:
+    # bootstrap intervals are quantiles of resampled figures (the debiased ECE's take a
+    # square root near 0): they move more with the order in which the sums were added than
+    # the figures themselves, far less than their own Monte Carlo error (about 1e-2)
+    rel = 1e-6 if name.endswith("_ci") else 1e-9
     if isinstance(a, float) or (isinstance(a, tuple) and a and isinstance(a[0], float)):
-        assert a == pytest.approx(b, rel=1e-9, abs=1e-12, nan_ok=True), name
+        assert a == pytest.approx(b, rel=rel, abs=1e-12, nan_ok=True), name
     elif name != "bins":
         assert a == b, name
 
 
 def _assert_same_figures(got: Any, want: Any) -> None:
+    # Hosmer-Lemeshow with a group edge inside an atom (hosmer_lemeshow_exact False) is an
+    # estimate that places the atom by its sums: it may jump with their last bits
+    skip = (
+        set()
+        if want.exactness.hosmer_lemeshow_exact
+        else {"hosmer_lemeshow", "hosmer_lemeshow_pvalue"}
+    )
     for part in ("reliability", "exactness"):
         for field in fields(getattr(got, part)):
             name = field.name
+            if name in skip:
+                continue
             _close(getattr(getattr(got, part), name), getattr(getattr(want, part), name), name)
     for a, b in zip(got.reliability.bins, want.reliability.bins, strict=True):
         for field in fields(a):

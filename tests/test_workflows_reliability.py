@@ -308,3 +308,33 @@ def test_streaming_refuses_bad_rows_like_memory(tmp_path: Path) -> None:
         f"{path}: column 'label' has 2 values that are not 0/1 or true/false "
         "(first at row 2: '2'); name the positive value with --positive-label"
     }
+
+
+def test_streaming_runs_repeat_byte_for_byte(tmp_path: Path) -> None:
+    """The streaming engine sums in the rows' order: the same file gives the same JSON
+    report and the same summary file on every run (a multi-threaded group-by would not)."""
+    rng = np.random.default_rng(11)
+    n = 30_000
+    score = 1.0 / (1.0 + np.exp(-rng.normal(-2.0, 1.5, n)))
+    frame = pl.DataFrame(
+        {
+            "score": score,
+            "label": (rng.random(n) < score).astype(np.int8),
+            "w": rng.choice([0.5, 1.0, 2.0], n),
+            "day": rng.integers(0, 4, n),
+        }
+    )
+    path = tmp_path / "rows.parquet"
+    frame.write_parquet(path, row_group_size=5_000)
+    request = ReliabilityRequest(file=str(path), weight_col="w", by="day", engine="streaming")
+    results = [run_reliability(request) for _ in range(2)]
+    assert results[0].engine == "streaming"
+    assert reliability_payload(results[0]) == reliability_payload(results[1])
+    outputs = []
+    for i in range(2):
+        out = tmp_path / f"summary{i}.parquet"
+        run_summarize(
+            SummarizeRequest(files=(str(path),), output=str(out), weight_col="w", by="day")
+        )
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]

@@ -32,6 +32,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.errors import InputError
+from calib_cli.summaries.accumulate import TERMS, in_order_ahead, row_terms
 from calib_cli.summaries.figures import RefinementLevel, RefinementPlan
 from calib_cli.summaries.grid import bin_index, cell_bounds, half_cell
 from calib_cli.summaries.summary import GRID_KIND, SCHEMA_VERSION, SUMMARY_KIND, ScoreSummary
@@ -156,35 +157,29 @@ class _Sums:
         self.weight_min = np.full(n_slots, np.inf)
 
     def add(
-        self, slot: IntArray, p: FloatArray, y: FloatArray, w: FloatArray | None, eps: float
+        self, slot: IntArray, p: FloatArray, terms: dict[str, FloatArray], w: FloatArray | None
     ) -> None:
-        k = self.n_slots
-
-        def total(values: FloatArray) -> FloatArray:
-            out = np.bincount(slot, weights=values if w is None else w * values, minlength=k)
-            return out.astype(np.float64, copy=False)
-
-        x = np.minimum(p, 1.0 - p)
-        q = np.clip(p, eps, 1.0 - eps)
-        centred = 1.0 - 2.0 * p
-        self.sums["near"] += total(x)
-        self.sums["near_sq"] += total(x * x)
-        self.sums["log_q"] += total(np.log(q))
-        self.sums["log_1mq"] += total(np.log1p(-q))
-        self.sums["spieg_num"] += total((y - p) * centred)
-        self.sums["spieg_var"] += total(centred * centred * p * (1.0 - p))
-        self.n_rows += np.bincount(slot, minlength=k)
+        """Add one batch's rows, in order (``numpy.add.at`` adds in index order: the same
+        rows give the same bytes however they are cut into batches)."""
+        for name in TERMS:
+            np.add.at(self.sums[name], slot, terms[name])
+        np.add.at(self.n_rows, slot, 1)
         if w is None:
             np.minimum.at(self.score_min, slot, p)
             np.maximum.at(self.score_max, slot, p)
             return
-        self.sums["weight"] += np.bincount(slot, weights=w, minlength=k)
-        self.sums["weight_sq"] += np.bincount(slot, weights=w * w, minlength=k)
+        np.add.at(self.sums["weight"], slot, w)
+        np.add.at(self.sums["weight_sq"], slot, w * w)
         positive = w > 0.0
-        self.n_rows_weighted += np.bincount(slot[positive], minlength=k)
-        np.minimum.at(self.score_min, slot[positive], p[positive])
-        np.maximum.at(self.score_max, slot[positive], p[positive])
-        np.minimum.at(self.weight_min, slot[positive], w[positive])
+        if not np.all(positive):
+            slot, p, w = slot[positive], p[positive], w[positive]
+        np.add.at(self.n_rows_weighted, slot, 1)
+        np.minimum.at(self.score_min, slot, p)
+        np.maximum.at(self.score_max, slot, p)
+        np.minimum.at(self.weight_min, slot, w)
+
+
+_Prepared = tuple[IntArray, FloatArray, dict[str, FloatArray], FloatArray | None]
 
 
 def refine_batches(
@@ -226,9 +221,12 @@ def refine_batches(
     layout = _layout(plans, edges)
     weighted = summary.weight_column is not None
     sums = _Sums(layout.n_slots, weighted)
-    for batch in batches:
+    inner = edges[1:-1]
+
+    def prepare(batch: DenseBatch) -> _Prepared:
+        """The slots and terms of one batch's rows in a parent (in a worker thread)."""
         p = np.asarray(batch.score, dtype=np.float64)
-        y = np.asarray(batch.label)
+        y = np.asarray(batch.label).astype(np.int8, copy=False)
         w = None if batch.weight is None else np.asarray(batch.weight, dtype=np.float64)
         if weighted and w is None:
             raise InputError("the batches carry no weights but the summary is weighted")
@@ -241,9 +239,12 @@ def refine_batches(
         d = layout.depth[block]
         shift = 52 - layout.bits[block] - d
         offset = (pattern >> shift) & ((1 << d) - 1)
-        b = np.searchsorted(edges[1:-1], p, side="left") - layout.bin_first[block]
-        slot = layout.start[block] + (((b << d) + offset) << 1) + y.astype(np.int64)
-        sums.add(slot, p, y.astype(np.float64), w, summary.eps)
+        b = np.searchsorted(inner, p, side="left") - layout.bin_first[block]
+        slot = np.asarray(layout.start[block] + (((b << d) + offset) << 1) + y, dtype=np.int64)
+        return slot, p, row_terms(p, y, w, eps=summary.eps), w
+
+    for prepared in in_order_ahead(batches, prepare):
+        sums.add(*prepared)
     return tuple(
         RefinementLevel(plan=plan, summary=_level_summary(summary, plan, i, layout, sums))
         for i, plan in enumerate(plans)

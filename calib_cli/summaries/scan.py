@@ -23,6 +23,13 @@ import numpy.typing as npt
 import polars as pl
 
 from calib_cli.errors import InputError
+from calib_cli.summaries.accumulate import (
+    GridSums,
+    TermBatch,
+    check_batch_values,
+    in_order_ahead,
+    term_batch,
+)
 from calib_cli.summaries.dense import DenseBatch, refine_batches
 from calib_cli.summaries.figures import (
     DEFAULT_AUC_TOLERANCE,
@@ -306,7 +313,11 @@ def summarize_lazy(
     mantissa_bits: int = DEFAULT_MANTISSA_BITS,
     eps: float = DEFAULT_EPS,
 ) -> ScoreSummary:
-    """The summary of a lazy scan, computed with the streaming engine.
+    """The summary of a lazy scan, in one streaming pass.
+
+    Polars' streaming engine computes each row's key and terms; they are added batch by
+    batch in the scan's order (:class:`~calib_cli.summaries.accumulate.GridSums`), so the
+    same file gives the same bytes on every run. Memory: the keys and one batch.
 
     Parameters
     ----------
@@ -328,30 +339,96 @@ def summarize_lazy(
     >>> s.n_keys, s.weight.tolist(), s.n_rows.tolist()
     (2, [1.0, 2.0], [1, 2])
     """
-    edges = [float(e) for e in check_bin_edges(bin_edges)]
-    if not 0.0 < eps < 0.5:
-        raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
-    options = {
-        "score_column": score_column,
-        "label_column": label_column,
-        "weight_column": weight_column,
-        "group_column": group_column,
-        "bin_edges": edges,
-        "mantissa_bits": check_mantissa_bits(mantissa_bits),
-        "eps": float(eps),
-    }
-    frame = summary_plan(scan, **options).collect(engine="streaming")  # type: ignore[arg-type]
-    _name_missing(scan, frame, score_column, label_column)
-    return summary_from_frame(frame, _metadata(**options))  # type: ignore[arg-type]
+    return summarize_lazy_many(
+        scan,
+        [score_column],
+        label_column=label_column,
+        weight_column=weight_column,
+        group_column=group_column,
+        bin_edges=bin_edges,
+        mantissa_bits=mantissa_bits,
+        eps=eps,
+    )[score_column]
 
 
-def _name_missing(scan: pl.LazyFrame, frame: pl.DataFrame, score: str, label: str) -> None:
-    """A missing score or label leaves a null key; name its column (a pass on failure only)."""
-    if not (frame.height and frame["cell"].null_count()):
-        return
-    counts = scan.select(pl.col(score).null_count(), pl.col(label).null_count()).collect()
-    column = score if counts[0, 0] else label
-    raise InputError(f"column '{column}' has missing values")
+#: Rows of one batch of a streaming pass: batches of a few MB keep NumPy's temporaries in
+#: cache (larger ones cost more per row, and memory).
+BATCH_ROWS = 1 << 18
+
+
+class _GroupCodes:
+    """Group values (text, None: missing) to int32 codes, in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.names: list[str | None] = []
+        self.codes: dict[str | None, int] = {}
+
+    def __call__(self, values: pl.Series) -> npt.NDArray[np.int32]:
+        for value in values.unique(maintain_order=True).to_list():
+            if value not in self.codes:
+                self.codes[value] = len(self.names)
+                self.names.append(value)
+        known = [v for v in self.codes if v is not None]
+        codes = values.replace_strict(
+            known, [self.codes[v] for v in known], default=None, return_dtype=pl.Int32
+        )
+        if None in self.codes:
+            codes = codes.fill_null(self.codes[None])
+        return codes.to_numpy().astype(np.int32, copy=False)
+
+
+def term_batches(
+    scan: pl.LazyFrame,
+    score_columns: Sequence[str],
+    *,
+    label_column: str,
+    weight_column: str | None,
+    group_column: str | None,
+    bin_edges: Sequence[float],
+    mantissa_bits: int,
+    eps: float,
+    batch_rows: int = BATCH_ROWS,
+) -> tuple[Iterator[dict[str, TermBatch]], _GroupCodes]:
+    """The scan's rows as batches of keys and terms (one :class:`~calib_cli.summaries.
+    accumulate.TermBatch` per score column), in the scan's order; and the group codes
+    (filled as the batches are read). Polars reads only the columns needed."""
+    columns: list[pl.Expr] = [pl.col(label_column).cast(pl.Int8).alias("\x00label")]
+    if weight_column is not None:
+        columns.append(pl.col(weight_column).cast(pl.Float64).alias("\x00weight"))
+    if group_column is not None:
+        columns.append(pl.col(group_column).cast(pl.String).alias("\x00group"))
+    columns += [pl.col(name).cast(pl.Float64).alias(name) for name in score_columns]
+    rows = scan.select(columns)
+    codes = _GroupCodes()
+    edges = np.asarray(bin_edges, dtype=np.float64)
+
+    def terms(frame: pl.DataFrame) -> dict[str, TermBatch]:
+        for name in score_columns:
+            if frame[name].null_count():
+                raise InputError(f"column '{name}' has missing values")
+        if frame["\x00label"].null_count():
+            raise InputError(f"column '{label_column}' has missing values")
+        label = frame["\x00label"].to_numpy()
+        weight = None if weight_column is None else frame["\x00weight"].to_numpy()
+        group = codes(frame["\x00group"]) if group_column is not None else None
+        out = {}
+        for name in score_columns:
+            score = frame[name].to_numpy()
+            batch = term_batch(
+                label,
+                score,
+                sample_weight=weight,
+                bin_edges=edges,
+                mantissa_bits=mantissa_bits,
+                eps=eps,
+                group=group,
+            )
+            check_batch_values(batch, score_column=name, label_column=label_column)
+            out[name] = batch
+        return out
+
+    chunks = rows.collect_batches(chunk_size=batch_rows, maintain_order=True)
+    return in_order_ahead(chunks, terms), codes
 
 
 def summarize_lazy_many(
@@ -364,8 +441,10 @@ def summarize_lazy_many(
     bin_edges: Sequence[float] = DEFAULT_BIN_EDGES,
     mantissa_bits: int = DEFAULT_MANTISSA_BITS,
     eps: float = DEFAULT_EPS,
+    batch_rows: int = BATCH_ROWS,
 ) -> dict[str, ScoreSummary]:
-    """One summary per score column, from one streaming run over the scan (``pl.collect_all``).
+    """One summary per score column, from one streaming pass over the scan (as
+    :func:`summarize_lazy`). ``batch_rows`` changes the memory, never the bytes.
 
     Examples
     --------
@@ -380,22 +459,39 @@ def summarize_lazy_many(
     edges = [float(e) for e in check_bin_edges(bin_edges)]
     if not 0.0 < eps < 0.5:
         raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
+    bits = check_mantissa_bits(mantissa_bits)
+    batches, codes = term_batches(
+        scan,
+        names,
+        label_column=label_column,
+        weight_column=weight_column,
+        group_column=group_column,
+        bin_edges=edges,
+        mantissa_bits=bits,
+        eps=float(eps),
+        batch_rows=batch_rows,
+    )
+    sums = {
+        name: GridSums(
+            mantissa_bits=bits, n_bins=len(edges) - 1, weighted=weight_column is not None
+        )
+        for name in names
+    }
+    for batch in batches:
+        for name in names:
+            sums[name].add(batch[name])
+    groups = codes.names if group_column is not None else [None]
     shared: dict[str, Any] = {
         "label_column": label_column,
         "weight_column": weight_column,
         "group_column": group_column,
         "bin_edges": edges,
-        "mantissa_bits": check_mantissa_bits(mantissa_bits),
+        "mantissa_bits": bits,
         "eps": float(eps),
     }
-    frames = pl.collect_all(
-        [summary_plan(scan, score_column=name, **shared) for name in names], engine="streaming"
-    )
-    out: dict[str, ScoreSummary] = {}
-    for name, frame in zip(names, frames, strict=True):
-        _name_missing(scan, frame, name, label_column)
-        out[name] = summary_from_frame(frame, _metadata(score_column=name, **shared))
-    return out
+    return {
+        name: sums[name].summary(groups, _metadata(score_column=name, **shared)) for name in names
+    }
 
 
 def _rows_of_group(scan: pl.LazyFrame, summary: ScoreSummary) -> pl.LazyFrame:
@@ -444,7 +540,7 @@ def refinement_level_lazy(
 
 #: Rows of one batch of a dense refinement pass (the NumPy temporaries are about 150 bytes a
 #: row: 1M rows, about 150 MB).
-DENSE_BATCH_ROWS = 1 << 20
+DENSE_BATCH_ROWS = 1 << 18
 
 
 def dense_batches(

@@ -1,0 +1,387 @@
+"""The summary of rows given batch by batch, summed in the rows' order (NumPy, no Polars).
+
+A streaming group-by merges partial sums in whatever order its threads finish, so the same
+file can give sums that differ in their last bits from run to run. Here every key's sums are
+added row by row in the order the rows arrive (:func:`numpy.add.at`, which adds in index
+order), so the same rows in the same order give the same bytes, however they are cut into
+batches.
+
+Keys. A row's key is (group, cell, bin, label). ``cell + bin`` is one integer per (cell, bin)
+pair that occurs: cells and bins both grow with the score and a cell's bins are consecutive,
+so for cells :math:`c < c'`, :math:`c' + b' \\ge c + 1 + \\text{last bin of } c > c + b`.
+That integer, below :math:`2H + k` (:func:`~calib_cli.summaries.grid.half_cell`, ``k`` bins),
+is cut into *pages* of :math:`2^{\\text{page bits}}`; a page (per group) gets its slots
+(two per integer: one per class) the first time a row falls in it. Memory is the pages the
+scores occupy (a few dozen for real scores, one per binade of :math:`\\min(p, 1 - p)` they
+span), never the rows.
+
+The terms are those of :func:`~calib_cli.summaries.scan.summary_plan`: with
+:math:`x = \\min(p, 1 - p)` (exact), the weighted sums of :math:`x` and :math:`x^2` give
+``score_sum``, ``complement_sum`` and their squares without cancellation; those of
+:math:`\\log q` and :math:`\\log(1 - q)` give ``log_loss_sum`` and ``logit_sum``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from calib_cli.errors import InputError
+from calib_cli.summaries.grid import bin_index, cell_index, half_cell
+from calib_cli.summaries.summary import GroupName, ScoreSummary
+from calib_cli.types import FloatArray, IntArray
+
+__all__ = [
+    "TERMS",
+    "GridSums",
+    "TermBatch",
+    "check_batch_values",
+    "format_columns",
+    "in_order_ahead",
+    "row_terms",
+    "term_batch",
+]
+
+_Item = TypeVar("_Item")
+_G = TypeVar("_G", bound=np.generic)
+_T = TypeVar("_T")
+
+#: The per-row terms summed per key, each times the row's weight.
+TERMS = ("near", "near_sq", "log_q", "log_1mq", "spieg_num", "spieg_var")
+
+
+@dataclass(frozen=True)
+class TermBatch:
+    """One batch of rows, reduced to what a summary adds up.
+
+    ``key`` is ``cell + bin`` (module docstring), ``terms`` the :data:`TERMS` (weighted),
+    ``weight`` None for unweighted rows, ``group`` the rows' group codes (None: one group).
+    """
+
+    key: IntArray
+    label: npt.NDArray[np.int8]
+    score: FloatArray
+    terms: Mapping[str, FloatArray]
+    weight: FloatArray | None = None
+    group: npt.NDArray[np.int32] | None = None
+
+
+def term_batch(
+    y_true: npt.ArrayLike,
+    y_prob: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+    bin_edges: npt.ArrayLike,
+    mantissa_bits: int,
+    eps: float,
+    group: npt.ArrayLike | None = None,
+) -> TermBatch:
+    """The :class:`TermBatch` of rows in memory (the NumPy twin of the streaming terms).
+
+    >>> b = term_batch([0, 1], [0.25, 0.75], bin_edges=[0.0, 0.5, 1.0], mantissa_bits=12,
+    ...                eps=1e-15)
+    >>> b.key.tolist(), b.terms["near"].tolist()
+    ([4182017, 4190210], [0.25, 0.25])
+    """
+    p = np.asarray(y_prob, dtype=np.float64)
+    y = np.asarray(y_true).astype(np.int8, copy=False)
+    w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
+    x = np.minimum(p, 1.0 - p)  # exact: p on the lower tail, 1 - p above
+    key = _cells_from_x(x, p <= 0.5, mantissa_bits)
+    key += _bins(p, np.asarray(bin_edges, dtype=np.float64))
+    terms = row_terms(p, y, w, eps=eps, x=x)
+    codes = None if group is None else np.asarray(group, dtype=np.int32)
+    return TermBatch(key=key, label=y, score=p, terms=terms, weight=w, group=codes)
+
+
+def row_terms(
+    p: FloatArray,
+    y: npt.NDArray[np.int8],
+    w: FloatArray | None,
+    *,
+    eps: float,
+    x: FloatArray | None = None,
+) -> dict[str, FloatArray]:
+    """Each row's :data:`TERMS` (times its weight ``w``; ``x = min(p, 1 - p)`` if known)."""
+    complement = 1.0 - p
+    if x is None:
+        x = np.minimum(p, complement)
+    q = np.clip(p, eps, 1.0 - eps)
+    centred = 1.0 - 2.0 * p
+    raw = {
+        "near": x,
+        "near_sq": x * x,
+        "log_q": np.log(q),
+        "log_1mq": np.log1p(-q),
+        "spieg_num": (y.astype(np.float64) - p) * centred,
+        "spieg_var": centred * centred * p * complement,
+    }
+    return raw if w is None else {name: w * v for name, v in raw.items()}
+
+
+def in_order_ahead(items: Iterable[_Item], work: Callable[[_Item], _T]) -> Iterator[_T]:
+    """``work(item)`` for each item, in order, computed one item ahead in a worker thread
+    (NumPy releases the GIL in its loops, so the caller's work on one result overlaps the
+    next one's). The results, and their order, are those of a plain loop."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending: Future[_T] | None = None
+        for item in items:
+            future = pool.submit(work, item)
+            if pending is not None:
+                yield pending.result()
+            pending = future
+        if pending is not None:
+            yield pending.result()
+
+
+def _cells_from_x(x: FloatArray, low: npt.NDArray[np.bool_], mantissa_bits: int) -> IntArray:
+    """:func:`~calib_cli.summaries.grid.cell_index` from ``x = min(p, 1 - p)`` (as there;
+    -0.0 has a negative pattern and joins 0's cell)."""
+    pattern = x.view(np.int64)
+    f = pattern >> (52 - mantissa_bits)
+    f += 1
+    f[pattern <= 0] = 0
+    h2 = 2 * half_cell(mantissa_bits)
+    return np.where(low, f, h2 - f)
+
+
+#: Bins by comparisons (one pass per inner edge) up to this many inner edges, else a search.
+_COMPARED_EDGES = 16
+
+
+def _bins(p: FloatArray, edges: FloatArray) -> IntArray:
+    """:func:`~calib_cli.summaries.grid.bin_index`: the inner edges strictly below ``p``."""
+    inner = edges[1:-1]
+    if inner.size > _COMPARED_EDGES:
+        return np.searchsorted(inner, p, side="left").astype(np.int64)
+    count = np.zeros(p.shape, dtype=np.int8)
+    for edge in inner:
+        count += p > edge
+    return count.astype(np.int64)
+
+
+class GridSums:
+    """Per-key sums of the batches added so far (module docstring).
+
+    Parameters
+    ----------
+    mantissa_bits : int
+        The grid (:mod:`calib_cli.summaries.grid`).
+    n_bins : int
+        Reliability bins.
+    weighted : bool
+        Whether the batches carry weights.
+    page_bits : int
+        Integers ``cell + bin`` a page holds, as a power of two.
+    """
+
+    def __init__(
+        self, *, mantissa_bits: int, n_bins: int, weighted: bool, page_bits: int = 8
+    ) -> None:
+        self.mantissa_bits = mantissa_bits
+        self.n_bins = n_bins
+        self.weighted = weighted
+        self.page_bits = page_bits
+        self.n_pages = ((2 * half_cell(mantissa_bits) + n_bins) >> page_bits) + 1
+        self.table = np.full(self.n_pages, -1, dtype=np.int64)  # (group, page) -> page slot
+        self.page_key: list[IntArray] = []  # per page slot: group * n_pages + page
+        self.n_used = 0
+        self.capacity = 0
+        self.sums: dict[str, FloatArray] = {}
+        self.n_rows = np.zeros(0, dtype=np.int64)
+        self.n_rows_weighted = np.zeros(0, dtype=np.int64)
+        self.score_min = np.zeros(0)
+        self.score_max = np.zeros(0)
+        self.weight_min = np.zeros(0)
+        self.score_any = np.zeros(0)  # the largest score of any row (zero weights too)
+        self._grow(0)
+
+    @property
+    def slots_per_page(self) -> int:
+        return 2 << self.page_bits
+
+    def _grow(self, pages: int) -> None:
+        """Room for ``pages`` page slots (capacity doubles)."""
+        if pages <= self.capacity and self.sums:
+            return
+        capacity = max(pages, 2 * self.capacity, 4)
+        n = capacity * self.slots_per_page
+        old = self.capacity * self.slots_per_page
+
+        def grown(array: npt.NDArray[_G], fill: float) -> npt.NDArray[_G]:
+            out: npt.NDArray[_G] = np.full(n, fill, dtype=array.dtype)
+            out[:old] = array[:old]
+            return out
+
+        names = list(TERMS) + (["weight", "weight_sq"] if self.weighted else [])
+        self.sums = {k: grown(self.sums.get(k, np.zeros(0)), 0.0) for k in names}
+        self.n_rows = grown(self.n_rows, 0)
+        self.n_rows_weighted = grown(self.n_rows_weighted, 0)
+        self.score_min = grown(self.score_min, np.inf)
+        self.score_max = grown(self.score_max, -np.inf)
+        self.weight_min = grown(self.weight_min, np.inf)
+        self.score_any = grown(self.score_any, -np.inf)
+        self.capacity = capacity
+
+    def _pages(self, key: IntArray, group: npt.NDArray[np.int32] | None) -> IntArray:
+        """The page slot of each row, allocating the pages seen for the first time."""
+        page = key >> self.page_bits
+        if group is not None:
+            n_groups = int(group.max()) + 1 if group.size else 0
+            if n_groups * self.n_pages > self.table.size:
+                table = np.full(n_groups * self.n_pages, -1, dtype=np.int64)
+                table[: self.table.size] = self.table
+                self.table = table
+            page = group.astype(np.int64) * self.n_pages + page
+        slot: IntArray = self.table[page]
+        if np.any(slot < 0):
+            new = np.unique(page[slot < 0])  # in order: the same pages get the same slots
+            self.table[new] = np.arange(self.n_used, self.n_used + new.size)
+            self.page_key.append(new)
+            self.n_used += new.size
+            self._grow(self.n_used)
+            slot = self.table[page]
+        return slot
+
+    def add(self, batch: TermBatch) -> None:
+        """Add one batch's rows, in order."""
+        if (batch.weight is not None) != self.weighted:
+            raise InputError("the batches' weights do not match the summary's weight column")
+        mask = (1 << self.page_bits) - 1
+        page = self._pages(batch.key, batch.group)
+        slot = (page << (self.page_bits + 1)) + ((batch.key & mask) << 1)
+        slot += batch.label
+        for name in TERMS:
+            np.add.at(self.sums[name], slot, batch.terms[name])
+        np.add.at(self.n_rows, slot, 1)
+        p, w = batch.score, batch.weight
+        if w is None:
+            np.minimum.at(self.score_min, slot, p)
+            np.maximum.at(self.score_max, slot, p)
+            return
+        np.add.at(self.sums["weight"], slot, w)
+        np.add.at(self.sums["weight_sq"], slot, w * w)
+        np.maximum.at(self.score_any, slot, p)
+        positive = w > 0.0
+        if not np.all(positive):
+            slot, p, w = slot[positive], p[positive], w[positive]
+        np.add.at(self.n_rows_weighted, slot, 1)
+        np.minimum.at(self.score_min, slot, p)
+        np.maximum.at(self.score_max, slot, p)
+        np.minimum.at(self.weight_min, slot, w)
+
+    def columns(
+        self, group_names: Sequence[GroupName], bin_edges: npt.ArrayLike
+    ) -> dict[str, npt.ArrayLike]:
+        """The occupied keys as the summary format's columns (``group_names[code]``)."""
+        n = self.n_used * self.slots_per_page
+        used = np.flatnonzero(self.n_rows[:n] > 0)
+        label = (used & 1).astype(np.int8)
+        any_score = self.score_any[used] if self.weighted else self.score_max[used]
+        cell = cell_index(any_score, mantissa_bits=self.mantissa_bits)
+        bin_ = bin_index(any_score, bin_edges)
+        page_key = np.concatenate(self.page_key) if self.page_key else np.zeros(0, np.int64)
+        owner = page_key[used // self.slots_per_page]
+        key = ((owner % self.n_pages) << self.page_bits) + (
+            (used >> 1) & ((1 << self.page_bits) - 1)
+        )
+        if np.any(cell + bin_ != key):
+            raise InputError("internal: a summary key does not match its scores")
+        names = np.array([*group_names, None], dtype=object)[:-1]
+        group = names[owner // self.n_pages]
+        n_rows = self.n_rows[used]
+        if self.weighted:
+            weight, weight_sq = self.sums["weight"][used], self.sums["weight_sq"][used]
+            n_weighted = self.n_rows_weighted[used]
+            w_min = self.weight_min[used]
+            weight_min = np.where(np.isfinite(w_min), w_min, np.nan)
+        else:
+            weight = n_rows.astype(np.float64)
+            weight_sq = weight
+            n_weighted = n_rows
+            weight_min = np.ones(n_rows.size)
+        lo, hi = self.score_min[used], self.score_max[used]
+        return format_columns(
+            group=group,
+            cell=cell,
+            bin_=bin_,
+            label=label,
+            n_rows=n_rows,
+            n_rows_weighted=n_weighted,
+            weight=weight,
+            weight_sq=weight_sq,
+            sums={name: self.sums[name][used] for name in TERMS},
+            weight_min=weight_min,
+            score_min=np.where(np.isfinite(lo), lo, np.nan),
+            score_max=np.where(np.isfinite(hi), hi, np.nan),
+            mantissa_bits=self.mantissa_bits,
+        )
+
+    def summary(
+        self, group_names: Sequence[GroupName], metadata: Mapping[str, object]
+    ) -> ScoreSummary:
+        """The summary of the rows added (``metadata`` as in the summary format)."""
+        edges = np.asarray(metadata["bin_edges"], dtype=np.float64)
+        return ScoreSummary.from_columns(self.columns(group_names, edges), metadata)
+
+
+def format_columns(
+    *,
+    group: npt.NDArray[np.object_],
+    cell: IntArray,
+    bin_: IntArray,
+    label: npt.NDArray[np.int8],
+    n_rows: IntArray,
+    n_rows_weighted: IntArray,
+    weight: FloatArray,
+    weight_sq: FloatArray,
+    sums: Mapping[str, FloatArray],
+    weight_min: FloatArray,
+    score_min: FloatArray,
+    score_max: FloatArray,
+    mantissa_bits: int,
+) -> dict[str, npt.ArrayLike]:
+    """The summary format's columns from the sums of :data:`TERMS`: the far side of a cell
+    is :math:`W - \\sum w x \\ge W/2` (squares: :math:`W - 2\\sum w x + \\sum w x^2`), which
+    side is the score is the cell's tail, the log loss term is the key's class's."""
+    near, near_sq = sums["near"], sums["near_sq"]
+    far = weight - near
+    far_sq = weight - 2.0 * near + near_sq
+    low = cell <= half_cell(mantissa_bits)
+    positive = label == 1
+    return {
+        "group": group,
+        "cell": cell,
+        "bin": bin_.astype(np.int32),
+        "label": label,
+        "n_rows": n_rows,
+        "n_rows_weighted": n_rows_weighted,
+        "weight": weight,
+        "weight_sq": weight_sq,
+        "score_sum": np.where(low, near, far),
+        "score_sq_sum": np.where(low, near_sq, far_sq),
+        "complement_sum": np.where(low, far, near),
+        "complement_sq_sum": np.where(low, far_sq, near_sq),
+        "log_loss_sum": np.where(positive, -sums["log_q"], -sums["log_1mq"]),
+        "logit_sum": sums["log_q"] - sums["log_1mq"],
+        "spiegelhalter_num": sums["spieg_num"],
+        "spiegelhalter_var": sums["spieg_var"],
+        "weight_min": weight_min,
+        "score_min": score_min,
+        "score_max": score_max,
+    }
+
+
+def check_batch_values(batch: TermBatch, *, score_column: str, label_column: str) -> None:
+    """Refuse, naming the column, what only bad rows give: labels other than 0/1, scores
+    NaN or outside [0, 1] (the scan is validated upstream; this is the last guard)."""
+    y, p = batch.label, batch.score
+    if np.any((y != 0) & (y != 1)):
+        raise InputError(f"column '{label_column}' has values that are not 0 or 1")
+    if not bool(np.all((p >= 0.0) & (p <= 1.0))):
+        raise InputError(f"column '{score_column}' has values that are NaN or outside [0, 1]")

@@ -1,0 +1,223 @@
+"""The ordered batch accumulation behind the streaming summary: the same keys as the
+in-memory summary, and the same bytes on every run whatever the batches."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from calib_cli.errors import InputError
+from calib_cli.summaries import bin_index, cell_index, summarize_arrays
+from calib_cli.summaries.accumulate import GridSums, term_batch
+from calib_cli.summaries.scan import summarize_lazy, summarize_lazy_many
+from calib_cli.summaries.summary import ScoreSummary
+
+EDGE_SCORES = [
+    0.0,
+    -0.0,
+    5e-324,
+    1e-310,
+    2.2250738585072014e-308,
+    1e-300,
+    1e-16,
+    0.1,
+    0.30000000000000004,
+    float(np.nextafter(0.5, 0.0)),
+    0.5,
+    float(np.nextafter(0.5, 1.0)),
+    0.75,
+    1.0 - 1e-16,
+    float(np.nextafter(1.0, 0.0)),
+    1.0,
+]
+
+EXACT = ("group", "cell", "bin", "label", "n_rows", "n_rows_weighted", "weight")
+MIN_MAX = ("weight_min", "score_min", "score_max")
+SUMS = (
+    "weight_sq",
+    "score_sum",
+    "score_sq_sum",
+    "complement_sum",
+    "complement_sq_sum",
+    "log_loss_sum",
+    "logit_sum",
+    "spiegelhalter_num",
+    "spiegelhalter_var",
+)
+
+
+def _scores(seed: int, n: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    p = np.concatenate(
+        [
+            EDGE_SCORES,
+            1.0 / (1.0 + np.exp(-rng.normal(-3.0, 2.0, n))),
+            rng.random(n // 20) ** 40,
+            1.0 - rng.random(n // 20) ** 40,
+            np.full(n // 10, 0.1),  # ties on a bin edge
+        ]
+    )
+    return p[rng.permutation(p.size)]
+
+
+def _frame(seed: int, n: int) -> pl.DataFrame:
+    rng = np.random.default_rng(seed)
+    p = _scores(seed, n)
+    w = rng.choice([0.0, 0.5, 1.0, 3.0], p.size)
+    return pl.DataFrame(
+        {
+            "score": p,
+            "label": (rng.random(p.size) < p).astype(np.int8),
+            "w": w,
+            "day": rng.choice(["mon", "tue", None], p.size).tolist(),
+        }
+    )
+
+
+def _assert_same(got: ScoreSummary, want: ScoreSummary) -> None:
+    assert got.n_keys == want.n_keys
+    assert got.metadata() == want.metadata()
+    assert got.groups == want.groups
+    for name in EXACT:
+        assert np.array_equal(got.column(name), want.column(name)), name
+    for name in MIN_MAX:
+        assert np.array_equal(got.column(name), want.column(name), equal_nan=True), name
+    scale = np.abs(want.weight) + 1e-300
+    for name in SUMS:
+        gap = np.abs(got.column(name) - want.column(name))
+        assert np.all(gap <= 1e-12 * scale * 40), name  # log terms reach about 35 a row
+
+
+@pytest.mark.parametrize("bits", [1, 7, 12, 30, 52])
+@pytest.mark.parametrize(
+    "edges",
+    [
+        np.linspace(0.0, 1.0, 11),
+        np.linspace(0.0, 1.0, 101),  # searched, not compared
+        np.array([0.0, 0.1, 0.30000000000000004, 0.5, 1.0]),
+        np.array([0.0, 1.0]),
+    ],
+)
+def test_keys_are_cell_plus_bin_bit_for_bit(bits: int, edges: np.ndarray) -> None:
+    p = _scores(bits, 5_000)
+    batch = term_batch(np.zeros(p.size), p, bin_edges=edges, mantissa_bits=bits, eps=1e-15)
+    want = cell_index(p, mantissa_bits=bits) + bin_index(p, edges)
+    assert np.array_equal(batch.key, want)
+
+
+def test_cell_plus_bin_never_collides() -> None:
+    """Distinct (cell, bin) pairs give distinct keys, even with bins finer than cells."""
+    p = np.sort(_scores(3, 20_000))
+    edges = np.concatenate(([0.0], np.sort(np.unique(p[(p > 0.0) & (p < 1.0)]))[::97], [1.0]))
+    edges = np.unique(edges)
+    cell = cell_index(p, mantissa_bits=4)
+    bins = bin_index(p, edges)
+    pairs = np.unique(np.stack((cell, bins)), axis=1)
+    assert np.unique(pairs[0] + pairs[1]).size == pairs.shape[1]
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_streaming_summary_equals_the_in_memory_one(weighted: bool, grouped: bool) -> None:
+    frame = _frame(1, 30_000)
+    got = summarize_lazy(
+        frame.lazy(),
+        weight_column="w" if weighted else None,
+        group_column="day" if grouped else None,
+    )
+    want = summarize_arrays(
+        frame["label"].to_numpy(),
+        frame["score"].to_numpy(),
+        sample_weight=frame["w"].to_numpy() if weighted else None,
+        groups=frame["day"].to_list() if grouped else None,
+        weight_column="w" if weighted else None,
+        group_column="day" if grouped else None,
+    )
+    _assert_same(got, want)
+
+
+def test_the_bytes_do_not_depend_on_the_batches_and_repeat() -> None:
+    frame = _frame(2, 10_000)
+    options = {"weight_column": "w", "group_column": "day"}
+    one = summarize_lazy_many(frame.lazy(), ["score"], batch_rows=1 << 20, **options)
+    small = summarize_lazy_many(frame.lazy(), ["score"], batch_rows=997, **options)
+    again = summarize_lazy_many(frame.lazy(), ["score"], batch_rows=997, **options)
+    assert one["score"].to_json() == small["score"].to_json() == again["score"].to_json()
+
+
+def test_a_file_summarised_twice_gives_the_same_bytes(tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    _frame(4, 20_000).write_parquet(path, row_group_size=7_000)
+    first = summarize_lazy(pl.scan_parquet(path), weight_column="w", group_column="day")
+    second = summarize_lazy(pl.scan_parquet(path), weight_column="w", group_column="day")
+    assert first.to_json() == second.to_json()
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.floats(0.0, 1.0, allow_nan=False),
+            st.integers(0, 1),
+            st.sampled_from([0.0, 0.25, 1.0, 2.0]),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=60,
+    ),
+    st.integers(1, 7),
+)
+def test_any_rows_in_any_batches_give_the_in_memory_keys(
+    rows: list[tuple[float, int, float, int]], cut: int
+) -> None:
+    p = np.array([r[0] for r in rows])
+    y = np.array([r[1] for r in rows], dtype=np.int8)
+    w = np.array([r[2] for r in rows])
+    g = np.array([r[3] for r in rows], dtype=np.int32)
+    edges = np.linspace(0.0, 1.0, 6)
+    sums = GridSums(mantissa_bits=12, n_bins=5, weighted=True, page_bits=4)
+    for start in range(0, p.size, cut):
+        part = slice(start, start + cut)
+        sums.add(
+            term_batch(
+                y[part],
+                p[part],
+                sample_weight=w[part],
+                bin_edges=edges,
+                mantissa_bits=12,
+                eps=1e-15,
+                group=g[part],
+            )
+        )
+    names = ["a", "b", "c", None]
+    meta = summarize_arrays([0], [0.5], bin_edges=edges, weight_column="w").metadata()
+    meta["group_column"] = "g"
+    got = sums.summary(names, meta)
+    want = summarize_arrays(
+        y,
+        p,
+        sample_weight=w,
+        groups=[names[i] for i in g],
+        bin_edges=edges,
+        weight_column="w",
+        group_column="g",
+    )
+    _assert_same(got, want)
+
+
+def test_bad_rows_are_refused_naming_the_column() -> None:
+    with pytest.raises(InputError, match="column 'label' has values that are not 0 or 1"):
+        summarize_lazy(pl.LazyFrame({"score": [0.1, 0.2], "label": [0, 2]}))
+    with pytest.raises(InputError, match="column 'score' has values that are NaN"):
+        summarize_lazy(pl.LazyFrame({"score": [0.1, float("nan")], "label": [0, 1]}))
+    with pytest.raises(InputError, match="column 'label' has missing values"):
+        summarize_lazy(pl.LazyFrame({"score": [0.1, 0.2], "label": [0, None]}))
+    with pytest.raises(InputError, match="weights"):
+        GridSums(mantissa_bits=12, n_bins=1, weighted=True).add(
+            term_batch([0], [0.5], bin_edges=[0.0, 1.0], mantissa_bits=12, eps=1e-15)
+        )
