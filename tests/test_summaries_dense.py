@@ -280,3 +280,18 @@ def test_streaming_dense_equals_the_polars_refinement() -> None:
     figures = reliability_from_summary(summary, refinement=levels)
     assert abs(figures.reliability.auc - exact) <= max(figures.exactness.auc_bound, 1e-12)
     assert figures.exactness.auc_bound <= 1e-7
+
+
+def test_sorting_the_batches_by_slot_keeps_every_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Large passes sort each batch by slot (stable): each slot's rows keep their order, so
+    the sums are the bytes of the unsorted additions."""
+    import calib_cli.summaries.dense as dense
+
+    data = _smooth(23, 30_000)
+    summary = _summary(data)
+    plans = plan_dense_refinement(summary, auc_tolerance=1e-8)
+    monkeypatch.setattr(dense, "_SORTED_SLOTS", 1 << 62)
+    plain = refine_batches(summary, plans, _batches(data, 4_000))
+    monkeypatch.setattr(dense, "_SORTED_SLOTS", 0)
+    ordered = refine_batches(summary, plans, _batches(data, 4_000))
+    assert [a.summary.to_json() for a in plain] == [b.summary.to_json() for b in ordered]

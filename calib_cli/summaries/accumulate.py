@@ -23,6 +23,7 @@ The terms are those of :func:`~calib_cli.summaries.scan.summary_plan`: with
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -124,19 +125,20 @@ def row_terms(
     return raw if w is None else {name: w * v for name, v in raw.items()}
 
 
-def in_order_ahead(items: Iterable[_Item], work: Callable[[_Item], _T]) -> Iterator[_T]:
-    """``work(item)`` for each item, in order, computed one item ahead in a worker thread
-    (NumPy releases the GIL in its loops, so the caller's work on one result overlaps the
-    next one's). The results, and their order, are those of a plain loop."""
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        pending: Future[_T] | None = None
+def in_order_ahead(
+    items: Iterable[_Item], work: Callable[[_Item], _T], *, workers: int = 1
+) -> Iterator[_T]:
+    """``work(item)`` for each item, in order, computed up to ``workers`` items ahead in
+    worker threads (NumPy releases the GIL in its loops, so the caller's work on one result
+    overlaps the next ones'). The results, and their order, are those of a plain loop."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[_T]] = deque()
         for item in items:
-            future = pool.submit(work, item)
-            if pending is not None:
-                yield pending.result()
-            pending = future
-        if pending is not None:
-            yield pending.result()
+            pending.append(pool.submit(work, item))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _cells_from_x(x: FloatArray, low: npt.NDArray[np.bool_], mantissa_bits: int) -> IntArray:

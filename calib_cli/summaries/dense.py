@@ -40,6 +40,8 @@ from calib_cli.types import FloatArray, IntArray
 
 __all__ = ["DenseBatch", "refine_batches"]
 
+#: Batches are sorted by slot (top 16 bits) when a pass has more slots than this.
+_SORTED_SLOTS = 1 << 18
 #: Parent-cell lookups by a table when the parents' cells span at most this many cells.
 _TABLE_CELLS = 1 << 24
 
@@ -222,6 +224,11 @@ def refine_batches(
     weighted = summary.weight_column is not None
     sums = _Sums(layout.n_slots, weighted)
     inner = edges[1:-1]
+    # With many slots, rows added in the file's order jump across arrays far larger than the
+    # caches; a stable sort of each batch by the top 16 bits of its slots (a radix sort) makes
+    # the additions local, and keeps each slot's rows in their order: the same sums, bit for bit.
+    spare = layout.n_slots.bit_length() - 16
+    sort_shift = spare if layout.n_slots > _SORTED_SLOTS else None
 
     def prepare(batch: DenseBatch) -> _Prepared:
         """The slots and terms of one batch's rows in a parent (in a worker thread)."""
@@ -241,6 +248,10 @@ def refine_batches(
         offset = (pattern >> shift) & ((1 << d) - 1)
         b = np.searchsorted(inner, p, side="left") - layout.bin_first[block]
         slot = np.asarray(layout.start[block] + (((b << d) + offset) << 1) + y, dtype=np.int64)
+        if sort_shift is not None:  # rows by their slot's high bits: local additions
+            order = np.argsort((slot >> sort_shift).astype(np.uint16), kind="stable")
+            slot, p, y = slot[order], p[order], y[order]
+            w = None if w is None else w[order]
         return slot, p, row_terms(p, y, w, eps=summary.eps), w
 
     for prepared in in_order_ahead(batches, prepare):
