@@ -227,7 +227,7 @@ def refine_batches(
     # With many slots, rows added in the file's order jump across arrays far larger than the
     # caches; a stable sort of each batch by the top 16 bits of its slots (a radix sort) makes
     # the additions local, and keeps each slot's rows in their order: the same sums, bit for bit.
-    spare = layout.n_slots.bit_length() - 16
+    spare = max(layout.n_slots.bit_length() - 16, 0)
     sort_shift = spare if layout.n_slots > _SORTED_SLOTS else None
 
     def prepare(batch: DenseBatch) -> _Prepared:
