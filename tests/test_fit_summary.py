@@ -308,3 +308,58 @@ def test_several_score_columns_need_score_col(tmp_path: Path) -> None:
     _, saved, _ = _fit(tmp_path, "m", fit_summaries=paths, method="platt", score_col="b")
     assert saved["fitted_on"]["columns"]["score"] == "b"
     assert saved["fitted_on"]["engine"]["summaries"] == [paths[1]]
+
+
+def test_a_stratified_record_after_the_map_reads_the_strata_from_the_summary_groups(
+    tmp_path: Path,
+) -> None:
+    """--fit-data sampled with a stratified sampling record: the map as on the rows, and the
+    figures after calibration from the summary's --by groups as strata (without them the
+    figures after are left out, with a warning)."""
+    from calib_cli.workflows.resample import ResampleRequest, run_resample
+
+    rng = np.random.default_rng(5)
+    n = 8000
+    scores = rng.beta(0.5, 5.0, n)
+    frame = pl.DataFrame(
+        {
+            "id": np.arange(n),
+            "score": scores,
+            "label": (rng.random(n) < scores).astype(np.int64),
+            "segment": rng.choice(["a", "b"], n),
+        }
+    )
+    frame.write_parquet(tmp_path / "rows.parquet")
+    (tmp_path / "rates.csv").write_text("stratum,negative_rate\na,0.1\nb,0.2\n")
+    sample = tmp_path / "sample.parquet"
+    run_resample(
+        ResampleRequest(
+            file=str(tmp_path / "rows.parquet"),
+            output=str(sample),
+            strata_col="segment",
+            rates_file=str(tmp_path / "rates.csv"),
+            key_col="id",
+        )
+    )
+    record = f"{sample}.sampling.json"
+    options: dict[str, Any] = {"method": "platt", "sampling_record": record, "fit_data": "sampled"}
+    rows, saved_rows, _ = _fit(tmp_path, "rows", fit=str(sample), engine="memory", **options)
+    grouped = _summarize(sample, tmp_path / "by.parquet", by="segment")
+    summary, saved, warnings = _fit(tmp_path, "by", fit_summaries=(str(grouped),), **options)
+    assert warnings == []
+    assert [s["kind"] for s in saved["params"]["steps"]] == ["platt", "prior"]
+    for key in ("slope", "intercept"):
+        assert saved["params"]["steps"][0]["params"][key] == pytest.approx(
+            saved_rows["params"]["steps"][0]["params"][key], rel=1e-8
+        )
+    after, expected = (recalibrate_payload(r)["fit"]["after"] for r in (summary, rows))
+    for figure in ("log_loss", "brier"):
+        assert after[figure] == pytest.approx(expected[figure], rel=1e-5)
+    plain = _summarize(sample, tmp_path / "plain.parquet")
+    blind, _, warned = _fit(tmp_path, "plain", fit_summaries=(str(plain),), **options)
+    assert recalibrate_payload(blind)["fit"]["after"] is None
+    assert warned == [
+        f"{plain}: the prior correction is per stratum ('segment') and the summary does not "
+        "keep every row's stratum (summarise with --by segment): the figures after "
+        "calibration are left out"
+    ]

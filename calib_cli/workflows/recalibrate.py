@@ -53,6 +53,7 @@ from calib_cli.types import (
     FittedMethod,
     FloatArray,
     InputFormat,
+    IntArray,
     OnInvalid,
     ScoreKind,
     Warn,
@@ -1048,13 +1049,17 @@ def _coarse_grid_message(name: str, method: str, bits: int) -> str:
     )
 
 
-def _key_points(summary: ScoreSummary) -> tuple[FloatArray, FloatArray, FloatArray]:
-    """Each (cell, bin, class) key of positive weight as one weighted row, both classes of a
-    (cell, bin) at their pooled mean score (kept inside its smallest and largest score), so
-    that the pairs inside a cell stay ties, as the summary's AUC counts them."""
+def _key_points(
+    summary: ScoreSummary,
+) -> tuple[FloatArray, FloatArray, FloatArray, IntArray]:
+    """Each (group, cell, bin, class) key of positive weight as one weighted row, both classes
+    of a (group, cell, bin) at their pooled mean score (kept inside its smallest and largest
+    score), so that the pairs inside a cell stay ties, as the summary's AUC counts them; and
+    each row's group (index into ``summary.groups``)."""
     live = summary.weight > 0.0
     weight = summary.weight[live]
-    key = np.column_stack((summary.cell[live], summary.bin[live].astype(np.int64)))
+    group = summary.group[live].astype(np.int64)
+    key = np.column_stack((group, summary.cell[live], summary.bin[live].astype(np.int64)))
     _, index = np.unique(key, axis=0, return_inverse=True)
     index = index.reshape(-1)
     total = np.bincount(index, weights=weight)
@@ -1064,29 +1069,57 @@ def _key_points(summary: ScoreSummary) -> tuple[FloatArray, FloatArray, FloatArr
     np.fmin.at(low, index, summary.score_min[live])
     np.fmax.at(high, index, summary.score_max[live])
     mean = np.clip(sums / total, low, high)[index]
-    return mean, summary.label[live].astype(np.float64), weight
+    return mean, summary.label[live].astype(np.float64), weight, group
 
 
-def _summary_effect(name: str, summary: ScoreSummary, steps: tuple[Step, ...]) -> FileEffect:
+def _summary_strata(
+    summary: ScoreSummary, steps: tuple[Step, ...], name: str, warn: Warn
+) -> tuple[bool, Strata | None]:
+    """The strata of a summary's keys for a per-stratum prior step: its ``--by`` groups when
+    they are the step's strata column. (False, None) when a step needs strata the summary
+    does not keep (the figures after calibration are then left out, with a warning)."""
+    needed = [s.strata_col for s in steps if isinstance(s, PriorParams) and s.strata_col]
+    if not needed:
+        return True, None
+    if summary.group_column != needed[0] or None in summary.groups:
+        warn(
+            f"{name}: the prior correction is per stratum ('{needed[0]}') and the summary "
+            f"does not keep every row's stratum (summarise with --by {needed[0]}): the "
+            "figures after calibration are left out"
+        )
+        return False, None
+    names = [str(g) for g in summary.groups]
+    return True, (names, np.arange(len(names), dtype=np.int64))
+
+
+def _summary_effect(
+    name: str, summary: ScoreSummary, steps: tuple[Step, ...], warn: Warn
+) -> FileEffect:
     """The figures of the summarised rows before (exact from the summary; AUC within its
     bound) and after the calibration (each cell's rows at their mean score,
     :func:`_key_points`: log loss and Brier move to second order in the cell's width)."""
+    pooled = summary.pooled()
     with io.naming(name):
-        before = reliability_from_summary(summary).reliability
-    scores, labels, weights = _key_points(summary)
-    calibrated = apply_chain(steps, scores)
-    points = recalibration_effect(labels, scores, calibrated, sample_weight=weights)
-    total = float(np.sum(summary.weight))
-    effect = replace(
-        points,
-        rows=int(np.sum(summary.n_rows)),
-        mean_score_before=float(np.sum(summary.score_sum)) / total,
+        before = reliability_from_summary(pooled).reliability
+    total = float(np.sum(pooled.weight))
+    effect = CalibrationEffect(
+        rows=int(np.sum(pooled.n_rows)),
+        mean_score_before=float(np.sum(pooled.score_sum)) / total,
+        mean_score_after=None,
         positives=before.positives,
         base_rate=before.base_rate,
         before=EffectFigures(
             log_loss=before.log_loss, brier=before.brier, ece=before.ece, auc=before.auc
         ),
     )
+    known, strata = _summary_strata(summary, steps, name, warn)
+    if known:
+        scores, labels, weights, group = _key_points(summary)
+        if strata is not None:
+            strata = (strata[0], group)
+        calibrated = apply_chain(steps, scores, strata=strata)
+        points = recalibration_effect(labels, scores, calibrated, sample_weight=weights)
+        effect = replace(effect, mean_score_after=points.mean_score_after, after=points.after)
     return FileEffect(file=name, effect=effect, has_labels=True)
 
 
@@ -1145,7 +1178,7 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
     steps: tuple[Step, ...] = (fitted,) if prior is None else (fitted, prior)
     return _SummaryFit(
         steps=steps,
-        effect=_summary_effect(name, summary, steps),
+        effect=_summary_effect(name, merged, steps, run.warn),
         name=name,
         rows=int(np.sum(summary.n_rows)),
         score_col=column,
