@@ -363,3 +363,32 @@ def test_a_stratified_record_after_the_map_reads_the_strata_from_the_summary_gro
         "keep every row's stratum (summarise with --by segment): the figures after "
         "calibration are left out"
     ]
+
+
+def test_a_directory_of_part_files_or_a_quoted_glob_names_the_summaries(tmp_path: Path) -> None:
+    """As Spark writes a query's result: part files beside _SUCCESS, in a directory; or a
+    pattern left to calib. Both fit the model of the files named one by one."""
+    from calib_cli.errors import MissingInputError
+    from calib_cli.workflows.summary_paths import expand_summary_paths
+
+    scores, labels = _rows("skewed", 4000, 2)
+    folder = tmp_path / "day=2026-11-01"
+    folder.mkdir()
+    for index, part in enumerate((slice(0, 1500), slice(1500, None))):
+        rows = tmp_path / f"rows{index}.parquet"
+        pl.DataFrame({"score": scores[part], "label": labels[part]}).write_parquet(rows)
+        _summarize(rows, folder / f"part-0000{index}.parquet")
+    (folder / "_SUCCESS").write_text("")
+    (folder / ".part-00000.parquet.crc").write_text("")
+    parts = (str(folder / "part-00000.parquet"), str(folder / "part-00001.parquet"))
+    assert expand_summary_paths([str(folder)]) == parts
+    assert expand_summary_paths([str(tmp_path / "day=*" / "part-*.parquet")]) == parts
+    _, named, _ = _fit(tmp_path, "named", fit_summaries=parts, method="platt")
+    _, listed, _ = _fit(tmp_path, "listed", fit_summaries=(str(folder),), method="platt")
+    assert listed["params"] == named["params"]
+    assert listed["fitted_on"]["engine"]["summaries"] == list(parts)
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(MissingInputError, match="a directory without summary files"):
+        expand_summary_paths([str(tmp_path / "empty")])
+    with pytest.raises(MissingInputError, match="no file matches this pattern"):
+        expand_summary_paths([str(tmp_path / "nothing-*.parquet")])

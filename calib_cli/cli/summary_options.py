@@ -1,5 +1,7 @@
 """Options that read summary files in place of rows (``--fit-summary``,
-``--reference-summary``, ``--target-summary``): one definition each, as ``Annotated`` types."""
+``--reference-summary``, ``--target-summary``): one definition each, as ``Annotated`` types.
+Each takes files, a directory of part files or a quoted glob
+(:mod:`calib_cli.workflows.summary_paths`)."""
 
 from __future__ import annotations
 
@@ -13,8 +15,9 @@ FitSummaryOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--fit-summary",
-        help=f"Fit on summary files ({_ENGINE_SUMMARY}) instead of rows; repeat for more "
-        "(merged; --by groups pooled). Needs --method.",
+        help=f"Fit on summary files ({_ENGINE_SUMMARY}) instead of rows: a file, a "
+        "directory of part files or a quoted glob; repeat for more (merged; --by groups "
+        "pooled). Needs --method.",
         show_default=False,
     ),
 ]
@@ -22,8 +25,8 @@ ReferenceSummaryOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--reference-summary",
-        help=f"The reference as summary files ({_ENGINE_SUMMARY}) instead of --reference; "
-        "repeat for more (merged).",
+        help=f"The reference as summary files ({_ENGINE_SUMMARY}: a file, a directory of "
+        "part files or a quoted glob) instead of --reference; repeat for more (merged).",
         show_default=False,
     ),
 ]

@@ -80,6 +80,7 @@ from calib_cli.workflows.common import (
     unit_interval_option,
 )
 from calib_cli.workflows.summarize import load_summaries
+from calib_cli.workflows.summary_paths import expand_summary_paths
 
 
 @dataclass(frozen=True)
@@ -194,6 +195,11 @@ def run_estimate_shift(
     output = request.output
     check_plot(request.plot)
     _check_sources(request)
+    request = replace(  # directories of part files, or quoted globs
+        request,
+        reference_summaries=expand_summary_paths(request.reference_summaries),
+        target_summaries=expand_summary_paths(request.target_summaries),
+    )
     check_paths(
         inputs=[
             request.reference,

@@ -74,6 +74,7 @@ from calib_cli.workflows.isotonic_stream import (
     fit_isotonic_streaming,
     fit_isotonic_summary,
 )
+from calib_cli.workflows.summary_paths import expand_summary_paths
 
 ISOTONIC_EPS = 1e-6
 #: The grid of the summary a streaming fit is made on, by method. Platt and beta move rows
@@ -521,6 +522,8 @@ class _Run:
 def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> RecalibrateResult:
     """Plan, fit or load the steps, apply them, save the model, write the calibrated rows."""
     plan = plan_recalibration(request)
+    if request.fit_summaries:  # a directory of part files, or a quoted glob
+        request = replace(request, fit_summaries=expand_summary_paths(request.fit_summaries))
     file, kind = request.file, request.score_kind
     check_paths(
         inputs=[file, request.fit, request.model, request.sampling_record, *request.fit_summaries],

@@ -1,0 +1,62 @@
+"""The summary files an option names: files, a directory of them, or a quoted glob.
+
+A SQL engine writes a query's result as a directory of part files (Spark:
+``day=2026-11-01/part-00000-....parquet`` beside ``_SUCCESS``), and a month of daily summaries
+is many files, so ``--fit-summary``, ``--reference-summary`` and ``--target-summary`` take
+
+* a file, as it is (``-``: standard input);
+* a directory: every ``*.parquet`` and ``*.json`` file directly in it, by name, leaving out
+  names that start with ``_`` or ``.`` (Spark's and Hadoop's markers and checksums);
+* a pattern with ``*``, ``?`` or ``[`` that names no file itself (quoted, so that the shell
+  leaves it to calib): the files it matches, by name (``**`` crosses directories).
+
+A directory or pattern that yields no file is refused (exit 66), naming it.
+"""
+
+from __future__ import annotations
+
+import glob
+from collections.abc import Sequence
+from pathlib import Path
+
+from calib_cli.errors import MissingInputError
+
+__all__ = ["expand_summary_paths"]
+
+_SUFFIXES = (".parquet", ".json")
+
+
+def _listed(directory: Path) -> list[str]:
+    return sorted(
+        str(entry)
+        for entry in directory.iterdir()
+        if entry.is_file()
+        and entry.suffix.lower() in _SUFFIXES
+        and not entry.name.startswith(("_", "."))
+    )
+
+
+def expand_summary_paths(paths: Sequence[str]) -> tuple[str, ...]:
+    """Every summary file ``paths`` name, in order (module docstring).
+
+    >>> expand_summary_paths(["-"])
+    ('-',)
+    """
+    out: list[str] = []
+    for path in paths:
+        target = Path(path)
+        if path != "-" and target.is_dir():
+            found = _listed(target)
+            if not found:
+                raise MissingInputError(
+                    f"{path}: a directory without summary files (*.parquet, *.json)"
+                )
+            out.extend(found)
+        elif path != "-" and not target.exists() and any(c in path for c in "*?["):
+            found = sorted(p for p in glob.glob(path, recursive=True) if Path(p).is_file())
+            if not found:
+                raise MissingInputError(f"{path}: no file matches this pattern")
+            out.extend(found)
+        else:
+            out.append(path)
+    return tuple(out)
