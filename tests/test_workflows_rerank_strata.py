@@ -51,10 +51,7 @@ def test_strata_from_a_column_with_reference_odds(tmp_path: Path) -> None:
     assert frame.columns[-3:] == ["rerank_score", "calibrated", "rerank_rank"]
     assert sorted(frame["rerank_rank"].to_list()) == list(range(1, frame.height + 1))
     payload = rerank_strata_payload(result)
-    assert list(payload) == [
-        "seed", "smoothing", "weight_kind", "odds_source", "strata", "comparison"
-    ]  # fmt: skip
-    assert payload["weight_kind"] == "frequency"
+    assert list(payload) == ["seed", "smoothing", "odds_source", "strata", "comparison"]
 
 
 def test_pca_strata_add_their_column_and_report(tmp_path: Path) -> None:

@@ -213,7 +213,7 @@ def rerank_strata(
         if result.target_prevalence is not None:
             session.info(stratum_prevalence_table(result.target_prevalence))
         session.info(strata_table(result.strata, source=result.odds_source))
-        weights_note = weight_kind_note(request.weight_col, result.weight_kind)
+        weights_note = weight_kind_note(request.weight_col, result.weight_kind or "frequency")
         if weights_note is not None:
             session.info(weights_note)
         if result.comparison is not None:

@@ -280,14 +280,12 @@ TARGET_PREVALENCE_KEYS = ("prevalence", "ci_low", "ci_high", "method", "referenc
 
 
 def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
-    """``seed``, ``smoothing``, ``weight_kind``, ``pca``, ``target_prevalence``,
-    ``odds_source``, ``strata``, ``comparison``, ``streaming`` (the streaming engine's
-    bounds); each only when it applies."""
-    payload: JsonObject = {
-        "seed": result.seed,
-        "smoothing": result.smoothing,
-        "weight_kind": result.weight_kind,
-    }
+    """``seed``, ``smoothing``, ``weight_kind`` (with --weight-col), ``pca``,
+    ``target_prevalence``, ``odds_source``, ``strata``, ``comparison``, ``streaming`` (the
+    streaming engine's bounds); each only when it applies."""
+    payload: JsonObject = {"seed": result.seed, "smoothing": result.smoothing}
+    if result.weight_kind is not None:
+        payload["weight_kind"] = result.weight_kind
     if result.pca is not None:
         pca = to_json_object(result.pca)
         for key in ("reference_strata", "target_strata"):

@@ -163,8 +163,8 @@ class RerankStrataResult:
     streaming: StreamingApproximation | None = None
     slopes: Mapping[str, StratumSlope] | None = None
     roc: RankingComparison | None = None
-    #: what the weights meant (``--weight-kind``)
-    weight_kind: WeightKind = "frequency"
+    #: what the weights meant (``--weight-kind``; None without ``--weight-col``)
+    weight_kind: WeightKind | None = None
 
 
 def _added_columns(request: RerankStrataRequest) -> list[str]:
@@ -300,7 +300,7 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         output=destination,
         slopes=slopes,
         roc=roc,
-        weight_kind=request.weight_kind,
+        weight_kind=request.weight_kind if request.weight_col is not None else None,
     )
 
 
@@ -526,7 +526,7 @@ def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
         streaming=_approximation(cells, raw_bound, reranked_bound),
         slopes=slopes,
         roc=roc,
-        weight_kind=request.weight_kind,
+        weight_kind=request.weight_kind if request.weight_col is not None else None,
     )
 
 
