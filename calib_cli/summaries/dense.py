@@ -67,7 +67,9 @@ class _Layout:
     bin_span: IntArray  # bins it can hold
     start: IntArray  # first slot
     n_slots: int
-    lookups: tuple[tuple[int, IntArray, IntArray], ...]  # (bits, sorted cells, their blocks)
+    #: per parent grid: (bits, sorted cells, their blocks, a table of the blocks from the
+    #: first cell to the last, or None when they span too many cells: searched instead)
+    lookups: tuple[tuple[int, IntArray, IntArray, IntArray | None], ...]
 
 
 def _layout(plans: Sequence[RefinementPlan], edges: FloatArray) -> _Layout:
@@ -93,7 +95,12 @@ def _layout(plans: Sequence[RefinementPlan], edges: FloatArray) -> _Layout:
         keys = c_all[at][order]
         if np.any(keys[1:] == keys[:-1]):
             raise InputError("the refinement plans' parent cells overlap")
-        lookups.append((int(b), keys, at[order]))
+        table = None
+        low_cell, high_cell = int(keys[0]), int(keys[-1])
+        if high_cell - low_cell < _TABLE_CELLS:  # built once a pass, not once a batch
+            table = np.full(high_cell - low_cell + 1, -1, dtype=np.int64)
+            table[keys - low_cell] = at[order]
+        lookups.append((int(b), keys, at[order], table))
     size = span << (d_all + 1)
     start = np.concatenate(([0], np.cumsum(size)[:-1])).astype(np.int64)
     return _Layout(
@@ -127,12 +134,10 @@ def _cells(pattern: IntArray, low: npt.NDArray[np.bool_], bits: int) -> IntArray
 def _blocks(layout: _Layout, pattern: IntArray, low: npt.NDArray[np.bool_]) -> IntArray:
     """The block (parent) of each row, -1 outside every parent."""
     block = np.full(pattern.size, -1, dtype=np.int64)
-    for bits, keys, blocks in layout.lookups:
+    for bits, keys, blocks, table in layout.lookups:
         cells = _cells(pattern, low, bits)
         first, last = int(keys[0]), int(keys[-1])
-        if last - first < _TABLE_CELLS:
-            table = np.full(last - first + 1, -1, dtype=np.int64)
-            table[keys - first] = blocks
+        if table is not None:
             inside = (cells >= first) & (cells <= last)
             found = np.where(inside, table[np.clip(cells - first, 0, last - first)], -1)
         else:
@@ -153,10 +158,11 @@ class _Sums:
             names += ["weight", "weight_sq"]
         self.sums = {name: np.zeros(n_slots) for name in names}
         self.n_rows = np.zeros(n_slots, dtype=np.int64)
-        self.n_rows_weighted = np.zeros(n_slots, dtype=np.int64)
+        unweighted = 0 if weighted else n_slots  # arrays only weighted rows use stay empty
+        self.n_rows_weighted = np.zeros(n_slots - unweighted, dtype=np.int64)
         self.score_min = np.full(n_slots, np.inf)
         self.score_max = np.full(n_slots, -np.inf)
-        self.weight_min = np.full(n_slots, np.inf)
+        self.weight_min = np.full(n_slots - unweighted, np.inf)
 
     def add(
         self, slot: IntArray, p: FloatArray, terms: dict[str, FloatArray], w: FloatArray | None
