@@ -392,3 +392,70 @@ def test_a_directory_of_part_files_or_a_quoted_glob_names_the_summaries(tmp_path
         expand_summary_paths([str(tmp_path / "empty")])
     with pytest.raises(MissingInputError, match="no file matches this pattern"):
         expand_summary_paths([str(tmp_path / "nothing-*.parquet")])
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_refinement_queries_run_in_duckdb_make_the_isotonic_fit_exact(
+    tmp_path: Path, strict: bool
+) -> None:
+    """The streaming fit's refinement passes, through the engine: --refine-sql writes the
+    summary query of the open cells' rows on a finer grid, DuckDB runs it, --refine-summary
+    reads the result; within a few rounds no cell is open and the knots are those of the fit
+    on the rows (block ends exactly; values and strict centres to float summation)."""
+    source = _file(tmp_path)
+    table = f"read_parquet('{source}')"
+    con = duckdb.connect()
+    base = tmp_path / "base.parquet"
+    base_sql = summary_sql(SummaryQuery(table=table), dialect_name="duckdb")
+    con.execute(f"COPY ({base_sql}) TO '{base}' (FORMAT parquet)")
+    _, memory, _ = _fit(tmp_path, "memory", fit=str(source), method="isotonic", strict=strict)
+    refined: list[str] = []
+    for index in range(6):
+        query = tmp_path / f"refine{index}.sql"
+        _, saved, warnings = _fit(
+            tmp_path, "summary", fit_summaries=(str(base),), method="isotonic", strict=strict,
+            refine_summaries=tuple(refined), refine_sql=str(query), refine_dialect="duckdb",
+            refine_table=table,
+        )  # fmt: skip
+        engine = saved["fitted_on"]["engine"]
+        if engine["exact"]:
+            assert warnings == [] and not query.exists()
+            break
+        assert warnings[0].startswith(f"{base}: wrote the query that summarises the rows of")
+        out = tmp_path / f"refined{index}.parquet"
+        con.execute(f"COPY ({query.read_text()}) TO '{out}' (FORMAT parquet)")
+        refined.append(str(out))
+    assert engine["exact"] is True
+    assert 1 <= len(refined) <= 3
+    assert engine["refinement_summaries"] == refined
+    assert engine["resolved_cells"] > 0
+    if strict:
+        np.testing.assert_allclose(
+            saved["params"]["x_knots"], memory["params"]["x_knots"], rtol=1e-12
+        )
+    else:
+        assert saved["params"]["x_knots"] == memory["params"]["x_knots"]
+    np.testing.assert_allclose(
+        saved["params"]["y_knots"], memory["params"]["y_knots"], rtol=0, atol=1e-12
+    )
+
+
+def test_refinement_options_are_checked(tmp_path: Path) -> None:
+    source = _file(tmp_path)
+    base = _summarize(source, tmp_path / "s.parquet")
+    with pytest.raises(UsageError, match="--refine-sql needs --dialect and --table"):
+        _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic", refine_sql="q.sql")
+    with pytest.raises(UsageError, match="use them with --fit-summary and --method isotonic"):
+        _fit(tmp_path, "m", fit_summaries=(str(base),), method="platt", refine_sql="q.sql",
+             refine_dialect="duckdb", refine_table="t")  # fmt: skip
+    scores, labels = _rows("skewed", 6000, 7)  # other rows: the cells' weights differ
+    other = tmp_path / "other.parquet"
+    write_summary(summarize_arrays(labels, scores, mantissa_bits=52), str(other))
+    with pytest.raises(InputError, match="it must summarise every row of the cells it refines"):
+        _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic",
+             refine_summaries=(str(other),))  # fmt: skip
+    coarse = tmp_path / "coarse.parquet"
+    write_summary(summarize_arrays(labels, scores, mantissa_bits=8), str(coarse))
+    with pytest.raises(InputError, match="must be on a finer grid than the summary's 12"):
+        _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic",
+             refine_summaries=(str(coarse),))  # fmt: skip

@@ -34,7 +34,13 @@ from calib_cli.cli.options import (
     max_invalid,
 )
 from calib_cli.cli.session import command_session, emit_report
-from calib_cli.cli.summary_options import FitSummaryOpt
+from calib_cli.cli.summary_options import (
+    FitSummaryOpt,
+    RefineDialectOpt,
+    RefineSqlOpt,
+    RefineSummaryOpt,
+    RefineTableOpt,
+)
 from calib_cli.types import CalibrationMethod, Engine, FitData, InputFormat, OnInvalid, ScoreKind
 
 EPILOG = (
@@ -92,6 +98,10 @@ def recalibrate(
         str | None, typer.Option("--fit", help="Labelled file to fit the calibrator on.")
     ] = None,
     fit_summary: FitSummaryOpt = None,
+    refine_summary: RefineSummaryOpt = None,
+    refine_sql: RefineSqlOpt = None,
+    sql_dialect: RefineDialectOpt = None,
+    table: RefineTableOpt = None,
     model: Annotated[
         str | None, typer.Option("--model", help="Apply a saved calibrator (JSON artifact).")
     ] = None,
@@ -203,6 +213,10 @@ def recalibrate(
             seed=seed,
             engine=cast(Engine, chosen(engine)),
             fit_summaries=tuple(fit_summary or ()),
+            refine_summaries=tuple(refine_summary or ()),
+            refine_sql=refine_sql,
+            refine_dialect=chosen_or_none(sql_dialect),
+            refine_table=table,
         )
         result = run_recalibrate(request, warn=session.warn)
         if result.choice is not None:

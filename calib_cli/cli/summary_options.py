@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from calib_cli.cli.export_sql import DialectChoice
+
 _ENGINE_SUMMARY = "calib summarize, or summarize --emit-sql run in an engine"
 
 FitSummaryOpt = Annotated[
@@ -38,4 +40,32 @@ TargetSummaryOpt = Annotated[
         "--batch-col names their --by column; no -o (no rows).",
         show_default=False,
     ),
+]
+RefineSummaryOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--refine-summary",
+        help="Isotonic --fit-summary: summaries on finer grids of the rows of the cells it "
+        "left open (the --refine-sql query run in the engine); repeat for each round.",
+        show_default=False,
+    ),
+]
+RefineSqlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--refine-sql",
+        help="Isotonic --fit-summary not exact: write the query that summarises the open "
+        "cells' rows on a finer grid (with --dialect and --table).",
+        show_default=False,
+    ),
+]
+RefineDialectOpt = Annotated[
+    DialectChoice | None,
+    typer.Option(
+        "--dialect", help="With --refine-sql: the engine's SQL dialect.", show_default=False
+    ),
+]
+RefineTableOpt = Annotated[
+    str | None,
+    typer.Option("--table", help="With --refine-sql: the table summarised.", show_default=False),
 ]

@@ -17,7 +17,7 @@ per pass; time: one pass per round and target grid (7 passes on 1e8 rows, 4 on 1
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,8 +25,9 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.isotonic import IsotonicParams, IsotonicUnits, fit_isotonic_units
+from calib_cli.errors import InputError
 from calib_cli.io.stream_map import BatchMap, CellRows, StreamInput, rows_of_cells
-from calib_cli.summaries.grid import MAX_MANTISSA_BITS
+from calib_cli.summaries.grid import MAX_MANTISSA_BITS, cell_bounds, parent_cell
 from calib_cli.summaries.summary import ScoreSummary
 from calib_cli.types import BoolArray, FloatArray, IntArray
 
@@ -221,17 +222,33 @@ def fit_isotonic_streaming(
 
 
 @dataclass(frozen=True)
+class OpenCells:
+    """The cells a summary fit left open, to be read again on a finer grid (in a SQL engine:
+    :func:`calib_cli.sql.summary.summary_sql` over the rows whose score lies in one of the
+    closed intervals ``[lower, upper]``, at ``to_bits``)."""
+
+    lower: FloatArray
+    upper: FloatArray
+    rows: int
+    to_bits: int
+
+
+@dataclass(frozen=True)
 class IsotonicSummaryFit:
     """The isotonic fit on a summary's cells alone (no rows to read again), and how far it
     is certified: ``open_cells`` of its ``cells`` (units of one grid cell and reliability bin)
     could be split by the fit on the rows (:func:`~calib_cli.core.isotonic.fit_isotonic_units`'s
     prefix-sum certificate), holding ``open_weight`` of the weight; with none open the knots
-    are exactly those of the fit on the rows."""
+    are exactly those of the fit on the rows. ``resolved_cells`` of the summary's cells were
+    replaced by the finer cells of refinement summaries; ``open`` says which cells to read
+    again (None when exact)."""
 
     params: IsotonicParams
     cells: int
     open_cells: int
     open_weight: float
+    resolved_cells: int = 0
+    open: OpenCells | None = None
 
     @property
     def exact(self) -> bool:
@@ -239,12 +256,49 @@ class IsotonicSummaryFit:
         return self.open_cells == 0
 
 
+def _replace_by_finer(units: _Units, finer: ScoreSummary, name: str) -> tuple[_Units, int]:
+    """``units`` with the cells that ``finer`` (a summary on a finer grid of the rows of
+    whole cells of theirs) covers replaced by its cells; and how many were replaced. A
+    covered cell whose weight differs from the finer cells' is refused: the refinement was
+    not made of the same rows."""
+    bits = finer.mantissa_bits
+    fine = _cell_units(finer.pooled())
+    covered = np.zeros(units.low.size, dtype=bool)
+    for level in np.unique(units.bits).tolist():
+        if level >= bits:
+            continue
+        at_level = units.bits == level
+        parents = parent_cell(fine.cell, from_bits=bits, to_bits=level)
+        keys = np.column_stack((parents, fine.bin))
+        unit_keys = np.column_stack((units.cell, units.bin))
+        found, fine_index = np.unique(keys, axis=0, return_inverse=True)
+        fine_weight = np.bincount(fine_index.reshape(-1), weights=fine.weight)
+        lookup = {tuple(k): w for k, w in zip(found.tolist(), fine_weight.tolist(), strict=True)}
+        for i in np.flatnonzero(at_level).tolist():
+            weight = lookup.get(tuple(unit_keys[i].tolist()))
+            if weight is None:
+                continue
+            if not math.isclose(weight, float(units.weight[i]), rel_tol=1e-9, abs_tol=1e-12):
+                raise InputError(
+                    f"{name}: the refinement summary holds weight {weight:.17g} in cell "
+                    f"{int(units.cell[i])} (bin {int(units.bin[i])}) of the {level}-bit grid, "
+                    f"the summary {float(units.weight[i]):.17g}: it must summarise every row "
+                    "of the cells it refines, from the same table"
+                )
+            covered[i] = True
+    return _merge([units.take(~covered), fine]), int(np.sum(covered))
+
+
 def fit_isotonic_summary(
-    summary: ScoreSummary, *, options: Mapping[str, Any]
+    summary: ScoreSummary,
+    *,
+    options: Mapping[str, Any],
+    refinements: Sequence[tuple[str, ScoreSummary]] = (),
 ) -> IsotonicSummaryFit:
     """Pool adjacent violators on the cells of ``summary`` (every group pooled), each cell
-    held at one value: the first pass of :func:`fit_isotonic_streaming` without the passes
-    that resolve the open cells, since a summary file has no rows behind it.
+    held at one value: the first pass of :func:`fit_isotonic_streaming`, where the passes
+    that resolve the open cells are summaries on finer grids of their rows, given as
+    ``refinements`` (name, summary), coarsest first; each replaces the cells it covers.
 
     ``options`` are the isotonic fit's (``strict``, ``eps``, ``increasing``).
 
@@ -255,12 +309,34 @@ def fit_isotonic_summary(
     (True, [0.2, 0.6], [0.333333, 0.666667])
     """
     units = _cell_units(summary.pooled())
+    n_cells = int(units.low.size)
+    resolved = 0
+    for name, finer in sorted(refinements, key=lambda pair: pair[1].mantissa_bits):
+        units, replaced = _replace_by_finer(units, finer, name)
+        resolved += replaced
     params, open_units = fit_isotonic_units(units.core(), **dict(options))
     need = (open_units | units.suspect) & ~units.point
     total = float(np.sum(units.weight))
+    open_cells: OpenCells | None = None
+    if need.any():
+        lower = np.empty(int(need.sum()))
+        upper = np.empty_like(lower)
+        for level in np.unique(units.bits[need]).tolist():
+            here = units.bits[need] == level
+            lower[here], upper[here] = cell_bounds(units.cell[need][here], mantissa_bits=level)
+        rows = int(np.sum(units.n_rows[need]))
+        coarsest = int(np.min(units.bits[need]))
+        open_cells = OpenCells(
+            lower=lower,
+            upper=upper,
+            rows=rows,
+            to_bits=_finer_bits(coarsest, int(need.sum()), rows),
+        )
     return IsotonicSummaryFit(
         params=params,
-        cells=int(units.low.size),
+        cells=n_cells,
         open_cells=int(np.sum(need)),
         open_weight=float(np.sum(units.weight[need])) / total if total > 0.0 else 0.0,
+        resolved_cells=resolved,
+        open=open_cells,
     )

@@ -71,6 +71,7 @@ from calib_cli.workflows.common import (
 from calib_cli.workflows.isotonic_stream import (
     ISOTONIC_MANTISSA_BITS,
     IsotonicStreamFit,
+    OpenCells,
     fit_isotonic_streaming,
     fit_isotonic_summary,
 )
@@ -165,6 +166,14 @@ class RecalibrateRequest:
     #: ``--fit-summary``: summary files (``calib summarize``, or a SQL engine's) to fit on,
     #: merged, in place of ``fit`` rows
     fit_summaries: tuple[str, ...] = ()
+    #: ``--refine-summary``: summaries on finer grids of the rows of cells an isotonic fit on
+    #: ``fit_summaries`` left open (the queries ``refine_sql`` wrote, run in the engine)
+    refine_summaries: tuple[str, ...] = ()
+    #: ``--refine-sql PATH``: where to write the query that summarises the open cells' rows
+    #: on a finer grid, for ``refine_dialect`` and ``refine_table``
+    refine_sql: str | None = None
+    refine_dialect: str | None = None
+    refine_table: str | None = None
 
     @property
     def prior_given(self) -> bool:
@@ -238,6 +247,7 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
         )
     if summaries is not None:
         _plan_summary_fit(request)
+    _plan_refinement(request)
     if model is not None:
         if method is not None:
             raise UsageError("--model already holds its method; drop --method")
@@ -264,6 +274,22 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
             "--train-prior/--target-prior, --fit, --model or --cross-fit"
         )
     return RecalibrationPlan(method="prior", cross_fit=False)
+
+
+def _plan_refinement(request: RecalibrateRequest) -> None:
+    """--refine-summary and --refine-sql go with an isotonic --fit-summary; --refine-sql
+    needs --dialect and --table, which go with it only (exit 2)."""
+    refining = bool(request.refine_summaries) or request.refine_sql is not None
+    if refining and (not request.fit_summaries or request.method != "isotonic"):
+        raise UsageError(
+            "--refine-summary and --refine-sql refine an isotonic fit on summaries: "
+            "use them with --fit-summary and --method isotonic"
+        )
+    sql_options = (request.refine_dialect, request.refine_table)
+    if request.refine_sql is None and any(o is not None for o in sql_options):
+        raise UsageError("--dialect and --table go with --refine-sql")
+    if request.refine_sql is not None and any(o is None for o in sql_options):
+        raise UsageError("--refine-sql needs --dialect and --table (the table summarised)")
 
 
 def _plan_summary_fit(request: RecalibrateRequest) -> None:
@@ -523,13 +549,24 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     """Plan, fit or load the steps, apply them, save the model, write the calibrated rows."""
     plan = plan_recalibration(request)
     if request.fit_summaries:  # a directory of part files, or a quoted glob
-        request = replace(request, fit_summaries=expand_summary_paths(request.fit_summaries))
+        request = replace(
+            request,
+            fit_summaries=expand_summary_paths(request.fit_summaries),
+            refine_summaries=expand_summary_paths(request.refine_summaries),
+        )
     file, kind = request.file, request.score_kind
     check_paths(
-        inputs=[file, request.fit, request.model, request.sampling_record, *request.fit_summaries],
+        inputs=[
+            file,
+            request.fit,
+            request.model,
+            request.sampling_record,
+            *request.fit_summaries,
+            *request.refine_summaries,
+        ],
         table_output=request.output if file is not None else None,
         output_format=request.output_format,
-        files=[request.save_model, request.report],
+        files=[request.save_model, request.report, request.refine_sql],
     )
     if request.positive_rate is not None and request.negative_rate is None:
         raise UsageError("--positive-rate goes with --negative-rate (the rates of a sample)")
@@ -1126,6 +1163,58 @@ def _summary_effect(
     return FileEffect(file=name, effect=effect, has_labels=True)
 
 
+def _refinements(
+    request: RecalibrateRequest, summary: ScoreSummary
+) -> list[tuple[str, ScoreSummary]]:
+    """The ``--refine-summary`` files, each checked against the summary it refines: the same
+    columns and bins, on a finer grid."""
+    out: list[tuple[str, ScoreSummary]] = []
+    for path in request.refine_summaries:
+        finer = io.read_summary(path)
+        name = io.display_name(path)
+        for field in ("score_column", "label_column", "weight_column", "bin_edges"):
+            if getattr(finer, field) != getattr(summary, field):
+                raise InputError(
+                    f"{name}: refinement summary field {field!r} is "
+                    f"{getattr(finer, field)!r}, the summary's {getattr(summary, field)!r}"
+                )
+        if finer.mantissa_bits <= summary.mantissa_bits:
+            raise InputError(
+                f"{name}: a refinement summary must be on a finer grid than the summary's "
+                f"{summary.mantissa_bits} mantissa bits, got {finer.mantissa_bits}"
+            )
+        out.append((name, finer))
+    return out
+
+
+def _write_refinement_sql(
+    request: RecalibrateRequest, summary: ScoreSummary, cells: OpenCells
+) -> None:
+    """The summary query (:func:`~calib_cli.sql.summary.summary_sql`) of the rows of the open
+    cells, on their finer grid: the table's rows whose score lies in one of the cells' closed
+    intervals (constants exact as the dialect reads doubles)."""
+    from calib_cli.sql.dialects import dialect
+    from calib_cli.sql.summary import SummaryQuery, summary_sql
+
+    d = dialect(cast(str, request.refine_dialect))
+    score = f"CAST({d.identifier(summary.score_column)} AS {d.double_type})"
+    ranges = " OR ".join(
+        f"({score} BETWEEN {d.double(lo)} AND {d.double(hi)})"
+        for lo, hi in zip(cells.lower.tolist(), cells.upper.tolist(), strict=True)
+    )
+    query = SummaryQuery(
+        table=f"(SELECT * FROM {request.refine_table} WHERE {ranges}) AS calib_open_cells",
+        score_col=summary.score_column,
+        label_col=summary.label_column,
+        weight_col=summary.weight_column,
+        positive_label=request.positive_label,
+        bin_edges=summary.bin_edges,
+        mantissa_bits=cells.to_bits,
+        eps=summary.eps,
+    )
+    io.write_text(cast(str, request.refine_sql), summary_sql(query, dialect_name=d.name) + "\n")
+
+
 def _fit_summaries(run: _Run) -> _SummaryFit:
     """Fit the method on summary files merged (every ``--by`` group pooled: a fitted map is
     one map for every row), on the summary's own cells: the streaming engine's fit
@@ -1159,7 +1248,10 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         fitted: CalibratorParams
         if method == "isotonic":
             require_fit_support(method, cell_facts(cells), what=what)
-            iso = fit_isotonic_summary(summary, options=run.options["isotonic"])
+            refinements = _refinements(request, summary)
+            iso = fit_isotonic_summary(
+                summary, options=run.options["isotonic"], refinements=refinements
+            )
             fitted = iso.params
             record |= {
                 "exact": iso.exact,
@@ -1167,14 +1259,28 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
                 "unresolved_cells": iso.open_cells,
                 "unresolved_weight": iso.open_weight,
             }
+            if refinements:
+                record |= {
+                    "refinement_summaries": [n for n, _ in refinements],
+                    "resolved_cells": iso.resolved_cells,
+                }
+            if iso.open is not None and request.refine_sql is not None:
+                _write_refinement_sql(request, summary, iso.open)
+                run.warn(
+                    f"{name}: wrote the query that summarises the rows of the "
+                    f"{iso.open_cells} open cells on the {iso.open.to_bits}-bit grid to "
+                    f"{request.refine_sql}: run it in the engine, save its result as "
+                    "Parquet, and fit again adding --refine-summary RESULT"
+                )
             if not iso.exact:
                 run.warn(
                     f"{name}: the isotonic fit on the summary is not certified exact: "
                     f"{iso.open_cells} of its {iso.cells} cells ({iso.open_weight:.2%} of "
                     "the weight) could be split by the fit on the rows, which --fit FILE "
                     "makes (it reads those cells' rows again); here each is held at one "
-                    "value, so the knots can differ inside them (a summary on a finer grid "
-                    f"leaves fewer: this one has {summary.mantissa_bits} mantissa bits)"
+                    "value, so the knots can differ inside them (--refine-sql writes the "
+                    "query that summarises their rows on a finer grid in the engine, for "
+                    "--refine-summary)"
                 )
         else:
             fitted = fit_on_cells(method, cells, options=run.options.get(method, {}), what=what)
