@@ -16,7 +16,9 @@ observed (each a function's docstring says how):
   :math:`H^{-1} (\\sum_i w_i^2 g_i g_i^T) H^{-1}`
   (:func:`calib_cli.core.logistic.sandwich_covariance`);
 * ECE bootstrap: each row is drawn Poisson(1) times and keeps its weight (replicate weights
-  :math:`w_i k_i`), instead of each unit of weight being drawn Poisson(1) times;
+  :math:`w_i k_i`), instead of each unit of weight being drawn Poisson(1) times; the ECE's
+  interval is the basic (bias-correcting) one, the debiased ECE's the percentile one
+  (:func:`ece_bootstrap`);
 * bin intervals: Wilson's interval with Kish's effective number of rows
   :math:`(\\sum w)^2 / \\sum w^2` of the bin; Spiegelhalter's z and the Hosmer-Lemeshow
   denominators with the variance of :math:`\\sum_i w_i y_i` under importance weights
@@ -1286,7 +1288,8 @@ def _bootstrap(
         ece_reps, deb_reps = _replicates_of_rows(
             y, p, w, stats, n_bootstrap=n_bootstrap, rng=rng, exact_limit=exact_limit
         )
-        return _percentile_intervals(ece_reps, deb_reps, confidence)
+        estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+        return _percentile_intervals(ece_reps, deb_reps, confidence, estimate)
     # Resample in units of rows (see count_unit): Poisson(weight) draws of fractional weights
     # would leave most replicates empty. ECE is a ratio, so the rescaling does not move it.
     w = w / count_unit(w)
@@ -1323,8 +1326,13 @@ def _bootstrap(
 
 
 def _percentile_intervals(
-    ece_reps: FloatArray, deb_reps: FloatArray, confidence: float
+    ece_reps: FloatArray,
+    deb_reps: FloatArray,
+    confidence: float,
+    ece_estimate: float | None = None,
 ) -> EceBootstrap:
+    """Percentile intervals; with ``ece_estimate`` (importance weights) the ECE's is the basic
+    (reverse-percentile) interval around it (see :func:`ece_bootstrap`)."""
     levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
 
     def interval(reps: FloatArray) -> tuple[float, float]:
@@ -1334,8 +1342,11 @@ def _percentile_intervals(
         low, high = np.quantile(finite, levels)
         return float(low), float(high)
 
+    ece_ci = interval(ece_reps)
+    if ece_estimate is not None and math.isfinite(ece_estimate):
+        ece_ci = (max(2.0 * ece_estimate - ece_ci[1], 0.0), 2.0 * ece_estimate - ece_ci[0])
     return EceBootstrap(
-        ece_ci=interval(ece_reps),
+        ece_ci=ece_ci,
         ece_debiased_ci=interval(deb_reps),
         ece_replicates=ece_reps,
         ece_debiased_replicates=deb_reps,
@@ -1509,7 +1520,14 @@ def ece_bootstrap(
         weight :math:`Q_c / W_c` (Kish; :math:`Q_c` the cell's sum of squared weights: exact
         when the weights are equal within the cell, otherwise the replicate weight's mean and
         variance are right). The debiased ECE of each replicate uses the importance variance
-        of :func:`ece_debiased`.
+        of :func:`ece_debiased`. The ECE's interval is then the *basic* (reverse-percentile)
+        interval :math:`[\\max(2\\hat E - q_{hi}, 0),\\ 2 \\hat E - q_{lo}]`: the plug-in ECE
+        is biased upwards by the noise of every bin's gap, and its replicates are biased the
+        same way again around it, so the percentile interval sits about two biases too high;
+        with importance weights (few rows for their weight) that bias is a standard error or
+        more, and the percentile interval covered the population ECE in 71% of simulated
+        samples, the basic one in 95.5% (``bench/bench_importance.py``). The debiased ECE,
+        nearly unbiased, keeps the percentile interval (88%).
 
     Returns
     -------

@@ -1127,7 +1127,9 @@ def _bootstrap_importance(
         var=np.clip(totals["sq"] / safe - mean * mean, 0.0, None),
     )
     weight, sums, squares, rows = _draw_importance_cells(cells, n_bootstrap, rng)
-    boot = _percentile_intervals(*_replicate_figures(weight, sums, squares, rows), 0.95)
+    stats = binning.stats
+    estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+    boot = _percentile_intervals(*_replicate_figures(weight, sums, squares, rows), 0.95, estimate)
     return boot.ece_ci, boot.ece_debiased_ci
 
 
