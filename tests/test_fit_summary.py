@@ -459,3 +459,17 @@ def test_refinement_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="must be on a finer grid than the summary's 12"):
         _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic",
              refine_summaries=(str(coarse),))  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["duckdb", "spark", "bigquery", "snowflake", "postgres"])
+def test_the_refinement_query_parses_in_every_dialect(tmp_path: Path, name: str) -> None:
+    import sqlglot
+
+    base = _summarize(_file(tmp_path), tmp_path / "s.parquet")
+    query = tmp_path / "q.sql"
+    _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic", refine_sql=str(query),
+         refine_dialect=name, refine_table="db.scores")  # fmt: skip
+    tree = sqlglot.parse_one(query.read_text(), read=name)
+    assert isinstance(tree, sqlglot.exp.Select)
+    inner = [s for s in tree.find_all(sqlglot.exp.Select) if s.args.get("where") is not None]
+    assert any("db.scores" in s.sql(dialect=name) for s in inner)
