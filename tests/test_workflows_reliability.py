@@ -314,7 +314,7 @@ def test_streaming_runs_repeat_byte_for_byte(tmp_path: Path) -> None:
     """The streaming engine sums in the rows' order: the same file gives the same JSON
     report and the same summary file on every run (a multi-threaded group-by would not)."""
     rng = np.random.default_rng(11)
-    n = 30_000
+    n = 10_000
     score = 1.0 / (1.0 + np.exp(-rng.normal(-2.0, 1.5, n)))
     frame = pl.DataFrame(
         {
@@ -325,7 +325,7 @@ def test_streaming_runs_repeat_byte_for_byte(tmp_path: Path) -> None:
         }
     )
     path = tmp_path / "rows.parquet"
-    frame.write_parquet(path, row_group_size=5_000)
+    frame.write_parquet(path, row_group_size=2_000)
     request = ReliabilityRequest(file=str(path), weight_col="w", by="day", engine="streaming")
     results = [run_reliability(request) for _ in range(2)]
     assert results[0].engine == "streaming"
@@ -338,3 +338,31 @@ def test_streaming_runs_repeat_byte_for_byte(tmp_path: Path) -> None:
         )
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+@pytest.mark.slow
+def test_streaming_refines_again_while_the_bound_is_above_the_tolerance(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With few slots a pass cannot meet the AUC tolerance: the workflow reads the bound off
+    the figures and makes another pass, and the AUC stays within its bound of the exact one."""
+    from sklearn.metrics import roc_auc_score
+
+    import calib_cli.workflows.reliability as workflow
+
+    rng = np.random.default_rng(5)
+    n = 4_000
+    score = 0.3 + rng.random(n) * 1e-3  # one cell of the grid holds every row
+    label = (rng.random(n) < score).astype(np.int8)
+    path = tmp_path / "rows.parquet"
+    pl.DataFrame({"score": score, "label": label}).write_parquet(path)
+    request = ReliabilityRequest(file=str(path), engine="streaming")
+    monkeypatch.setattr(workflow, "REFINE_MAX_SLOTS", 256)
+    narrow = run_reliability(request).entries[0]
+    monkeypatch.setattr(workflow, "MAX_REFINE_PASSES", 1)
+    once = run_reliability(request).entries[0]
+    assert narrow.exactness is not None and once.exactness is not None
+    assert narrow.exactness.refinement_levels > once.exactness.refinement_levels
+    assert narrow.exactness.auc_bound < once.exactness.auc_bound
+    exact = roc_auc_score(label, score)
+    assert abs(narrow.summary.auc - exact) <= narrow.exactness.auc_bound + 1e-12

@@ -41,6 +41,7 @@ __all__ = [
     "TERMS",
     "GridSums",
     "TermBatch",
+    "bin_of",
     "check_batch_values",
     "format_columns",
     "in_order_ahead",
@@ -94,7 +95,7 @@ def term_batch(
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     x = np.minimum(p, 1.0 - p)  # exact: p on the lower tail, 1 - p above
     key = _cells_from_x(x, p <= 0.5, mantissa_bits)
-    key += _bins(p, np.asarray(bin_edges, dtype=np.float64))
+    key += bin_of(p, np.asarray(bin_edges, dtype=np.float64))
     terms = row_terms(p, y, w, eps=eps, x=x)
     codes = None if group is None else np.asarray(group, dtype=np.int32)
     return TermBatch(key=key, label=y, score=p, terms=terms, weight=w, group=codes)
@@ -156,7 +157,7 @@ def _cells_from_x(x: FloatArray, low: npt.NDArray[np.bool_], mantissa_bits: int)
 _COMPARED_EDGES = 16
 
 
-def _bins(p: FloatArray, edges: FloatArray) -> IntArray:
+def bin_of(p: FloatArray, edges: FloatArray) -> IntArray:
     """:func:`~calib_cli.summaries.grid.bin_index`: the inner edges strictly below ``p``."""
     inner = edges[1:-1]
     if inner.size > _COMPARED_EDGES:

@@ -27,15 +27,22 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from calib_cli.errors import InputError
-from calib_cli.summaries.accumulate import TERMS, in_order_ahead, row_terms
+from calib_cli.summaries.accumulate import (
+    TERMS,
+    bin_of,
+    format_columns,
+    in_order_ahead,
+    row_terms,
+)
 from calib_cli.summaries.figures import RefinementLevel, RefinementPlan
 from calib_cli.summaries.grid import bin_index, cell_bounds, half_cell
-from calib_cli.summaries.summary import GRID_KIND, SCHEMA_VERSION, SUMMARY_KIND, ScoreSummary
+from calib_cli.summaries.summary import ScoreSummary
 from calib_cli.types import FloatArray, IntArray
 
 __all__ = ["DenseBatch", "refine_batches"]
@@ -229,7 +236,6 @@ def refine_batches(
     layout = _layout(plans, edges)
     weighted = summary.weight_column is not None
     sums = _Sums(layout.n_slots, weighted)
-    inner = edges[1:-1]
     # With many slots, rows added in the file's order jump across arrays far larger than the
     # caches; a stable sort of each batch by the top 16 bits of its slots (a radix sort) makes
     # the additions local, and keeps each slot's rows in their order: the same sums, bit for bit.
@@ -252,7 +258,7 @@ def refine_batches(
         d = layout.depth[block]
         shift = 52 - layout.bits[block] - d
         offset = (pattern >> shift) & ((1 << d) - 1)
-        b = np.searchsorted(inner, p, side="left") - layout.bin_first[block]
+        b = bin_of(p, edges) - layout.bin_first[block]
         slot = np.asarray(layout.start[block] + (((b << d) + offset) << 1) + y, dtype=np.int64)
         if sort_shift is not None:  # rows by their slot's high bits: local additions
             order = np.argsort((slot >> sort_shift).astype(np.uint16), kind="stable")
@@ -260,7 +266,7 @@ def refine_batches(
             w = None if w is None else w[order]
         return slot, p, row_terms(p, y, w, eps=summary.eps), w
 
-    for prepared in in_order_ahead(batches, prepare):
+    for prepared in in_order_ahead(batches, prepare, workers=2):
         sums.add(*prepared)
     return tuple(
         RefinementLevel(plan=plan, summary=_level_summary(summary, plan, i, layout, sums))
@@ -296,53 +302,73 @@ def _level_summary(
         f_parent = np.where(lower, parent, 2 * hb - parent)
         f = np.where(f_parent == 0, 0, ((f_parent - 1) << depth) + 1 + offset[at])
         cell[at] = np.where(lower, f, 2 * h - f)
-    s = {name: v[slot] for name, v in sums.sums.items()}
+    # The canonical order (cell, bin, class; each key once by construction), applied to the
+    # slots before any column is gathered: one copy of each column, never the rows'.
+    order = np.lexsort((label, bin_, cell))
+    slot, cell, bin_, label = slot[order], cell[order], bin_[order], label[order]
+    del order, owner, local, d, offset
     n_rows = sums.n_rows[slot]
     if sums.weighted:
-        weight, weight_sq = s["weight"], s["weight_sq"]
+        weight, weight_sq = sums.sums["weight"][slot], sums.sums["weight_sq"][slot]
         n_weighted = sums.n_rows_weighted[slot]
-        weight_min = np.where(np.isfinite(sums.weight_min[slot]), sums.weight_min[slot], np.nan)
+        w_min = sums.weight_min[slot]
+        weight_min = np.where(np.isfinite(w_min), w_min, np.nan)
     else:
         weight = n_rows.astype(np.float64)
         weight_sq = weight
         n_weighted = n_rows
         weight_min = np.ones(n_rows.size)
-    near, near_sq = s["near"], s["near_sq"]
-    far = weight - near
-    far_sq = weight - 2.0 * near + near_sq
-    low = cell <= h
-    positive = label == 1
+    near, near_sq = sums.sums["near"][slot], sums.sums["near_sq"][slot]
+    log_q, log_1mq = sums.sums["log_q"][slot], sums.sums["log_1mq"][slot]
     lo, hi = sums.score_min[slot], sums.score_max[slot]
-    columns: dict[str, npt.ArrayLike] = {
-        "group": np.full(n_rows.size, None, dtype=object),
-        "cell": cell,
-        "bin": bin_.astype(np.int32),
-        "label": label,
-        "n_rows": n_rows,
-        "n_rows_weighted": n_weighted,
-        "weight": weight,
-        "weight_sq": weight_sq,
-        "score_sum": np.where(low, near, far),
-        "score_sq_sum": np.where(low, near_sq, far_sq),
-        "complement_sum": np.where(low, far, near),
-        "complement_sq_sum": np.where(low, far_sq, near_sq),
-        "log_loss_sum": np.where(positive, -s["log_q"], -s["log_1mq"]),
-        "logit_sum": s["log_q"] - s["log_1mq"],
-        "spiegelhalter_num": s["spieg_num"],
-        "spiegelhalter_var": s["spieg_var"],
-        "weight_min": weight_min,
-        "score_min": np.where(np.isfinite(lo), lo, np.nan),
-        "score_max": np.where(np.isfinite(hi), hi, np.nan),
+    columns = format_columns(
+        group=np.zeros(0, dtype=object),  # unused: one group
+        cell=cell,
+        bin_=bin_,
+        label=label,
+        n_rows=n_rows,
+        n_rows_weighted=n_weighted,
+        weight=weight,
+        weight_sq=weight_sq,
+        sums={
+            "near": near,
+            "near_sq": near_sq,
+            "log_q": log_q,
+            "log_1mq": log_1mq,
+            "spieg_num": sums.sums["spieg_num"][slot],
+            "spieg_var": sums.sums["spieg_var"][slot],
+        },
+        weight_min=weight_min,
+        score_min=np.where(np.isfinite(lo), lo, np.nan),
+        score_max=np.where(np.isfinite(hi), hi, np.nan),
+        mantissa_bits=m,
+    )
+    del columns["group"]
+    arrays = {
+        name: np.asarray(v, dtype=_DTYPES.get(name, np.float64)) for name, v in columns.items()
     }
-    metadata = {
-        "kind": SUMMARY_KIND,
-        "schema_version": SCHEMA_VERSION,
-        "grid": {"kind": GRID_KIND, "mantissa_bits": m},
-        "bin_edges": list(summary.bin_edges),
-        "eps": summary.eps,
-        "score_column": summary.score_column,
-        "label_column": summary.label_column,
-        "weight_column": summary.weight_column,
-        "group_column": None,
-    }
-    return ScoreSummary.from_columns(columns, metadata)
+    # Built directly (not by ScoreSummary.from_columns, which copies every column three
+    # times to sort and merge keys that are sorted and unique here).
+    return ScoreSummary(
+        mantissa_bits=m,
+        bin_edges=summary.bin_edges,
+        eps=summary.eps,
+        score_column=summary.score_column,
+        label_column=summary.label_column,
+        weight_column=summary.weight_column,
+        group_column=None,
+        groups=(None,),
+        group=np.zeros(n_rows.size, dtype=np.int32),
+        weight_kind=summary.weight_kind,
+        **cast("dict[str, Any]", arrays),
+    )
+
+
+#: dtypes of the summary's non-float columns
+_DTYPES: dict[str, type[np.generic]] = {
+    "cell": np.int64,
+    "bin": np.int32,
+    "label": np.int8,
+    "n_rows": np.int64,
+    "n_rows_weighted": np.int64,
+}

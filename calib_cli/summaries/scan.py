@@ -428,7 +428,7 @@ def term_batches(
         return out
 
     chunks = rows.collect_batches(chunk_size=batch_rows, maintain_order=True)
-    return in_order_ahead(chunks, terms), codes
+    return in_order_ahead(chunks, terms, workers=2), codes
 
 
 def summarize_lazy_many(
@@ -591,6 +591,7 @@ def refine_dense_lazy(
     max_slots: int = DEFAULT_MAX_SLOTS,
     max_passes: int = 3,
     batch_rows: int = DENSE_BATCH_ROWS,
+    levels: Sequence[RefinementLevel] = (),
 ) -> tuple[RefinementLevel, ...]:
     """Dense refinement passes over the scan until the AUC bound meets ``auc_tolerance``.
 
@@ -600,6 +601,8 @@ def refine_dense_lazy(
     the slots and a batch, never the rows. Usually one pass; at most ``max_passes``. Give the
     levels to :func:`~calib_cli.summaries.figures.reliability_from_summary` (``refinement=``):
     the same figures as :func:`refinement_level_lazy`'s levels would give on the same plans.
+    ``levels`` are passes already made (the new levels come after them; only the new ones are
+    returned).
 
     Examples
     --------
@@ -610,11 +613,11 @@ def refine_dense_lazy(
     >>> len(levels), reliability_from_summary(s, refinement=levels).exactness.auc_bound
     (1, 0.0)
     """
-    levels: list[RefinementLevel] = []
+    done: list[RefinementLevel] = list(levels)
     for _ in range(max_passes):
         plans = plan_dense_refinement(
             summary,
-            levels,
+            done,
             auc_tolerance=auc_tolerance,
             n_bins=n_bins,
             strategy=strategy,
@@ -623,8 +626,8 @@ def refine_dense_lazy(
         if not plans:
             break
         batches = dense_batches(scan, summary, batch_rows=batch_rows)
-        levels.extend(refine_batches(summary, plans, batches))
-    return tuple(levels)
+        done.extend(refine_batches(summary, plans, batches))
+    return tuple(done[len(levels) :])
 
 
 # ---------------------------------------------------------------------------------------------

@@ -63,6 +63,8 @@ AUC_TOLERANCE = 1e-6
 #: Dense slots (sub-cell, bin, class) of one refinement pass, about 100 bytes each: 2**22
 #: slots are about 400 MB whatever the rows (a 1e8-row file needs about 2**21).
 REFINE_MAX_SLOTS = 1 << 22
+#: Refinement passes at most (usually one meets the tolerance).
+MAX_REFINE_PASSES = 3
 
 
 @dataclass(frozen=True)
@@ -368,8 +370,6 @@ def assess_streaming(
     """The figures by a streaming summary of ``file`` (pass 1) and, where the AUC bound is
     above :data:`AUC_TOLERANCE`, a dense refinement pass over the rows of the cells that carry it,
     each on its own finer grid (pass 2; :func:`~calib_cli.summaries.scan.refine_dense_lazy`)."""
-    from calib_cli.summaries.scan import refine_dense_lazy
-
     name = io.display_name(file)
     score_cols = request.score_cols or ("score",)
     edges = uniform_edges(request.n_bins if request.strategy == "uniform" else 10)
@@ -394,15 +394,7 @@ def assess_streaming(
             where = name if group is None else f"{name} ({request.by}={group})"
             with io.naming(where):
                 progress(f"pass 2/2: refining {where}")
-                levels = refine_dense_lazy(
-                    scan.lazy,
-                    part,
-                    auc_tolerance=AUC_TOLERANCE,
-                    max_slots=REFINE_MAX_SLOTS,
-                    n_bins=request.n_bins,
-                    strategy=request.strategy,
-                )
-                figures, exactness = _figures(part, request, refinement=levels)
+                figures, exactness = _refined_figures(scan, part, request)
             entries.append(
                 ReliabilityEntry(
                     score_column=column,
@@ -414,6 +406,40 @@ def assess_streaming(
                 )
             )
     return replace(_result(name, request, entries, engine="streaming"), invalid_rows=scan.invalid)
+
+
+def _refined_figures(
+    scan: io.ScoredScan, part: ScoreSummary, request: ReliabilityRequest
+) -> tuple[ReliabilitySummary, Exactness]:
+    """The figures of ``part`` after dense refinement passes over its rows, until the AUC
+    bound is at most :data:`AUC_TOLERANCE` (or cannot move), at most
+    :data:`MAX_REFINE_PASSES`. Whether another pass is needed is read from the figures
+    (computed anyway), not planned again on the refined atoms."""
+    from calib_cli.summaries.scan import refine_dense_lazy
+
+    def one_pass(levels: tuple[RefinementLevel, ...]) -> tuple[RefinementLevel, ...]:
+        return refine_dense_lazy(
+            scan.lazy,
+            part,
+            auc_tolerance=AUC_TOLERANCE,
+            max_slots=REFINE_MAX_SLOTS,
+            n_bins=request.n_bins,
+            strategy=request.strategy,
+            max_passes=1,
+            levels=levels,
+        )
+
+    levels = one_pass(())  # none when the summary's bound is already met
+    figures, exactness = _figures(part, request, refinement=levels)
+    for _ in range(MAX_REFINE_PASSES - 1):
+        if not levels or not exactness.auc_bound > AUC_TOLERANCE:
+            break
+        more = one_pass(levels)
+        if not more:
+            break
+        levels += more
+        figures, exactness = _figures(part, request, refinement=levels)
+    return figures, exactness
 
 
 # ------------------------------------------------------------------------------- pictures
