@@ -1099,9 +1099,12 @@ def _key_points(
     live = summary.weight > 0.0
     weight = summary.weight[live]
     group = summary.group[live].astype(np.int64)
-    key = np.column_stack((group, summary.cell[live], summary.bin[live].astype(np.int64)))
-    _, index = np.unique(key, axis=0, return_inverse=True)
-    index = index.reshape(-1)
+    cell, bins = summary.cell[live], summary.bin[live]
+    order = np.lexsort((bins, cell, group))  # one sort; np.unique(axis=0) is several times slower
+    g, c, b = group[order], cell[order], bins[order]
+    new = np.r_[True, (g[1:] != g[:-1]) | (c[1:] != c[:-1]) | (b[1:] != b[:-1])]
+    index = np.empty(order.size, dtype=np.int64)
+    index[order] = np.cumsum(new) - 1
     total = np.bincount(index, weights=weight)
     sums = np.bincount(index, weights=summary.score_sum[live])
     low = np.full(total.size, np.inf)
