@@ -171,6 +171,20 @@ def _commands() -> dict[str, Command]:
                 "--json",
             ]
         ],
+        f"estimate-shift --batch-col day -o ({BATCHES} batches, rows written)": lambda f, ref, d: [
+            [
+                CALIB,
+                "estimate-shift",
+                "--reference",
+                str(ref),
+                "--target",
+                str(f),
+                "--batch-col",
+                "day",
+                "-o",
+                str(d / "shift.parquet"),
+            ]
+        ],
         f"rerank-strata --strata-col day ({BATCHES} strata)": lambda f, ref, d: [
             [
                 CALIB,
@@ -200,6 +214,25 @@ def run_all_steps(steps: list[list[str]], *, cap_gib: float, cwd: Path) -> Run:
     return Run(total, peak, ok=True)
 
 
+def _data(kept: Path | None, scratch: Path, name: str, rows: int, *, seed: int) -> Path:
+    """A generated file: ``kept/name`` when given and present, else generated in scratch."""
+    if kept is not None and (kept / name).exists():
+        return kept / name
+    path = scratch / name
+    generate(rows, path, seed=seed)
+    return path
+
+
+def _median(runs: list[Run]) -> Run:
+    """The run of median time (failures first: one failure fails the command)."""
+    failed = [r for r in runs if not r.ok]
+    if failed:
+        return failed[0]
+    ordered = sorted(runs, key=lambda r: r.seconds)
+    middle = ordered[len(ordered) // 2]
+    return Run(middle.seconds, max(r.peak_mib for r in runs), ok=True)
+
+
 def _size(text: str) -> int:
     return int(float(text))
 
@@ -216,6 +249,13 @@ def main() -> None:
     parser.add_argument("--reference-rows", type=_size, default=10_000_000)
     parser.add_argument("--cap-gib", type=float, default=12.0)
     parser.add_argument("--only", action="append", default=[], help="commands containing this")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="reuse rows_N.parquet and reference.parquet found here (generated with the same "
+        "seeds) instead of generating them; they are kept",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each command (median)")
     args = parser.parse_args()
     sizes = [_size(s) for s in ("1e5,1e6" if args.quick else args.sizes).split(",")]
     reference_rows = min(args.reference_rows, max(sizes))
@@ -229,16 +269,19 @@ def main() -> None:
     references: dict[str, Run] = {}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as scratch_dir:
         scratch = Path(scratch_dir)
-        reference = scratch / "reference.parquet"
-        generate(reference_rows, reference, seed=1)
+        reference = _data(args.data_dir, scratch, "reference.parquet", reference_rows, seed=1)
         for rows in sizes:
-            data = scratch / f"rows_{rows}.parquet"
-            generate(rows, data, seed=0)
+            data = _data(args.data_dir, scratch, f"rows_{rows}.parquet", rows, seed=0)
             for name, build in commands.items():
                 outputs = scratch / "out"
                 outputs.mkdir(exist_ok=True)
-                results[name][rows] = run_all_steps(
-                    build(data, reference, outputs), cap_gib=args.cap_gib, cwd=ROOT
+                results[name][rows] = _median(
+                    [
+                        run_all_steps(
+                            build(data, reference, outputs), cap_gib=args.cap_gib, cwd=ROOT
+                        )
+                        for _ in range(args.repeat)
+                    ]
                 )
                 for leftover in outputs.iterdir():
                     leftover.unlink()
@@ -248,14 +291,29 @@ def main() -> None:
                     flush=True,
                 )
             if rows == 10_000_000 or (rows == max(sizes) and 10_000_000 not in sizes):
-                references[f"sklearn@{rows}"] = run(
-                    [PYTHON, "-c", SKLEARN_SCRIPT, str(data)], cap_gib=args.cap_gib, cwd=ROOT
+                references[f"sklearn@{rows}"] = _median(
+                    [
+                        run(
+                            [PYTHON, "-c", SKLEARN_SCRIPT, str(data)],
+                            cap_gib=args.cap_gib,
+                            cwd=ROOT,
+                        )
+                        for _ in range(args.repeat)
+                    ]
                 )
             if rows == max(sizes):
-                references[f"floor@{rows}"] = run(
-                    [PYTHON, "-c", POLARS_FLOOR_SCRIPT, str(data)], cap_gib=args.cap_gib, cwd=ROOT
+                references[f"floor@{rows}"] = _median(
+                    [
+                        run(
+                            [PYTHON, "-c", POLARS_FLOOR_SCRIPT, str(data)],
+                            cap_gib=args.cap_gib,
+                            cwd=ROOT,
+                        )
+                        for _ in range(args.repeat)
+                    ]
                 )
-            data.unlink()
+            if data.parent == scratch:
+                data.unlink()
 
     largest = max(sizes)
     print(
