@@ -1,16 +1,20 @@
-"""The summary of a Polars lazy scan, by one streaming group-by (the only Polars code here).
+"""The summary of a Polars lazy scan (the only Polars code here).
 
-:func:`summarize_lazy` computes, in one pass with Polars' streaming engine, the same
+:func:`summarize_lazy` computes, in one streaming pass, the same
 :class:`~calib_cli.summaries.summary.ScoreSummary` as
 :func:`~calib_cli.summaries.summary.summarize_arrays` on the same rows (equal keys, counts,
-minima and maxima; sums equal up to floating-point summation order); its memory is bounded by
-the number of stored keys, not the rows. :func:`rows_in_cells` is the second pass: the rows of
-chosen cells, grouped by distinct score, for
-:func:`~calib_cli.summaries.figures.reliability_from_summary`.
+minima and maxima; sums equal up to floating-point summation order). Polars reads only the
+columns needed, in batches, in the scan's order; NumPy adds each batch's keys and terms row by
+row (:mod:`calib_cli.summaries.accumulate`), so the same file gives the same bytes on every run
+(a multi-threaded group-by merges partial sums in whatever order its threads finish). Memory is
+bounded by the stored keys and a few batches, not the rows. :func:`refine_dense_lazy` is the
+second pass (:mod:`calib_cli.summaries.dense`); :func:`summary_plan` is the same summary as a
+Polars group-by (used where a fit is collected along with a sink). :func:`rows_in_cells`
+brings back the rows of chosen cells, grouped by distinct score.
 
 The scan is expected to be validated upstream (``io``): scores in [0, 1], labels 0/1 (or
-booleans), weights finite and non-negative. Whatever slips through is refused here after the
-pass, naming the column: labels other than 0/1, missing or out-of-range scores.
+booleans), weights finite and non-negative. Whatever slips through is refused here, naming the
+column: labels other than 0/1, missing or out-of-range scores.
 """
 
 from __future__ import annotations
