@@ -11,8 +11,9 @@ cover. Each replicate draws a fresh population of ``--population`` rows, keeps e
 and each negative with probability ``--negative-rate`` (independently, as the hash of
 ``calib resample`` does), weights the kept negatives ``1 / negative_rate``, and computes the
 intervals of ``calib reliability`` (``reliability_summary`` with ``--bootstrap`` replicates)
-once with each weight kind (the ECE's interval is the percentile one with frequency weights,
-the basic one with importance weights; the debiased ECE's is the percentile one in both).
+once with each weight kind (with frequency weights both ECE intervals are percentile
+intervals; with importance weights the ECE's is the basic one and the debiased ECE's the
+percentile one moved by the replicates' bias).
 Coverage is the share of replicates whose interval holds the
 population value (Monte Carlo standard error about ``sqrt(0.95 * 0.05 / reps)``, 1.5 points for
 200 replicates).
@@ -216,8 +217,8 @@ def main() -> None:
         f"Control without weights ({control_rows:,} rows drawn from the population, no "
         f"sampling, the frequency kind's percentile intervals): ECE "
         f"{100 * control['ECE']:.1f}%, debiased ECE {100 * control['debiased ECE']:.1f}%. "
-        "With importance weights the ECE's interval is the basic (reverse-percentile) one: "
-        "the plug-in ECE's upward bias is then a standard error or more."
+        "With importance weights (fewer rows for their weight) the biases the intervals "
+        "correct are a standard error or more."
     )
 
 

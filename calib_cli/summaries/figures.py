@@ -1129,7 +1129,9 @@ def _bootstrap_importance(
     weight, sums, squares, rows = _draw_importance_cells(cells, n_bootstrap, rng)
     stats = binning.stats
     estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
-    boot = _percentile_intervals(*_replicate_figures(weight, sums, squares, rows), 0.95, estimate)
+    debiased = _sqrt_clipped(_debiased_sq(stats, 1.0))
+    reps = _replicate_figures(weight, sums, squares, rows)
+    boot = _percentile_intervals(*reps, 0.95, estimate, debiased)
     return boot.ece_ci, boot.ece_debiased_ci
 
 
