@@ -17,6 +17,8 @@ import duckdb
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calib_cli.core.chain import apply_chain
 from calib_cli.errors import InputError, UsageError
@@ -473,3 +475,43 @@ def test_the_refinement_query_parses_in_every_dialect(tmp_path: Path, name: str)
     assert isinstance(tree, sqlglot.exp.Select)
     inner = [s for s in tree.find_all(sqlglot.exp.Select) if s.args.get("where") is not None]
     assert any("db.scores" in s.sql(dialect=name) for s in inner)
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(30, 300),
+    bits=st.sampled_from([2, 4, 8]),
+    strict=st.booleans(),
+)
+def test_refining_the_open_cells_always_ends_at_the_fit_on_the_rows(
+    seed: int, n: int, bits: int, strict: bool
+) -> None:
+    """Whatever the rows and the grid: summarise the rows of the open cells on the grid the
+    fit asks for, refit, repeat; the rounds end, and the knots are those of fit_isotonic."""
+    from calib_cli.core.isotonic import fit_isotonic
+    from calib_cli.workflows.isotonic_stream import fit_isotonic_summary
+
+    rng = np.random.default_rng(seed)
+    scores = np.round(rng.beta(0.7, 2.0, n), int(rng.integers(2, 6)))
+    labels = (rng.random(n) < scores).astype(np.int64)
+    labels[:2] = [0, 1]
+    weights = rng.choice([0.0, 1.0, 2.5], n)
+    weights[:2] = 1.0
+    summary = summarize_arrays(labels, scores, sample_weight=weights, mantissa_bits=bits)
+    options = {"strict": strict, "eps": 1e-6}
+    refinements: list[tuple[str, Any]] = []
+    for _ in range(12):
+        fit = fit_isotonic_summary(summary, options=options, refinements=refinements)
+        if fit.open is None:
+            break
+        inside = np.zeros(n, dtype=bool)
+        for lo, hi in zip(fit.open.lower, fit.open.upper, strict=True):
+            inside |= (scores >= lo) & (scores <= hi)
+        finer = summarize_arrays(labels[inside], scores[inside], sample_weight=weights[inside],
+                                 mantissa_bits=fit.open.to_bits)  # fmt: skip
+        refinements.append((f"round{len(refinements)}", finer))
+    assert fit.exact
+    exact = fit_isotonic(scores, labels, sample_weight=weights, **options)
+    np.testing.assert_allclose(fit.params.x_knots, exact.x_knots, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(fit.params.y_knots, exact.y_knots, rtol=0, atol=1e-12)
