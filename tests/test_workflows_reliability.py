@@ -366,3 +366,13 @@ def test_streaming_refines_again_while_the_bound_is_above_the_tolerance(
     assert narrow.exactness.auc_bound < once.exactness.auc_bound
     exact = roc_auc_score(label, score)
     assert abs(narrow.summary.auc - exact) <= narrow.exactness.auc_bound + 1e-12
+    # a first pass planned for a loose tolerance that the summary already meets does nothing:
+    # the next pass is planned for the tolerance itself
+    monkeypatch.setattr(workflow, "MAX_REFINE_PASSES", 2)
+    monkeypatch.setattr(workflow, "REFINE_MAX_SLOTS", 1 << 22)
+    monkeypatch.setattr(workflow, "FIRST_PASS_TOLERANCE", 1.0)
+    loose = run_reliability(request).entries[0]
+    assert loose.exactness is not None
+    assert loose.exactness.refinement_levels > 0
+    assert loose.exactness.auc_bound <= workflow.AUC_TOLERANCE
+    assert abs(loose.summary.auc - exact) <= loose.exactness.auc_bound + 1e-12
