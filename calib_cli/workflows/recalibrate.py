@@ -1190,6 +1190,24 @@ def _refinements(
     return out
 
 
+def _merged_intervals(lower: FloatArray, upper: FloatArray) -> list[tuple[float, float]]:
+    """Closed score intervals, sorted, with repeats dropped and touching ones joined (the
+    cells of a grid tile the doubles: the next cell starts at the double after this one's
+    last), so the refinement query tests fewer ranges.
+
+    >>> _merged_intervals(np.array([0.5, 0.1, 0.1]), np.array([0.6, np.nextafter(0.2, 0), 0.2]))
+    [(0.1, 0.2), (0.5, 0.6)]
+    """
+    order = np.lexsort((upper, lower))
+    merged: list[tuple[float, float]] = []
+    for lo, hi in zip(lower[order].tolist(), upper[order].tolist(), strict=True):
+        if merged and lo <= float(np.nextafter(merged[-1][1], 2.0)):
+            merged[-1] = (merged[-1][0], max(merged[-1][1], hi))
+        else:
+            merged.append((lo, hi))
+    return merged
+
+
 def _write_refinement_sql(
     request: RecalibrateRequest, summary: ScoreSummary, cells: OpenCells
 ) -> None:
@@ -1203,7 +1221,7 @@ def _write_refinement_sql(
     score = f"CAST({d.identifier(summary.score_column)} AS {d.double_type})"
     ranges = " OR ".join(
         f"({score} BETWEEN {d.double(lo)} AND {d.double(hi)})"
-        for lo, hi in zip(cells.lower.tolist(), cells.upper.tolist(), strict=True)
+        for lo, hi in _merged_intervals(cells.lower, cells.upper)
     )
     query = SummaryQuery(
         table=f"(SELECT * FROM {request.refine_table} WHERE {ranges}) AS calib_open_cells",
