@@ -20,15 +20,18 @@ from calib_cli.cli.options import (
     PlotOpt,
     PositiveLabelOpt,
     QuietOpt,
+    ReferenceWeightColOpt,
     ReportOpt,
     ScoreColOpt,
     ScoreKindOpt,
     SeedOpt,
     SeparatorOpt,
     ShiftMethodChoice,
+    WeightKindOpt,
     chosen,
     chosen_or_none,
     csv_dialect,
+    weight_kind,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.cli.summary_options import ReferenceSummaryOpt, TargetSummaryOpt
@@ -118,10 +121,7 @@ def estimate_shift(
         ),
     ] = None,
     map_nodes: Annotated[
-        int,
-        typer.Option(
-            "--map-nodes", min=2, help="map: nodes of the piecewise-linear positive density."
-        ),
+        int, typer.Option("--map-nodes", min=2, help="map: nodes of the piecewise-linear density.")
     ] = 10,
     map_beta: Annotated[
         float,
@@ -163,9 +163,8 @@ def estimate_shift(
     ] = None,
     score_col: ScoreColOpt = "score",
     label_col: LabelColOpt = "label",
-    weight_col: Annotated[
-        str | None, typer.Option("--weight-col", help="Column of reference sample weights.")
-    ] = None,
+    weight_col: ReferenceWeightColOpt = None,
+    weight_kind_choice: WeightKindOpt = None,
     positive_label: PositiveLabelOpt = None,
     score_kind: ScoreKindOpt = "probability",
     output_col: Annotated[
@@ -207,6 +206,7 @@ def estimate_shift(
             score_col=score_col,
             label_col=label_col,
             weight_col=weight_col,
+            weight_kind=weight_kind(weight_kind_choice, weight_col) or "frequency",
             positive_label=positive_label,
             score_kind=cast(ScoreKind, chosen(score_kind)),
             output_col=output_col,

@@ -64,6 +64,9 @@ LabelColOpt = Annotated[str, typer.Option("--label-col", help="Column of 0/1 lab
 WeightColOpt = Annotated[
     str | None, typer.Option("--weight-col", help="Column of non-negative sample weights.")
 ]
+ReferenceWeightColOpt = Annotated[
+    str | None, typer.Option("--weight-col", help="Column of reference sample weights.")
+]
 WeightKindOpt = Annotated[
     WeightKindChoice | None,
     typer.Option(

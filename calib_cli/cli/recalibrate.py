@@ -28,10 +28,12 @@ from calib_cli.cli.options import (
     SeedOpt,
     SeparatorOpt,
     WeightColOpt,
+    WeightKindOpt,
     chosen,
     chosen_or_none,
     csv_dialect,
     max_invalid,
+    weight_kind,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.cli.summary_options import (
@@ -128,6 +130,7 @@ def recalibrate(
     score_col: ScoreColOpt = "score",
     label_col: LabelColOpt = "label",
     weight_col: WeightColOpt = None,
+    weight_kind_choice: WeightKindOpt = None,
     positive_label: PositiveLabelOpt = None,
     strata_col: Annotated[
         str | None,
@@ -195,6 +198,7 @@ def recalibrate(
             score_col=score_col,
             label_col=label_col,
             weight_col=weight_col,
+            weight_kind=weight_kind(weight_kind_choice, weight_col) or "frequency",
             positive_label=positive_label,
             strata_col=strata_col,
             score_kind=cast(ScoreKind, chosen(score_kind)),

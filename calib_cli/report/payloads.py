@@ -256,9 +256,11 @@ def effect_payload(effect: FileEffect) -> JsonObject:
 
 
 def recalibrate_payload(result: RecalibrateResult) -> JsonObject:
-    """``method``, ``seed``, ``auto`` (the comparison), ``fit``, ``cross_fit``, ``input``,
-    ``steps``; each only when it applies."""
+    """``method``, ``seed``, ``weight_kind`` (with --weight-col), ``auto`` (the comparison),
+    ``fit``, ``cross_fit``, ``input``, ``steps``; each only when it applies."""
     payload: JsonObject = {"method": result.method, "seed": result.seed}
+    if result.weight_kind is not None:
+        payload["weight_kind"] = result.weight_kind
     if result.choice is not None:
         payload["auto"] = to_json_object(result.choice)
     if result.fit is not None:
@@ -322,7 +324,8 @@ def batch_payload(batch: BatchEstimate, *, batch_col: str | None) -> JsonObject:
 
 def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
     """One batch's object without --batch-col, else ``batch_col`` and ``batches``; with
-    ``--history``, ``history`` too (:func:`history_payload`)."""
+    ``--history``, ``history`` too (:func:`history_payload`); with --weight-col,
+    ``weight_kind``."""
     payload: JsonObject
     if result.batch_col is None:
         payload = batch_payload(result.batches[0], batch_col=None)
@@ -333,6 +336,8 @@ def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
         payload = {"batch_col": result.batch_col, "batches": entries}
     if result.history is not None:
         payload["history"] = history_payload(result.history, result.batches)
+    if result.weight_kind is not None:
+        payload["weight_kind"] = result.weight_kind
     return payload
 
 

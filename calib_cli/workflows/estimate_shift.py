@@ -65,6 +65,7 @@ from calib_cli.types import (
     ScoreKind,
     ShiftMethod,
     Warn,
+    WeightKind,
 )
 from calib_cli.workflows.common import (
     MISSING_GROUP,
@@ -104,6 +105,9 @@ class EstimateShiftRequest:
     score_col: str = "score"
     label_col: str = "label"
     weight_col: str | None = None
+    #: ``--weight-kind``: recorded in the report; the bootstrap resamples reference rows, each
+    #: with its weight, which is right for importance weights in either kind
+    weight_kind: WeightKind = "frequency"
     positive_label: str | None = None
     score_kind: ScoreKind = "probability"
     output_col: str = "calibrated"
@@ -162,6 +166,8 @@ class EstimateShiftResult:
     history: HistoryResult | None = None
     #: from summaries: how their keys fell on the fine grid (the bound of the counts)
     binning: SummaryBinning | None = None
+    #: what the reference weights meant (``--weight-kind``; None without ``--weight-col``)
+    weight_kind: WeightKind | None = None
 
 
 def parse_costs(text: str) -> tuple[float, float]:
@@ -233,7 +239,7 @@ def run_estimate_shift(
             "give one of them, or drop --label-delay"
         )
     if request.reference_summaries or request.target_summaries:
-        return _run_with_summaries(request, costs, warn=warn)
+        return _with_kind(_run_with_summaries(request, costs, warn=warn), request)
     past = None
     if request.history is not None:
         if request.batch_col is None:
@@ -246,9 +252,17 @@ def run_estimate_shift(
         result = _run_streaming(request, costs, warn=warn)
     else:
         result = _run_memory(request, costs, warn=warn)
+    result = _with_kind(result, request)
     if past is None or result.model is None:
         return result
     return replace(result, history=_history(request, past, result.model, result.batches, warn=warn))
+
+
+def _with_kind(result: EstimateShiftResult, request: EstimateShiftRequest) -> EstimateShiftResult:
+    """The result with ``--weight-kind`` recorded (when there is a ``--weight-col``)."""
+    if request.weight_col is None:
+        return result
+    return replace(result, weight_kind=request.weight_kind)
 
 
 def _rows_path(path: str | None) -> str:

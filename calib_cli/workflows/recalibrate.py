@@ -57,6 +57,7 @@ from calib_cli.types import (
     OnInvalid,
     ScoreKind,
     Warn,
+    WeightKind,
 )
 from calib_cli.workflows.common import (
     check_invalid_options,
@@ -144,6 +145,8 @@ class RecalibrateRequest:
     score_col: str = "score"
     label_col: str = "label"
     weight_col: str | None = None
+    #: ``--weight-kind``: recorded in the report (recalibrate reports no interval or test)
+    weight_kind: WeightKind = "frequency"
     positive_label: str | None = None
     strata_col: str | None = None
     score_kind: ScoreKind = "probability"
@@ -214,6 +217,8 @@ class RecalibrateResult:
     output: str | None
     #: with ``--on-invalid drop``: the rows each file read (fit, then input) lost, by reason
     invalid_rows: tuple[InvalidRows, ...] = ()
+    #: what the weights meant (``--weight-kind``; None without ``--weight-col``)
+    weight_kind: WeightKind | None = None
 
     @property
     def step_kinds(self) -> tuple[str, ...]:
@@ -724,6 +729,7 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
         saved_model=request.save_model,
         output=destination,
         invalid_rows=tuple(run.invalid_rows),
+        weight_kind=request.weight_kind if request.weight_col is not None else None,
     )
 
 
