@@ -239,6 +239,11 @@ def test_the_report_and_the_decisions_from_a_target_summary(files: dict[str, Pat
     payload = estimate_shift_payload(summ)
     assert payload["batch_col"] == "day"
     assert [b["batch"] for b in payload["batches"]] == [0, 1, 2]
+    binning = payload["summary_binning"]
+    assert binning["reference"]["keys"] == summ.binning.reference.keys  # type: ignore[union-attr]
+    assert len(binning["batches"]) == 3
+    assert all(0.0 <= b["straddling_share"] < 0.02 for b in binning["batches"])
+    assert "summary_binning" not in estimate_shift_payload(rows)
     assert summ.decision_threshold == rows.decision_threshold == 0.2
     for a, b in zip(rows.batches, summ.batches, strict=True):
         # each cell's rows on one side of the threshold: the shares move by the weight of the

@@ -325,7 +325,7 @@ def batch_payload(batch: BatchEstimate, *, batch_col: str | None) -> JsonObject:
 def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
     """One batch's object without --batch-col, else ``batch_col`` and ``batches``; with
     ``--history``, ``history`` too (:func:`history_payload`); with --weight-col,
-    ``weight_kind``."""
+    ``weight_kind``; from summaries, ``summary_binning``."""
     payload: JsonObject
     if result.batch_col is None:
         payload = batch_payload(result.batches[0], batch_col=None)
@@ -338,6 +338,8 @@ def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
         payload["history"] = history_payload(result.history, result.batches)
     if result.weight_kind is not None:
         payload["weight_kind"] = result.weight_kind
+    if result.binning is not None:
+        payload["summary_binning"] = to_json_object(result.binning)
     return payload
 
 
