@@ -128,3 +128,18 @@ def test_show_refuses_a_bad_artifact_and_a_bad_picture_path(
     with pytest.raises(MissingInputError) as missing:
         run_show(ShowRequest(artifact=str(tmp_path / "missing.json")))
     assert missing.value.exit_code == 66
+
+
+def test_paths_in_lists_and_brackets_print_as_they_are(artifacts: dict[str, Path]) -> None:
+    from dataclasses import replace
+
+    result = run_show(ShowRequest(artifact=str(artifacts["platt"])))
+    summaries = ["/data/day=1/part-0.parquet", "/data/[b]/s.parquet"]
+    fitted_on = {**result.artifact.fitted_on, "engine": {"kind": "summary", "summaries": summaries}}
+    artifact = replace(result.artifact, fitted_on=fitted_on)
+    buffer = io.StringIO()
+    Console(file=buffer, width=200, no_color=True).print(
+        show_table(replace(result, artifact=artifact))
+    )
+    text = buffer.getvalue()
+    assert "summaries: [/data/day=1/part-0.parquet, /data/[b]/s.parquet]" in text

@@ -968,11 +968,13 @@ def show_table(result: ShowResult) -> Table:
     for index, step in enumerate(result.steps, start=1):
         name = f"step {index}: {step.kind}" if len(result.steps) > 1 else step.kind
         details = "\n".join(f"{k} {_detail(v)}" for k, v in step.details.items())
-        table.add_row(name, details or MISSING, end_section=True)
+        # Text, not markup: a list of paths prints as "[/data/a, ...]", which Rich would read as
+        # a closing tag and drop
+        table.add_row(name, Text(details) if details else MISSING, end_section=True)
     for key, value in result.provenance.items():
         if isinstance(value, Mapping):
             value = {k: v for k, v in value.items() if v is not None}
-        table.add_row(key.replace("_", " "), _detail(value))
+        table.add_row(key.replace("_", " "), Text(_detail(value)))
     return table
 
 
