@@ -23,7 +23,9 @@ The terms are those of :func:`~calib_cli.summaries.scan.summary_plan`: with
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -42,11 +44,14 @@ __all__ = [
     "bin_of",
     "check_batch_values",
     "format_columns",
+    "in_order_ahead",
     "row_terms",
     "term_batch",
 ]
 
+_Item = TypeVar("_Item")
 _G = TypeVar("_G", bound=np.generic)
+_T = TypeVar("_T")
 
 #: The per-row terms summed per key, each times the row's weight.
 TERMS = ("near", "near_sq", "log_q", "log_1mq", "spieg_num", "spieg_var")
@@ -119,6 +124,22 @@ def row_terms(
         "spieg_var": centred * centred * p * complement,
     }
     return raw if w is None else {name: w * v for name, v in raw.items()}
+
+
+def in_order_ahead(
+    items: Iterable[_Item], work: Callable[[_Item], _T], *, workers: int = 1
+) -> Iterator[_T]:
+    """``work(item)`` for each item, in order, computed up to ``workers`` items ahead in
+    worker threads (NumPy releases the GIL in its loops, so the caller's work on one result
+    overlaps the next ones'). The results, and their order, are those of a plain loop."""
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        pending: deque[Future[_T]] = deque()
+        for item in items:
+            pending.append(pool.submit(work, item))
+            if len(pending) > workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def _cells_from_x(x: FloatArray, low: npt.NDArray[np.bool_], mantissa_bits: int) -> IntArray:

@@ -37,6 +37,7 @@ from calib_cli.summaries.accumulate import (
     TERMS,
     bin_of,
     format_columns,
+    in_order_ahead,
     row_terms,
 )
 from calib_cli.summaries.figures import RefinementLevel, RefinementPlan
@@ -242,7 +243,7 @@ def refine_batches(
     sort_shift = spare if layout.n_slots > _SORTED_SLOTS else None
 
     def prepare(batch: DenseBatch) -> _Prepared:
-        """The slots and terms of one batch's rows in a parent."""
+        """The slots and terms of one batch's rows in a parent (in a worker thread)."""
         p = np.asarray(batch.score, dtype=np.float64)
         y = np.asarray(batch.label).astype(np.int8, copy=False)
         w = None if batch.weight is None else np.asarray(batch.weight, dtype=np.float64)
@@ -265,8 +266,8 @@ def refine_batches(
             w = None if w is None else w[order]
         return slot, p, row_terms(p, y, w, eps=summary.eps), w
 
-    for batch in batches:
-        sums.add(*prepare(batch))
+    for prepared in in_order_ahead(batches, prepare, workers=2):
+        sums.add(*prepared)
     return tuple(
         RefinementLevel(plan=plan, summary=_level_summary(summary, plan, i, layout, sums))
         for i, plan in enumerate(plans)

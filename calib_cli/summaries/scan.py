@@ -31,6 +31,7 @@ from calib_cli.summaries.accumulate import (
     GridSums,
     TermBatch,
     check_batch_values,
+    in_order_ahead,
     term_batch,
 )
 from calib_cli.summaries.dense import DenseBatch, refine_batches
@@ -431,7 +432,7 @@ def term_batches(
         return out
 
     chunks = rows.collect_batches(chunk_size=batch_rows, maintain_order=True)
-    return (terms(chunk) for chunk in chunks), codes
+    return in_order_ahead(chunks, terms, workers=2), codes
 
 
 def summarize_lazy_many(
