@@ -221,3 +221,30 @@ def test_bad_rows_are_refused_naming_the_column() -> None:
         GridSums(mantissa_bits=12, n_bins=1, weighted=True).add(
             term_batch([0], [0.5], bin_edges=[0.0, 1.0], mantissa_bits=12, eps=1e-15)
         )
+
+
+def test_many_groups_search_their_pages_and_give_the_same_bytes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Past TABLE_ENTRIES (group, page) entries the pages are searched, not tabled: memory
+    per group stays that of its pages, and the summary is the same."""
+    import calib_cli.summaries.accumulate as accumulate
+
+    rng = np.random.default_rng(6)
+    frame = _frame(6, 3_000)
+    frame = frame.with_columns(pl.Series("many", rng.integers(0, 200, frame.height).astype(str)))
+    options = {"weight_column": "w", "group_column": "many", "batch_rows": 1_000}
+    tabled = summarize_lazy_many(frame.lazy(), ["score"], **options)["score"]
+    monkeypatch.setattr(accumulate, "TABLE_ENTRIES", 1)
+    searched = summarize_lazy_many(frame.lazy(), ["score"], **options)["score"]
+    assert len(tabled.groups) == 200
+    assert searched.to_json() == tabled.to_json()
+    want = summarize_arrays(
+        frame["label"].to_numpy(),
+        frame["score"].to_numpy(),
+        sample_weight=frame["w"].to_numpy(),
+        groups=frame["many"].to_list(),
+        weight_column="w",
+        group_column="many",
+    )
+    _assert_same(searched, want)

@@ -168,6 +168,11 @@ def bin_of(p: FloatArray, edges: FloatArray) -> IntArray:
     return count.astype(np.int64)
 
 
+#: Entries of the dense (group, page) table (8 bytes each) before the search takes over:
+#: 2**22 entries, 32 MB, hold about 128 groups.
+TABLE_ENTRIES = 1 << 22
+
+
 class GridSums:
     """Per-key sums of the batches added so far (module docstring).
 
@@ -181,10 +186,21 @@ class GridSums:
         Whether the batches carry weights.
     page_bits : int
         Integers ``cell + bin`` a page holds, as a power of two.
+    search : bool
+        Find each (group, page)'s slots by a search of the pages seen (memory: those
+        pages), not in a table over every possible page (8 bytes each, per group).
+        With many groups, each holding few keys, ``page_bits=0`` and ``search=True`` keep
+        the memory to the keys (two slots each).
     """
 
     def __init__(
-        self, *, mantissa_bits: int, n_bins: int, weighted: bool, page_bits: int = 8
+        self,
+        *,
+        mantissa_bits: int,
+        n_bins: int,
+        weighted: bool,
+        page_bits: int = 8,
+        search: bool = False,
     ) -> None:
         self.mantissa_bits = mantissa_bits
         self.n_bins = n_bins
@@ -192,6 +208,12 @@ class GridSums:
         self.page_bits = page_bits
         self.n_pages = ((2 * half_cell(mantissa_bits) + n_bins) >> page_bits) + 1
         self.table = np.full(self.n_pages, -1, dtype=np.int64)  # (group, page) -> page slot
+        #: with more groups than a table of TABLE_ENTRIES holds: sorted (group, page) keys and
+        #: their slots, searched
+        self.known: tuple[IntArray, IntArray] | None = None
+        if search:
+            self.table = np.zeros(0, dtype=np.int64)
+            self.known = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
         self.page_key: list[IntArray] = []  # per page slot: group * n_pages + page
         self.n_used = 0
         self.capacity = 0
@@ -236,20 +258,42 @@ class GridSums:
         page = key >> self.page_bits
         if group is not None:
             n_groups = int(group.max()) + 1 if group.size else 0
-            if n_groups * self.n_pages > self.table.size:
-                table = np.full(n_groups * self.n_pages, -1, dtype=np.int64)
-                table[: self.table.size] = self.table
-                self.table = table
+            if self.known is None and n_groups * self.n_pages > self.table.size:
+                if n_groups * self.n_pages > TABLE_ENTRIES:  # many groups: search instead
+                    held = np.flatnonzero(self.table >= 0)
+                    self.known = (held, self.table[held])
+                    self.table = np.zeros(0, dtype=np.int64)
+                else:
+                    table = np.full(n_groups * self.n_pages, -1, dtype=np.int64)
+                    table[: self.table.size] = self.table
+                    self.table = table
             page = group.astype(np.int64) * self.n_pages + page
-        slot: IntArray = self.table[page]
+        slot = self._lookup(page)
         if np.any(slot < 0):
             new = np.unique(page[slot < 0])  # in order: the same pages get the same slots
-            self.table[new] = np.arange(self.n_used, self.n_used + new.size)
+            slots = np.arange(self.n_used, self.n_used + new.size)
+            if self.known is None:
+                self.table[new] = slots
+            else:
+                keys = np.concatenate((self.known[0], new))
+                order = np.argsort(keys, kind="stable")
+                self.known = (keys[order], np.concatenate((self.known[1], slots))[order])
             self.page_key.append(new)
             self.n_used += new.size
             self._grow(self.n_used)
-            slot = self.table[page]
+            slot = self._lookup(page)
         return slot
+
+    def _lookup(self, page: IntArray) -> IntArray:
+        """Each (group, page)'s slot, -1 where it has none yet."""
+        if self.known is None:
+            found: IntArray = self.table[page]
+            return found
+        keys, slots = self.known
+        if not keys.size:
+            return np.full(page.size, -1, dtype=np.int64)
+        at = np.minimum(np.searchsorted(keys, page), keys.size - 1)
+        return np.where(keys[at] == page, slots[at], -1)
 
     def add(self, batch: TermBatch) -> None:
         """Add one batch's rows, in order."""

@@ -475,9 +475,17 @@ def summarize_lazy_many(
         eps=float(eps),
         batch_rows=batch_rows,
     )
+    # One group: pages of 256 keys in a table (a few dozen pages for real scores). Groups
+    # (perhaps thousands, each with few keys): a page per key, searched, so that memory is
+    # the keys, not pages times groups.
+    grouped = group_column is not None
     sums = {
         name: GridSums(
-            mantissa_bits=bits, n_bins=len(edges) - 1, weighted=weight_column is not None
+            mantissa_bits=bits,
+            n_bins=len(edges) - 1,
+            weighted=weight_column is not None,
+            page_bits=0 if grouped else 8,
+            search=grouped,
         )
         for name in names
     }
