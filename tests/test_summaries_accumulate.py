@@ -4,6 +4,7 @@ in-memory summary, and the same bytes on every run whatever the batches."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -223,28 +224,50 @@ def test_bad_rows_are_refused_naming_the_column() -> None:
         )
 
 
+def _grouped_sums(frame: pl.DataFrame, codes: np.ndarray, **options: Any) -> ScoreSummary:
+    edges = np.linspace(0.0, 1.0, 11)
+    sums = GridSums(mantissa_bits=12, n_bins=10, weighted=True, **options)
+    for start in range(0, frame.height, 1_000):
+        part = frame.slice(start, 1_000)
+        sums.add(
+            term_batch(
+                part["label"].to_numpy(),
+                part["score"].to_numpy(),
+                sample_weight=part["w"].to_numpy(),
+                bin_edges=edges,
+                mantissa_bits=12,
+                eps=1e-15,
+                group=codes[start : start + 1_000],
+            )
+        )
+    meta = summarize_arrays([0], [0.5], weight_column="w").metadata()
+    meta["group_column"] = "many"
+    return sums.summary([str(i) for i in range(200)], meta)
+
+
 def test_many_groups_search_their_pages_and_give_the_same_bytes(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Past TABLE_ENTRIES (group, page) entries the pages are searched, not tabled: memory
-    per group stays that of its pages, and the summary is the same."""
+    """Pages found in a table, in a search of the pages seen (past TABLE_ENTRIES table
+    entries, or asked for), or one page per key: the same summary."""
     import calib_cli.summaries.accumulate as accumulate
 
     rng = np.random.default_rng(6)
     frame = _frame(6, 3_000)
-    frame = frame.with_columns(pl.Series("many", rng.integers(0, 200, frame.height).astype(str)))
-    options = {"weight_column": "w", "group_column": "many", "batch_rows": 1_000}
-    tabled = summarize_lazy_many(frame.lazy(), ["score"], **options)["score"]
+    codes = rng.integers(0, 200, frame.height).astype(np.int32)
+    tabled = _grouped_sums(frame, codes)
+    searched = _grouped_sums(frame, codes, search=True)
+    per_key = _grouped_sums(frame, codes, search=True, page_bits=0)
     monkeypatch.setattr(accumulate, "TABLE_ENTRIES", 1)
-    searched = summarize_lazy_many(frame.lazy(), ["score"], **options)["score"]
+    switched = _grouped_sums(frame, codes)
     assert len(tabled.groups) == 200
-    assert searched.to_json() == tabled.to_json()
+    assert tabled.to_json() == searched.to_json() == per_key.to_json() == switched.to_json()
     want = summarize_arrays(
         frame["label"].to_numpy(),
         frame["score"].to_numpy(),
         sample_weight=frame["w"].to_numpy(),
-        groups=frame["many"].to_list(),
+        groups=[str(i) for i in codes],
         weight_column="w",
         group_column="many",
     )
-    _assert_same(searched, want)
+    _assert_same(tabled, want)
