@@ -269,31 +269,37 @@ class GridSums:
                     self.table = table
             page = group.astype(np.int64) * self.n_pages + page
         slot = self._lookup(page)
-        if np.any(slot < 0):
-            new = np.unique(page[slot < 0])  # in order: the same pages get the same slots
+        miss = slot < 0
+        if np.any(miss):
+            # in order: the same pages get the same slots
+            new, which = np.unique(page[miss], return_inverse=True)
             slots = np.arange(self.n_used, self.n_used + new.size)
             if self.known is None:
                 self.table[new] = slots
             else:
-                keys = np.concatenate((self.known[0], new))
-                order = np.argsort(keys, kind="stable")
-                self.known = (keys[order], np.concatenate((self.known[1], slots))[order])
+                keys, held = self.known  # new keys merged in order, O(keys) not a sort
+                at = np.searchsorted(keys, new)
+                self.known = (np.insert(keys, at, new), np.insert(held, at, slots))
             self.page_key.append(new)
             self.n_used += new.size
             self._grow(self.n_used)
-            slot = self._lookup(page)
+            slot[miss] = slots[which]
         return slot
 
     def _lookup(self, page: IntArray) -> IntArray:
         """Each (group, page)'s slot, -1 where it has none yet."""
+        found: IntArray
         if self.known is None:
-            found: IntArray = self.table[page]
+            found = self.table[page]
             return found
         keys, slots = self.known
         if not keys.size:
             return np.full(page.size, -1, dtype=np.int64)
-        at = np.minimum(np.searchsorted(keys, page), keys.size - 1)
-        return np.where(keys[at] == page, slots[at], -1)
+        # the batch's distinct pages, sorted: a search in order is far cheaper than one per row
+        distinct, row = np.unique(page, return_inverse=True)
+        at = np.minimum(np.searchsorted(keys, distinct), keys.size - 1)
+        found = np.where(keys[at] == distinct, slots[at], -1)[row]
+        return found
 
     def add(self, batch: TermBatch) -> None:
         """Add one batch's rows, in order."""
