@@ -27,14 +27,16 @@ from calib_cli.cli.options import (
     SeedOpt,
     SeparatorOpt,
     WeightColOpt,
+    WeightKindOpt,
     chosen,
     chosen_or_none,
     csv_dialect,
     max_invalid,
+    weight_kind,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.errors import CheckFailedError, UsageError
-from calib_cli.types import BinStrategy, Engine, InputFormat, OnInvalid, PlotScale
+from calib_cli.types import BinStrategy, Engine, InputFormat, OnInvalid, PlotScale, WeightKind
 
 EPILOG = (
     "Example: calib reliability scores.csv --score-col model_a --score-col model_b "
@@ -71,6 +73,7 @@ def reliability(
     ] = None,
     label_col: LabelColOpt = "label",
     weight_col: WeightColOpt = None,
+    weight_kind_choice: WeightKindOpt = None,
     positive_label: PositiveLabelOpt = None,
     by: Annotated[
         str | None, typer.Option("--by", help="Also report each value of this column.")
@@ -119,11 +122,18 @@ def reliability(
             summaries, rows = (*summaries, *rows), []
         if len(rows) > 1:
             raise UsageError("give one FILE of rows (or several summaries with --from-summary)")
+        # summaries carry their weight column and kind; --weight-kind overrides the kind
+        kind = (
+            cast("WeightKind | None", chosen_or_none(weight_kind_choice))
+            if summaries
+            else weight_kind(weight_kind_choice, weight_col)
+        )
         request = ReliabilityRequest(
             file=rows[0] if rows else None,
             score_cols=tuple(score_col or ()),
             label_col=label_col,
             weight_col=weight_col,
+            weight_kind=kind,
             positive_label=positive_label,
             by=by,
             n_bins=bins,

@@ -38,6 +38,7 @@ from calib_cli.types import (
     PlotScale,
     ScoreHistogram,
     Warn,
+    WeightKind,
 )
 from calib_cli.workflows.common import (
     MISSING_GROUP,
@@ -81,6 +82,8 @@ class ReliabilityRequest:
     score_cols: tuple[str, ...] = ("score",)
     label_col: str = "label"
     weight_col: str | None = None
+    #: ``--weight-kind``: None is frequency for rows and each summary's own kind for summaries
+    weight_kind: WeightKind | None = None
     positive_label: str | None = None
     by: str | None = None
     n_bins: int = 10
@@ -206,6 +209,7 @@ def assess_table(
                     strategy=request.strategy,
                     n_bootstrap=request.n_bootstrap,
                     rng=np.random.default_rng(request.seed),
+                    weight_kind=request.weight_kind or "frequency",
                 )
             entries.append(
                 ReliabilityEntry(
@@ -323,6 +327,7 @@ def _figures(
         n_bootstrap=request.n_bootstrap,
         rng=np.random.default_rng(request.seed),
         refinement=refinement,
+        weight_kind=request.weight_kind,  # None: the summary's own (frequency when streaming)
     )
     return figures.reliability, figures.exactness
 
