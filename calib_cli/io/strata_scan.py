@@ -2,9 +2,11 @@
 
 Four steps, each a streaming Polars query (see the README, "Streaming"):
 
-1. :func:`reference_cells`: one group-by of the labelled reference by (stratum, score cell):
-   rows, weighted classes, weighted mean score, minimum and maximum score of each occupied
-   cell of the summaries' fine score grid (:func:`calib_cli.summaries.scan.cell_expr`).
+1. :func:`reference_cells`: the labelled reference by (stratum, score cell): rows, weighted
+   classes, weighted mean score, minimum and maximum score of each occupied cell of the
+   summaries' fine score grid (:func:`calib_cli.summaries.scan.cell_expr`), summed in the
+   rows' order (:class:`~calib_cli.core.keyed_sums.KeyedSums`; a streaming group-by merges
+   partial sums in whatever order its threads finish, so its sums change from run to run).
 2. :func:`target_strata`: one pass over the target that checks every column the command
    uses (refusing bad input before anything is written) and counts rows per stratum.
 3. :func:`sink_reranked`: the row-wise map (the workflow's function of score and stratum
@@ -26,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -35,12 +37,13 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import number_text, separator_hint
 from calib_cli.io.scan import ROW_INDEX, collect
 from calib_cli.io.sink import sink_table
-from calib_cli.summaries.grid import cell_index
+from calib_cli.summaries.grid import cell_index, half_cell
 from calib_cli.summaries.scan import cell_expr
 from calib_cli.types import FloatArray, InputFormat, IntArray, ScoreKind
 
@@ -277,54 +280,68 @@ def reference_cells(
     score = _number(score_col, schema[score_col])
     weight = pl.lit(1.0) if weight_col is None else _number(weight_col, schema[weight_col])
     y = is_positive.fill_null(False).cast(pl.Float64)
-    kept = pl.col("w") > 0.0
-    grouped = (
-        lazy.select(
-            pl.col(strata_col).alias("stratum"),
-            cell_expr(_cell_score(score, score_kind), mantissa_bits=mantissa_bits).alias("cell"),
-            score.alias("s"),
-            y.alias("y"),
-            weight.alias("w"),
-        )
-        .group_by("stratum", "cell")
-        .agg(
-            pl.len().cast(pl.Int64).alias("rows"),
-            (pl.col("w") * pl.col("y")).sum().alias("positives"),
-            (pl.col("w") * (1.0 - pl.col("y"))).sum().alias("negatives"),
-            (pl.col("w") * pl.col("s")).sum().alias("score_sum"),
-            pl.col("w").sum().alias("weight"),
-            pl.col("s").filter(kept).min().alias("score_min"),
-            pl.col("s").filter(kept).max().alias("score_max"),
-        )
+    rows = lazy.select(
+        pl.col(strata_col).cast(pl.String).alias("stratum"),
+        cell_expr(_cell_score(score, score_kind), mantissa_bits=mantissa_bits).alias("cell"),
+        score.alias("s"),
+        y.alias("y"),
+        weight.cast(pl.Float64).alias("w"),
     )
     hint = "; name the positive value with --positive-label" if positive_label is None else ""
     found = collect(lambda: _check_queries(lazy, checks).collect(engine="streaming"), name)
     _raise_first_failure(lazy, found, checks, name, hint)
-    cells = collect(lambda: grouped.collect(engine="streaming"), name)
-    if cells.height == 0:
+    # (stratum, cell) sums added in the rows' order: the same bytes on every run (a streaming
+    # group-by merges partial sums in the order its threads finish)
+    span = 2 * half_cell(mantissa_bits) + 1
+    sums = KeyedSums(("positives", "negatives", "score_sum", "weight"), extremes=("s",))
+    codes: dict[str, int] = {}
+    for batch in _ordered_batches(rows, name):
+        names_in = batch["stratum"]
+        for value in names_in.unique(maintain_order=True).to_list():
+            codes.setdefault(str(value), len(codes))
+        code = names_in.replace_strict(list(codes), list(codes.values()), return_dtype=pl.Int64)
+        s, y_, w = (batch[c].to_numpy().astype(np.float64) for c in ("s", "y", "w"))
+        sums.add(
+            code.to_numpy() * span + batch["cell"].to_numpy().astype(np.int64),
+            {"positives": w * y_, "negatives": w * (1.0 - y_), "score_sum": w * s, "weight": w},
+            extremes={"s": s},
+            extremes_where=w > 0.0,
+        )
+    if not sums.keys.size:
         raise InputError(f"{name}: no data rows")
     # strata in the order of their names, as the in-memory engine sorts them (as text)
-    cells = cells.with_columns(pl.col("stratum").cast(pl.String)).sort("stratum", "cell")
+    names = sorted(codes)
     out: list[StratumCells] = []
-    for part in cells.partition_by("stratum", maintain_order=True):
-        stratum = _stratum_name(part["stratum"][0])
-        rows = int(part["rows"].sum())
-        part = part.filter(pl.col("weight") > 0.0)
-        low = part["score_min"].to_numpy().astype(np.float64)
-        high = part["score_max"].to_numpy().astype(np.float64)
-        mean = (part["score_sum"] / part["weight"]).to_numpy().astype(np.float64)
+    for stratum in names:
+        first = np.searchsorted(sums.keys, codes[stratum] * span)
+        last = np.searchsorted(sums.keys, (codes[stratum] + 1) * span)
+        rows_in = int(sums.counts[first:last].sum())
+        kept = np.arange(first, last)[sums.sums["weight"][first:last] > 0.0]
+        low, high = sums.low["s"][kept], sums.high["s"][kept]
+        mean = sums.sums["score_sum"][kept] / sums.sums["weight"][kept]
         tied = low == high
         out.append(
             StratumCells(
-                stratum=stratum,
-                rows=rows,
+                stratum=_stratum_name(stratum),
+                rows=rows_in,
                 thresholds=np.where(tied, low, np.clip(mean, low, high)),
-                positives=part["positives"].to_numpy().astype(np.float64),
-                negatives=part["negatives"].to_numpy().astype(np.float64),
+                positives=sums.sums["positives"][kept],
+                negatives=sums.sums["negatives"][kept],
                 tied=tied,
             )
         )
     return tuple(out)
+
+
+def _ordered_batches(rows: pl.LazyFrame, name: str) -> Iterator[pl.DataFrame]:
+    """The rows of a streaming query as data frames, in the rows' order."""
+    batches = collect(lambda: rows.collect_batches(maintain_order=True), name)
+    iterator = iter(batches)
+    while True:
+        batch = collect(lambda: next(iterator, None), name)
+        if batch is None:
+            return
+        yield batch
 
 
 def _stratum_name(value: object) -> str:
@@ -513,48 +530,6 @@ def sink_reranked(
     )
 
 
-class _Tally:
-    """Sums per integer key over parts of rows, merged as they come: memory bounded by the
-    distinct keys (a grid), not the rows. ``frame()`` is the tally sorted by key ``k``."""
-
-    def __init__(self, key: str, sums: Mapping[str, pl.Expr]) -> None:
-        self._key = key
-        self._sums = dict(sums)
-        self._parts: list[pl.DataFrame] = []
-        self._pending = 0
-
-    def add(self, frame: pl.DataFrame) -> None:
-        self._parts.append(
-            frame.group_by(pl.col(self._key).alias("k")).agg(
-                expr.alias(out) for out, expr in self._sums.items()
-            )
-        )
-        self._pending += 1
-        if self._pending >= _TALLY_MERGE_PARTS:
-            self._merge()
-
-    def _merge(self) -> None:
-        if len(self._parts) > 1:
-            merged = (
-                pl.concat(self._parts).group_by("k").agg(pl.col(out).sum() for out in self._sums)
-            )
-            self._parts = [merged]
-        self._pending = 0
-
-    def frame(self) -> pl.DataFrame:
-        self._merge()
-        if not self._parts:
-            return pl.DataFrame(
-                {"k": [], **{out: [] for out in self._sums}},
-                schema={"k": pl.Int64, **{out: pl.Float64 for out in self._sums}},
-            )
-        return self._parts[0].sort("k")
-
-
-#: Parts tallied between merges of :class:`_Tally` (a merge costs the distinct keys so far).
-_TALLY_MERGE_PARTS = 8
-
-
 def _map_to_parts(
     inputs: pl.LazyFrame,
     folder: Path,
@@ -575,8 +550,9 @@ def _map_to_parts(
 
     The inputs are first sunk by Polars into files of ``part_rows`` rows, then read one at a
     time: a sink waits for its writer, whereas a Python consumer of ``collect_batches`` slower
-    than the reader lets batches pile up in memory. The histogram and the classes are tallied
-    per part, in memory bounded by their keys (cells of a grid)."""
+    than the reader lets batches pile up in memory. The histogram and the classes are summed
+    per key in the rows' order (:class:`~calib_cli.core.keyed_sums.KeyedSums`), in memory
+    bounded by their keys (cells of a grid)."""
     raw = folder / "inputs"
     collect(
         lambda: inputs.sink_parquet(
@@ -585,13 +561,10 @@ def _map_to_parts(
         name,
     )
     shift = 52 - RERANK_MANTISSA_BITS
-    histogram = _Tally("bucket", {"n": pl.len().cast(pl.Int64)})
-    classes = {
-        "pos": (pl.col("w") * pl.col("y")).sum(),
-        "neg": (pl.col("w") * (1.0 - pl.col("y"))).sum(),
-    }
-    by_cell = _Tally("cell", classes)
-    by_bucket = _Tally("bucket", classes)
+    # per key, in the rows' order (the same bytes on every run): rows per bucket, and the
+    # weighted classes per raw score cell and per bucket
+    by_bucket = KeyedSums(("pos", "neg") if cells is not None else ())
+    by_cell = KeyedSums(("pos", "neg"))
     paths: list[Path] = []
     offset = 0
     for index, source in enumerate(sorted(raw.glob("*.parquet"))):
@@ -607,23 +580,31 @@ def _map_to_parts(
         path = folder / f"{index:09d}.parquet"
         frame.write_parquet(path, compression=_SCRATCH_CODEC, statistics=False)
         paths.append(path)
-        keys = pl.DataFrame({"bucket": r.view(np.int64) >> shift})
-        histogram.add(keys)
-        if cells is not None:
+        bucket = r.view(np.int64) >> shift
+        if cells is None:
+            by_bucket.add(bucket, {})
+        else:
             kind, bits = cells
             grid_score = s if kind == "probability" else 1.0 / (1.0 + np.exp(-s))
-            keys = keys.with_columns(
-                pl.Series("cell", cell_index(grid_score, mantissa_bits=bits)),
-                batch["y"],
-                batch["w"],
-            )
-            by_cell.add(keys)
-            by_bucket.add(keys)
-            del grid_score
+            y = batch["y"].to_numpy().astype(np.float64)
+            w = batch["w"].to_numpy().astype(np.float64)
+            classes = {"pos": w * y, "neg": w * (1.0 - y)}
+            by_cell.add(cell_index(grid_score, mantissa_bits=bits), classes)
+            by_bucket.add(bucket, classes)
+            del grid_score, y, w, classes
         offset += n
-        del batch, frame, keys, s, c, r, p
-    counts = histogram.frame().rename({"k": "b"})
-    return paths, counts, ([by_cell.frame(), by_bucket.frame()] if cells is not None else [])
+        del batch, frame, bucket, s, c, r, p
+    counts = pl.DataFrame({"b": by_bucket.keys, "n": by_bucket.counts})
+    if cells is None:
+        return paths, counts, []
+    return (
+        paths,
+        counts,
+        [
+            pl.DataFrame({"k": t.keys, "pos": t.sums["pos"], "neg": t.sums["neg"]})
+            for t in (by_cell, by_bucket)
+        ],
+    )
 
 
 def _write_split(frame: pl.DataFrame, keys: IntArray, folder: Path, index: int) -> None:
