@@ -13,14 +13,15 @@ its slowest consumer: memory grew with rows).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import number_text, separator_hint
@@ -28,8 +29,9 @@ from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.sampling import _key_hash_expr
 from calib_cli.io.scan import ROW_INDEX, collect, scan_table
 from calib_cli.io.sink import sink_collecting
-from calib_cli.summaries.scan import bin_expr, cell_expr, summary_from_frame, summary_plan
-from calib_cli.summaries.summary import DEFAULT_BIN_EDGES, DEFAULT_EPS, ScoreSummary
+from calib_cli.summaries.grid import bin_index, cell_index
+from calib_cli.summaries.scan import bin_expr, cell_expr, summarize_lazy_many
+from calib_cli.summaries.summary import DEFAULT_BIN_EDGES, ScoreSummary
 from calib_cli.types import FloatArray, InputFormat, IntArray, OnInvalid, ScoreKind
 
 #: Strata of a batch: (sorted distinct names, code per row), as ``core.chain.Strata``.
@@ -443,65 +445,50 @@ def stream_calibrated(
     elif scan.score_kind == "raw":
         before = None
     keyed = keyed.with_columns((pl.lit(None, pl.Float64) if before is None else before).alias("_b"))
-    w = pl.col(_W)
-    totals = keyed.select(
-        pl.len().alias("rows"),
-        w.sum().alias("weight"),
-        (w * pl.col("_b")).sum().alias("before"),
-        (w * pl.col(_OUT)).sum().alias("after"),
-    )
-    queries = [totals]
-    if scan.has_labels:
-        options: dict[str, Any] = {"label_column": _Y, "weight_column": _W}
-        queries.append(summary_plan(keyed, score_column=_OUT, **options))
-        if before is not None:
-            queries.append(
-                summary_plan(
-                    keyed.with_columns(pl.col("_b").alias("_pb")), score_column="_pb", **options
-                )
-            )
-    if output is None:
-        # one pass per query: a shared pass buffers for its slowest consumer (memory grows)
-        frames = [collect(lambda q=q: q.collect(engine="streaming"), scan.name) for q in queries]
-    else:
+    if output is not None:
         rows = mapped.rename({_OUT: output_col})
-        frames = sink_collecting(
-            rows, output, output_format_override=output_format, queries=queries, name=scan.name
+        sink_collecting(
+            rows, output, output_format_override=output_format, queries=[], name=scan.name
         )
-    total = frames[0]
-    summaries = [
-        _summary(frame, label) for frame, label in zip(frames[1:], (_OUT, "_pb"), strict=False)
-    ]
+    # each figure in a pass of its own after the sink (a shared pass buffers for its slowest
+    # consumer: memory grows), every sum taken in the rows' order (the same bytes every run)
+    totals = KeyedSums(("weight", "before", "after"))
+    names = ["_b", _OUT] if before is not None else [_OUT]
+    for batch in _ordered_batches(keyed.select(_W, *names), scan.name):
+        w = batch[_W].to_numpy().astype(np.float64)
+        after = w * batch[_OUT].to_numpy().astype(np.float64)
+        was = w * batch["_b"].to_numpy().astype(np.float64) if before is not None else after
+        totals.add(np.zeros(w.size, dtype=np.int64), {"weight": w, "before": was, "after": after})
+    summaries: dict[str, ScoreSummary] = {}
+    if scan.has_labels:
+        summaries = collect(
+            lambda: summarize_lazy_many(
+                keyed, names, label_column=_Y, weight_column=_W, bin_edges=DEFAULT_BIN_EDGES
+            ),
+            scan.name,
+        )
+    found = totals.counts.size > 0
     return StreamedScores(
-        rows=int(total["rows"][0]),
-        weight=float(total["weight"][0]),
-        score_sum_before=None if before is None else float(total["before"][0]),
-        score_sum_after=float(total["after"][0]),
-        after=summaries[0] if summaries else None,
-        before=summaries[1] if len(summaries) > 1 else None,
+        rows=int(totals.counts[0]) if found else 0,
+        weight=float(totals.sums["weight"][0]) if found else 0.0,
+        score_sum_before=None
+        if before is None
+        else (float(totals.sums["before"][0]) if found else 0.0),
+        score_sum_after=float(totals.sums["after"][0]) if found else 0.0,
+        after=summaries.get(_OUT),
+        before=summaries.get("_b"),
     )
 
 
-def _summary(
-    frame: pl.DataFrame,
-    score: str,
-    *,
-    mantissa_bits: int = 12,
-    eps: float = DEFAULT_EPS,
-    group: str | None = None,
-) -> ScoreSummary:
-    metadata: dict[str, object] = {
-        "kind": "calib.score_summary",
-        "schema_version": 1,
-        "grid": {"kind": "relative-tails", "mantissa_bits": mantissa_bits},
-        "bin_edges": list(DEFAULT_BIN_EDGES),
-        "eps": eps,
-        "score_column": score,
-        "label_column": _Y,
-        "weight_column": _W,
-        "group_column": group,
-    }
-    return summary_from_frame(frame, metadata)
+def _ordered_batches(rows: pl.LazyFrame, name: str) -> Iterator[pl.DataFrame]:
+    """The rows of a streaming query as data frames, in the rows' order."""
+    batches = collect(lambda: rows.collect_batches(maintain_order=True), name)
+    iterator = iter(batches)
+    while True:
+        batch = collect(lambda: next(iterator, None), name)
+        if batch is None:
+            return
+        yield batch
 
 
 def summarize_for_fit(
@@ -532,18 +519,20 @@ def summarize_for_fit(
         fold = _key_hash_expr(None, "row", seed) % n_folds
         keyed = keyed.with_columns(fold.cast(pl.String).alias(_FOLD))
         group = _FOLD
-    plan = summary_plan(
-        keyed,
-        score_column=_P,
-        label_column=_Y,
-        weight_column=_W,
-        group_column=group,
-        mantissa_bits=mantissa_bits,
-        eps=eps,
+    summary: ScoreSummary = collect(
+        lambda: summarize_lazy_many(
+            keyed,
+            [_P],
+            label_column=_Y,
+            weight_column=_W,
+            group_column=group,
+            bin_edges=DEFAULT_BIN_EDGES,
+            mantissa_bits=mantissa_bits,
+            eps=eps,
+        )[_P],
+        scan.name,
     )
-    frame = collect(lambda: plan.collect(engine="streaming"), scan.name)
-    with_name = _summary(frame, _P, mantissa_bits=mantissa_bits, eps=eps, group=group)
-    return with_name
+    return summary
 
 
 # ------------------------------------------------------------------ refinement passes of a fit
@@ -600,26 +589,42 @@ def rows_of_cells(
         packed = np.asarray(cells, dtype=np.int64) * n_keys + np.asarray(bins, dtype=np.int64)
         key = cell_expr(p, mantissa_bits=bits) * n_keys + bin_
         wanted = wanted | key.is_in(pl.Series(packed, dtype=pl.Int64))
-    plan = (
+    rows = (
         scan.lazy.select(score, *inputs[1:])
         .filter((pl.col(_W) > 0.0) & wanted)
-        .group_by(bin_.alias("bin"), cell_expr(p, mantissa_bits=to_bits).alias("cell"), _Y)
-        .agg(
-            pl.col(_W).sum().alias("weight"),
-            (pl.col(_W) * p).sum().alias("score_sum"),
-            p.min().alias("score_min"),
-            p.max().alias("score_max"),
-            pl.len().cast(pl.Int64).alias("n_rows"),
+        .select(
+            p,
+            pl.col(_Y),
+            pl.col(_W).cast(pl.Float64),
+            (cell_expr(p, mantissa_bits=to_bits) + bin_).alias("key"),
         )
     )
-    frame = cast(pl.DataFrame, collect(lambda: plan.collect(engine="streaming"), scan.name))
+    # per (cell + bin, class), in the rows' order: ``cell + bin`` is one integer per (cell,
+    # bin) pair that occurs (summaries.accumulate), decoded from the cell's scores below
+    sums = KeyedSums(("weight", "score_sum"), n_sub=2, extremes=("score",))
+    for batch in _ordered_batches(rows, scan.name):
+        score_values = batch[_P].to_numpy().astype(np.float64)
+        w = batch[_W].to_numpy().astype(np.float64)
+        sums.add(
+            batch["key"].to_numpy().astype(np.int64),
+            {"weight": w, "score_sum": w * score_values},
+            sub=batch[_Y].to_numpy().astype(np.int64),
+            extremes={"score": score_values},
+        )
+    used = sums.used()
+    slot_key, label = sums.slot_keys(used)
+    score_min, score_max = sums.low["score"][used], sums.high["score"][used]
+    found_bin = bin_index(score_min, np.asarray(bin_edges, dtype=np.float64))
+    found_cell = cell_index(score_min, mantissa_bits=to_bits)
+    if np.any(found_cell + found_bin != slot_key):
+        raise InputError(f"{scan.name}: internal: a refined cell does not match its scores")
     return CellRows(
-        bin=frame["bin"].to_numpy().astype(np.int64),
-        cell=frame["cell"].to_numpy().astype(np.int64),
-        label=frame[_Y].to_numpy().astype(np.int8),
-        weight=frame["weight"].to_numpy().astype(np.float64),
-        score_sum=frame["score_sum"].to_numpy().astype(np.float64),
-        score_min=frame["score_min"].to_numpy().astype(np.float64),
-        score_max=frame["score_max"].to_numpy().astype(np.float64),
-        n_rows=frame["n_rows"].to_numpy().astype(np.int64),
+        bin=found_bin,
+        cell=found_cell,
+        label=label.astype(np.int8),
+        weight=sums.sums["weight"][used],
+        score_sum=sums.sums["score_sum"][used],
+        score_min=score_min,
+        score_max=score_max,
+        n_rows=sums.counts[used],
     )

@@ -1,0 +1,186 @@
+"""The same bytes on every run, however the streaming engine cuts the rows.
+
+A streaming group-by merges partial float sums in whatever order its threads finish (and a
+batch's cut changes where partial sums start), so sums taken by Polars differ in their last
+bits from run to run. Every streaming command sums floats in the rows' order instead
+(:class:`calib_cli.core.keyed_sums.KeyedSums`, :mod:`calib_cli.summaries.accumulate`). Here
+each command runs in-process under several cuttings of the same rows (Polars' streaming chunk
+size, the row-wise map's part size, the summaries' batch size), and its output file, saved
+model and JSON report must be the same bytes each time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+import calib_cli.io.strata_scan as strata_scan
+import calib_cli.summaries.scan as summary_scan
+from calib_cli.report.payloads import (
+    dumps,
+    estimate_shift_payload,
+    recalibrate_payload,
+    rerank_strata_payload,
+)
+from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
+from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+
+#: (Polars streaming chunk size, rows per part of rerank-strata's map, rows per summary batch)
+CUTS = [(None, None, None), (37, 501, 97), (1000, 1733, 4096)]
+
+
+@contextmanager
+def _cut(
+    monkeypatch: pytest.MonkeyPatch, chunk: int | None, part: int | None, batch: int | None
+) -> Iterator[None]:
+    with monkeypatch.context() as patch, pl.Config() as config:
+        if chunk is not None:
+            config.set_streaming_chunk_size(chunk)
+        if part is not None:
+            patch.setattr(strata_scan, "_MAP_BATCH_ROWS", part)
+        if batch is not None:
+            patch.setattr(summary_scan, "BATCH_ROWS", batch)
+        yield
+
+
+def _same_under_every_cut(
+    monkeypatch: pytest.MonkeyPatch, run: Callable[[], list[bytes]]
+) -> list[bytes]:
+    """``run()``'s products under every cut of :data:`CUTS`, checked equal; the first."""
+    outputs = []
+    for cut in CUTS:
+        with _cut(monkeypatch, *cut):
+            outputs.append(run())
+    for cut, output in zip(CUTS[1:], outputs[1:], strict=True):
+        for index, (first, other) in enumerate(zip(outputs[0], output, strict=True)):
+            assert first == other, f"product {index} differs under the cut {cut}"
+    return outputs[0]
+
+
+def _rows(n: int, seed: int, *, weighted: bool = True) -> pl.DataFrame:
+    """Scores of full precision (sums that round), weights that are not integers."""
+    rng = np.random.default_rng(seed)
+    day = rng.choice(["mon", "tue", "wed"], n)
+    label = (rng.random(n) < np.where(day == "mon", 0.1, 0.3)).astype(np.int64)
+    score = np.clip(rng.beta(2, 5, n) + 0.25 * label, 1e-6, 1 - 1e-6)
+    frame = pl.DataFrame({"id": np.arange(n), "day": day, "score": score, "label": label})
+    if weighted:
+        frame = frame.with_columns(w=pl.Series(rng.uniform(0.1, 3.0, n)))
+    return frame
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    folder = tmp_path_factory.mktemp("determinism")
+    paths = {"reference": folder / "ref.parquet", "target": folder / "target.parquet"}
+    _rows(3000, 1).write_parquet(paths["reference"])
+    _rows(4000, 2).write_parquet(paths["target"])
+    return paths
+
+
+def test_rerank_strata_streaming_output_and_report(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out.parquet"
+
+    def run() -> list[bytes]:
+        result = run_rerank_strata(
+            RerankStrataRequest(
+                reference=str(files["reference"]),
+                target=str(files["target"]),
+                strata_col="day",
+                weight_col="w",
+                output=str(out),
+                engine="streaming",
+            )
+        )
+        return [out.read_bytes(), dumps(rerank_strata_payload(result)).encode()]
+
+    output, report = _same_under_every_cut(monkeypatch, run)
+    frame = pl.read_parquet(output)
+    assert frame.height == 4000 and frame.columns[-3:] == [
+        "rerank_score",
+        "calibrated",
+        "rerank_rank",
+    ]
+    assert b'"comparison"' in report
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_recalibrate_streaming_output_and_report(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, weighted: bool
+) -> None:
+    """A fit (Platt, from a summary of the fit file) applied to a labelled file: the output,
+    the model and the report's figures before and after."""
+    out, model = tmp_path / "out.parquet", tmp_path / "model.json"
+
+    def run() -> list[bytes]:
+        result = run_recalibrate(
+            RecalibrateRequest(
+                file=str(files["target"]),
+                fit=str(files["reference"]),
+                method="platt",
+                weight_col="w" if weighted else None,
+                output=str(out),
+                save_model=str(model),
+                engine="streaming",
+            )
+        )
+        return [out.read_bytes(), model.read_bytes(), dumps(recalibrate_payload(result)).encode()]
+
+    output, _, report = _same_under_every_cut(monkeypatch, run)
+    assert pl.read_parquet(output).height == 4000
+    assert b'"after"' in report
+
+
+def test_streaming_isotonic_model(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The isotonic fit's summary and refinement passes (weighted): the saved knots."""
+    model = tmp_path / "model.json"
+
+    def run() -> list[bytes]:
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(files["reference"]),
+                method="isotonic",
+                weight_col="w",
+                save_model=str(model),
+                engine="streaming",
+            )
+        )
+        return [model.read_bytes()]
+
+    (saved,) = _same_under_every_cut(monkeypatch, run)
+    assert b'"isotonic"' in saved
+
+
+def test_estimate_shift_streaming_output_and_report(
+    files: dict[str, Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out = tmp_path / "out.parquet"
+
+    def run() -> list[bytes]:
+        result = run_estimate_shift(
+            EstimateShiftRequest(
+                reference=str(files["reference"]),
+                target=str(files["target"]),
+                output=str(out),
+                method="em",
+                weight_col="w",
+                batch_col="day",
+                n_bootstrap=5,
+                engine="streaming",
+            )
+        )
+        return [out.read_bytes(), dumps(estimate_shift_payload(result)).encode()]
+
+    output, report = _same_under_every_cut(monkeypatch, run)
+    assert pl.read_parquet(output).height == 4000
+    assert b'"batches"' in report
