@@ -5,9 +5,14 @@ streamed output equals the in-memory one bit for bit; memory does not grow with 
 anything is written, one cheap streaming aggregate counts the invalid scores, labels, weights
 and strata, and refuses them with the messages of :class:`~calib_cli.io.table.Table` (or, with
 ``--on-invalid drop``, counts the rows it drops). The figures that need labels come from
-summaries (:mod:`calib_cli.summaries`) of the scores before and after, each built in its own
-pass after the sink (a shared pass multiplexes the scan, and Polars buffers without bound for
-its slowest consumer: memory grew with rows).
+summaries (:mod:`calib_cli.summaries`) of the scores before and after, built in one pass after
+the sink, and the totals in another (a pass shared with the sink multiplexes the scan, and
+Polars buffers without bound for its slowest consumer: memory grew with rows).
+
+Every float sum is taken in the rows' order (the summaries' :class:`~calib_cli.summaries.
+accumulate.GridSums`, :class:`~calib_cli.core.keyed_sums.KeyedSums` for the totals and the
+refinement passes), never by a Polars group-by, whose partial sums merge in whatever order its
+threads finish: the same file gives the same output, model and report bytes on every run.
 """
 
 from __future__ import annotations
