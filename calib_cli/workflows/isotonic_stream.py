@@ -35,7 +35,8 @@ from calib_cli.types import BoolArray, FloatArray, IntArray
 ISOTONIC_MANTISSA_BITS = 12
 #: Keys a refinement pass may return: the finer grid of a pass is chosen so that the open
 #: cells' (sub-cell, class) keys stay below this (Polars' streaming group-by held 365 MB for
-#: 110,000 keys and 2.1 GB for 400,000 with the summary's many sums; a pass keeps five).
+#: 110,000 keys and 2.1 GB for 400,000 with the summary's many sums; a pass now keeps, per
+#: key and class, two sums, a count and two extremes in row order: 40 bytes, 32 MB in all).
 KEY_BUDGET = 400_000
 #: A guard on the passes; the grid gets finer for every cell a pass reads, up to single
 #: scores at 52 bits, so the refinement always ends (in practice in 2 to 6 passes).
