@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -56,6 +59,74 @@ def run_calib() -> RunCalib:
                 test = os.environ.get("PYTEST_CURRENT_TEST", "?").split(" ")[0]
                 log.write(f"{time.perf_counter() - started:.2f}\t{test}\t{' '.join(args)}\n")
         return done
+
+    return run
+
+
+def _in_process(
+    args: Sequence[str], stdin: bytes | None, cwd: Path | None, files: list[Any]
+) -> int:
+    """``calib ARGS`` in this process with fds 0, 1, 2 on ``files``; its exit code."""
+    from calib_cli.cli.app import _run
+    from calib_cli.cli.session import _pipe_aware
+
+    saved_fds = {fd: os.dup(fd) for fd in (0, 1, 2)}
+    saved_streams = (sys.stdin, sys.stdout, sys.stderr, sys.argv)
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    try:
+        files[0].write(stdin or b"")
+        files[0].seek(0)
+        for fd, file in enumerate(files):
+            os.dup2(file.fileno(), fd)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+        sys.stdout, sys.stderr = (
+            io.TextIOWrapper(io.FileIO(fd, "w", closefd=False), encoding="utf-8") for fd in (1, 2)
+        )
+        sys.argv = [CALIB, *args]
+        os.environ.clear()
+        os.environ.update(_environment())
+        if cwd is not None:
+            os.chdir(cwd)
+        try:
+            code = _pipe_aware(_run)
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(ValueError, OSError):
+                stream.flush()
+        return code
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+        sys.stdin, sys.stdout, sys.stderr, sys.argv = saved_streams
+        for fd, copy in saved_fds.items():
+            os.dup2(copy, fd)
+            os.close(copy)
+
+
+@pytest.fixture
+def invoke_calib() -> RunCalib:
+    """Run ``calib`` in this process, as :func:`run_calib` runs the installed command: the same
+    arguments, standard input bytes, working directory and environment, file descriptors 0, 1
+    and 2 redirected to temporary files (so every byte the command writes is caught, however it
+    writes it), and a ``CompletedProcess`` with the exit code and both outputs. It skips the
+    process: start-up and imports (most of a small command's second), and the signal watcher
+    (tests of signals, closed pipes and what a fresh process imports use :func:`run_calib`).
+    Most checks of options, exit codes and messages run this way; each command keeps
+    end-to-end tests of the installed command."""
+
+    def run(
+        args: Sequence[str], *, stdin: bytes | None = None, cwd: Path | None = None
+    ) -> subprocess.CompletedProcess[bytes]:
+        with contextlib.ExitStack() as stack:
+            files = [stack.enter_context(tempfile.TemporaryFile()) for _ in range(3)]
+            code = _in_process(args, stdin, cwd, files)
+            outputs = []
+            for file in files[1:]:
+                file.seek(0)
+                outputs.append(file.read())
+        return subprocess.CompletedProcess([CALIB, *args], code, outputs[0], outputs[1])
 
     return run
 

@@ -35,9 +35,7 @@ def test_efficient_floor_is_the_error_of_the_known_density_mle(
     # a pool of 40,000 rows with these class densities; the quantile edges split the values
     per_class = 20_000
     values = np.array([0.1, 0.2, 0.3, 0.4])
-    pool_scores = np.concatenate(
-        [np.repeat(values, (f * per_class).astype(int)) for f in (f0, f1)]
-    )
+    pool_scores = np.concatenate([np.repeat(values, (f * per_class).astype(int)) for f in (f0, f1)])
     pool_y = np.repeat([False, True], per_class)
     k = round(rate * 2000)
     floor = bench_drift.efficient_floor(pool_scores, pool_y, np.array([k / 2000]))[0]

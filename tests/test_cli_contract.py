@@ -1,7 +1,10 @@
-"""The command-line contract end to end, through the installed ``calib`` in a subprocess.
+"""The command-line contract end to end: the installed ``calib`` in a subprocess where the
+process matters (version, help, a real pipe, signals, closed pipes, FIFOs, a full disk), the
+same command line in-process elsewhere (``invoke_calib``: the same arguments, environment and
+file descriptors, without a second of start-up per run).
 
-Each process costs about a second to start, so one invocation checks every part of the
-contract it shows (exit code, stdout, stderr, the files written). Checks of numbers, data
+One invocation checks every part of the contract it shows (exit code, stdout, stderr, the
+files written). Checks of numbers, data
 content and messages that need no process run in-process (tests/test_workflows_contract.py,
 and every command's help below); the JSON the workflow computes in-process is compared byte
 for byte with what the command prints, to show the wiring.
@@ -186,10 +189,10 @@ def test_csv_on_stdin_prints_the_json_of_the_parquet_file_and_writes_it_to_repor
 
 
 def test_parquet_on_stdin_is_sniffed_and_columns_and_groups_give_a_list(
-    run_calib: RunCalib, scores_files: dict[str, Path]
+    invoke_calib: RunCalib, scores_files: dict[str, Path]
 ) -> None:
     columns = ["--score-col", "score", "--score-col", "other"]
-    piped = run_calib(
+    piped = invoke_calib(
         ["reliability", "-", *columns, "--by", "segment", "--json"],
         stdin=scores_files["parquet"].read_bytes(),
     )
@@ -205,7 +208,7 @@ def test_parquet_on_stdin_is_sniffed_and_columns_and_groups_give_a_list(
 
 
 def test_tables_go_to_stdout_and_dropped_rows_are_a_warning_on_stderr(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     # a name long enough that the warning passes the terminal's width (COLUMNS=160)
     folder = tmp_path / ("a-long-directory-name-" * 8)
@@ -213,7 +216,7 @@ def test_tables_go_to_stdout_and_dropped_rows_are_a_warning_on_stderr(
     bad = folder / "scores.csv"
     bad.write_text("score,label\n" + "0.5,0\n" * 16 + "1.2,1\n0.3,0\n-1,0\n2,1\n")
     report_path = tmp_path / "r.json"
-    done = run_calib(
+    done = invoke_calib(
         [
             *("reliability", str(bad), "--on-invalid", "drop", "--max-invalid", "3"),
             *("--report", str(report_path)),
@@ -231,7 +234,7 @@ def test_tables_go_to_stdout_and_dropped_rows_are_a_warning_on_stderr(
 
 
 def test_quiet_failing_gates_print_only_one_line_naming_each_failure(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     source = tmp_path / "s.csv"
     frame = _scores_frame()
@@ -240,7 +243,7 @@ def test_quiet_failing_gates_print_only_one_line_naming_each_failure(
         label=pl.when(pl.col("segment") == "c").then(0).otherwise(pl.col("label"))
     ).write_csv(source)
     gates = ["--fail-above-ece", "0.00001", "--fail-below-auc", "0.999"]
-    done = run_calib(["reliability", str(source), "--by", "segment", "-q", *gates])
+    done = invoke_calib(["reliability", str(source), "--by", "segment", "-q", *gates])
     assert done.returncode == 1
     assert done.stdout == b""
     message = done.stderr.decode()
@@ -251,9 +254,9 @@ def test_quiet_failing_gates_print_only_one_line_naming_each_failure(
     assert "AUC is undefined for score (segment=c)" in message
 
 
-def test_exit_codes_and_exact_error_lines(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_exit_codes_and_exact_error_lines(invoke_calib: RunCalib, tmp_path: Path) -> None:
     # exact lines: no traceback, no colour codes (a bad label is exit 65 in-process too)
-    missing = run_calib(["reliability", str(tmp_path / "none.csv")])
+    missing = invoke_calib(["reliability", str(tmp_path / "none.csv")])
     assert missing.returncode == 66
     assert missing.stderr.decode() == f"error: {tmp_path / 'none.csv'}: no such file\n"
 
@@ -262,7 +265,7 @@ def test_exit_codes_and_exact_error_lines(run_calib: RunCalib, tmp_path: Path) -
     folder.mkdir()
     bad = folder / "scores.csv"
     bad.write_text("score,label\n" + "0.5,0\n" * 16 + "1.2,1\n0.3,0\n-1,0\n2,1\n")
-    invalid = run_calib(["reliability", str(bad)])
+    invalid = invoke_calib(["reliability", str(bad)])
     assert invalid.returncode == 65
     assert invalid.stderr.decode() == (
         f"error: {bad}: column 'score' has 3 values outside [0, 1] (first at row 17: 1.2)\n"
@@ -270,18 +273,18 @@ def test_exit_codes_and_exact_error_lines(run_calib: RunCalib, tmp_path: Path) -
     assert invalid.stdout == b""
 
 
-def test_usage_errors_are_one_line_with_a_suggestion(run_calib: RunCalib) -> None:
-    done = run_calib(["reliability", "x.csv", "--scor-col", "s"])
+def test_usage_errors_are_one_line_with_a_suggestion(invoke_calib: RunCalib) -> None:
+    done = invoke_calib(["reliability", "x.csv", "--scor-col", "s"])
     assert done.returncode == 2
     assert done.stdout == b""
     assert done.stderr.decode() == (
         "error: calib reliability: no such option: --scor-col (did you mean --score-col?)\n"
     )
-    bad_value = run_calib(["reliability", "x.csv", "--bins", "many"])
+    bad_value = invoke_calib(["reliability", "x.csv", "--bins", "many"])
     assert bad_value.returncode == 2
     assert len(bad_value.stderr.decode().splitlines()) == 1
     assert bad_value.stderr.decode().startswith("error: calib reliability: invalid value for")
-    unknown = run_calib(["nosuch"])
+    unknown = invoke_calib(["nosuch"])
     assert (unknown.returncode, unknown.stderr.decode()) == (
         2,
         "error: no such command 'nosuch'.\n",
@@ -327,7 +330,7 @@ def test_a_full_disk_is_exit_73_not_an_internal_error(scores_files: dict[str, Pa
 
 
 def test_new_outputs_get_ordinary_permissions_and_a_fifo_gets_the_rows(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     source = tmp_path / "s.csv"
     _scores_frame(200).write_csv(source)
@@ -339,7 +342,7 @@ def test_new_outputs_get_ordinary_permissions_and_a_fifo_gets_the_rows(
     previous = os.umask(0o022)
     try:
         outputs = ["-o", str(fifo), "--report", str(report)]
-        done = run_calib(["recalibrate", str(source), "--negative-rate", "0.5", *outputs, "-q"])
+        done = invoke_calib(["recalibrate", str(source), "--negative-rate", "0.5", *outputs, "-q"])
     finally:
         os.umask(previous)
     reader.join(timeout=60)
@@ -350,7 +353,7 @@ def test_new_outputs_get_ordinary_permissions_and_a_fifo_gets_the_rows(
 
 
 def test_replaced_outputs_keep_their_mode_and_symlinks_are_followed(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     source = tmp_path / "s.csv"
     _scores_frame(100).write_csv(source)
@@ -361,7 +364,7 @@ def test_replaced_outputs_keep_their_mode_and_symlinks_are_followed(
     report.write_text("{}\n")
     report.chmod(0o600)
     outputs = ["-o", str(link), "--report", str(report)]
-    done = run_calib(["recalibrate", str(source), "--negative-rate", "0.4", *outputs, "-q"])
+    done = invoke_calib(["recalibrate", str(source), "--negative-rate", "0.4", *outputs, "-q"])
     assert done.returncode == 0, done.stderr
     assert link.is_symlink() and link.resolve() == real.resolve()
     assert real.read_text().startswith("id,score")
@@ -386,7 +389,7 @@ def test_dev_null_twice_and_dev_stdout_appends(tmp_path: Path) -> None:
     assert len(lines) == 1 + 1 + 50
 
 
-def test_bad_destinations_fail_before_any_work(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_bad_destinations_fail_before_any_work(invoke_calib: RunCalib, tmp_path: Path) -> None:
     source = tmp_path / "s.csv"
     _scores_frame(100).write_csv(source)
     (tmp_path / "dir").mkdir()
@@ -397,7 +400,7 @@ def test_bad_destinations_fail_before_any_work(run_calib: RunCalib, tmp_path: Pa
         (str(source), 2, "the output would overwrite an input; choose another path"),
         (directory, 73, "cannot write (is a directory)"),  # all its forms: in-process
     ):
-        done = run_calib(["recalibrate", str(source), "--negative-rate", "0.5", "-o", output])
+        done = invoke_calib(["recalibrate", str(source), "--negative-rate", "0.5", "-o", output])
         assert done.returncode == code, done.stderr
         # the error line only: no report was computed
         assert done.stderr.count(b"\n") == 1
@@ -405,8 +408,8 @@ def test_bad_destinations_fail_before_any_work(run_calib: RunCalib, tmp_path: Pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir", "s.csv"]
 
 
-def test_stdin_can_be_read_once(run_calib: RunCalib, scores_files: dict[str, Path]) -> None:
-    done = run_calib(
+def test_stdin_can_be_read_once(invoke_calib: RunCalib, scores_files: dict[str, Path]) -> None:
+    done = invoke_calib(
         ["recalibrate", "-", "--fit", "-", "--method", "platt", "-o", "-"],
         stdin=scores_files["csv"].read_bytes(),
     )
@@ -415,11 +418,11 @@ def test_stdin_can_be_read_once(run_calib: RunCalib, scores_files: dict[str, Pat
 
 
 def test_a_bad_option_value_is_a_usage_error_before_any_output(
-    run_calib: RunCalib, scores_files: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, scores_files: dict[str, Path], tmp_path: Path
 ) -> None:
     # the other bad values (rates, --eps, gates, names) are checked in-process
     out = tmp_path / "x.csv"
-    done = run_calib(
+    done = invoke_calib(
         ["resample", str(scores_files["csv"]), "-o", str(out), "--target-ratio", "abc"]
     )
     assert done.returncode == 2, done.stderr
@@ -429,11 +432,11 @@ def test_a_bad_option_value_is_a_usage_error_before_any_output(
     assert not out.exists()
 
 
-def test_two_outputs_may_not_share_a_file(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_two_outputs_may_not_share_a_file(invoke_calib: RunCalib, tmp_path: Path) -> None:
     source = tmp_path / "t.csv"
     _scores_frame(100).write_csv(source)
     out = tmp_path / "s.csv"
-    done = run_calib(
+    done = invoke_calib(
         ["resample", str(source), "-o", str(out), "--record", str(out), "--negative-rate", "0.5"]
     )
     assert done.returncode == 2
@@ -469,13 +472,13 @@ def test_binary_output_to_a_terminal_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_added_column_may_not_overwrite_an_input_column(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     # resample's --weight-col-out is refused alike: in-process
     data = tmp_path / "s.csv"
     data.write_text("score,label,calibrated\n0.2,1,x\n0.1,0,y\n")
     out = tmp_path / "out.csv"
-    done = run_calib(["recalibrate", str(data), "--negative-rate", "0.5", "-o", str(out)])
+    done = invoke_calib(["recalibrate", str(data), "--negative-rate", "0.5", "-o", str(out)])
     assert done.returncode == 2
     assert done.stderr.decode() == (
         f"error: {data} already has a column 'calibrated'; choose another output name\n"
@@ -483,9 +486,9 @@ def test_an_added_column_may_not_overwrite_an_input_column(
     assert not out.exists()
 
 
-def test_a_missing_sampling_record_says_why(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_a_missing_sampling_record_says_why(invoke_calib: RunCalib, tmp_path: Path) -> None:
     record = tmp_path / "r.json"
-    done = run_calib(
+    done = invoke_calib(
         ["recalibrate", "-", "--sampling-record", str(record), "-o", str(tmp_path / "o.csv")],
         stdin=b"score,label\n0.2,1\n0.1,0\n",
     )

@@ -89,12 +89,12 @@ def test_tables_on_stdout_and_a_report_equal_to_the_workflow_s(
 
 
 def test_output_rows_calibrated_and_decided_with_tables_on_stderr(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """With -o the tables go to stderr; --engine streaming, --weight-col and --costs reach the
     workflow: the rows and report equal the in-memory engine's, in-process."""
     out, report = tmp_path / "out.csv", tmp_path / "r.json"
-    done = run_calib(
+    done = invoke_calib(
         [
             "estimate-shift",
             "--reference",
@@ -213,15 +213,15 @@ def test_json_on_stdout_warnings_on_stderr_and_a_target_on_standard_input(
         assert f"warning: {warning}" in stderr
 
 
-def test_usage_errors_are_exit_2_with_one_error_line(run_calib: RunCalib) -> None:
+def test_usage_errors_are_exit_2_with_one_error_line(invoke_calib: RunCalib) -> None:
     """A bad value found by calib (--costs) and one refused by the option parser (the bound
     of --map-power). The other usage errors are raised in-process by the workflow
     (tests/test_workflows_estimate_shift.py)."""
     base = ["estimate-shift", "--reference", str(REFERENCE), "--target", str(BATCHES)]
-    costs = run_calib([*base, "--costs", "1-20"])
+    costs = invoke_calib([*base, "--costs", "1-20"])
     assert (costs.returncode, costs.stdout) == (2, b"")
     assert costs.stderr.decode() == "error: --costs must look like FP:FN (e.g. 1:20), got '1-20'\n"
-    power = run_calib([*base, "--map-power", "0.5"])
+    power = invoke_calib([*base, "--map-power", "0.5"])
     assert (power.returncode, power.stdout) == (2, b"")
     assert len(power.stderr.decode().splitlines()) == 1
     assert power.stderr.decode().startswith(
@@ -229,7 +229,7 @@ def test_usage_errors_are_exit_2_with_one_error_line(run_calib: RunCalib) -> Non
     )
 
 
-def test_bad_input_is_exit_65_and_writes_nothing(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_bad_input_is_exit_65_and_writes_nothing(invoke_calib: RunCalib, tmp_path: Path) -> None:
     """A score outside [0, 1] deep in the file, with the streaming engine; both engines refuse
     it with the same line (in-process, tests/test_workflows_estimate_shift.py)."""
     bad = tmp_path / "bad.csv"
@@ -237,7 +237,7 @@ def test_bad_input_is_exit_65_and_writes_nothing(run_calib: RunCalib, tmp_path: 
     lines[12000] = lines[12000].replace(lines[12000].split(",")[2], "1.7")
     bad.write_text("\n".join(lines) + "\n")
     out = tmp_path / "out.csv"
-    done = run_calib(
+    done = invoke_calib(
         [
             "estimate-shift",
             "--reference",
@@ -259,7 +259,7 @@ def test_bad_input_is_exit_65_and_writes_nothing(run_calib: RunCalib, tmp_path: 
 
 
 def test_summaries_in_place_of_rows_report_the_workflow_s_figures(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """--reference-summary and --target-summary wired (the figures against the rows:
     tests/test_shift_summary.py); -o with a target summary is a usage error."""
@@ -269,7 +269,7 @@ def test_summaries_in_place_of_rows_report_the_workflow_s_figures(
     run_summarize(SummarizeRequest(files=(str(REFERENCE),), output=str(ref)))
     run_summarize(SummarizeRequest(files=(str(BATCHES),), output=str(tgt), by="day"))
     options = ["--reference-summary", str(ref), "--target-summary", str(tgt), "--batch-col", "day"]
-    done = run_calib(["estimate-shift", *options, "--json", *FAST])
+    done = invoke_calib(["estimate-shift", *options, "--json", *FAST])
     assert done.returncode == 0, done.stderr
     expected = _in_process(
         EstimateShiftRequest(
@@ -281,7 +281,7 @@ def test_summaries_in_place_of_rows_report_the_workflow_s_figures(
         )
     )
     assert json.loads(done.stdout) == expected
-    refused = run_calib(["estimate-shift", *options, "-o", str(tmp_path / "out.csv")])
+    refused = invoke_calib(["estimate-shift", *options, "-o", str(tmp_path / "out.csv")])
     assert refused.returncode == 2
     assert refused.stderr.decode().startswith("error: -o writes the target's rows")
     assert not (tmp_path / "out.csv").exists()

@@ -366,10 +366,10 @@ def test_estimate_shift_and_rerank_strata_refuse_clashing_columns_before_work(
 # ------------------------------------------------------------- the installed calib, end to end
 
 
-def test_european_csv_end_to_end(run_calib: RunCalib, dirs: dict[str, Path]) -> None:
+def test_european_csv_end_to_end(invoke_calib: RunCalib, dirs: dict[str, Path]) -> None:
     euro, plain = dirs["euro"], dirs["plain"]
     # one column whose header holds ';': the error names the separator to use, exit 65
-    done = run_calib(["reliability", "data.csv"], cwd=euro)
+    done = invoke_calib(["reliability", "data.csv"], cwd=euro)
     assert done.returncode == 65 and done.stdout == b""
     assert done.stderr.decode() == (
         "error: data.csv: read as one column 'id;stratum;day;score;label;amount'; "
@@ -378,12 +378,12 @@ def test_european_csv_end_to_end(run_calib: RunCalib, dirs: dict[str, Path]) -> 
     # standard input, --separator ';' --decimal-comma: the rows of the plain file, in the
     # European dialect on stdout (-o -), and the same JSON report as the plain file's
     args = ["recalibrate", "-", "--fit", "ref.csv", "--method", "platt", "-o", "-", "-q"]
-    euro_done = run_calib(
+    euro_done = invoke_calib(
         [*args, "--separator", ";", "--decimal-comma", "--report", "r.json"],
         stdin=(euro / "data.csv").read_bytes(),
         cwd=euro,
     )
-    plain_done = run_calib(
+    plain_done = invoke_calib(
         [*args, "--report", "r.json"], stdin=(plain / "data.csv").read_bytes(), cwd=plain
     )
     assert euro_done.returncode == plain_done.returncode == 0, euro_done.stderr
@@ -391,7 +391,7 @@ def test_european_csv_end_to_end(run_calib: RunCalib, dirs: dict[str, Path]) -> 
     assert _to_plain(euro_done.stdout.decode()) == plain_done.stdout.decode()
     _close(json.loads((euro / "r.json").read_text()), json.loads((plain / "r.json").read_text()))
     # a bad separator: exit 2, before any work
-    done = run_calib(["reliability", "data.csv", "--separator", ";;"], cwd=euro)
+    done = invoke_calib(["reliability", "data.csv", "--separator", ";;"], cwd=euro)
     assert (done.returncode, done.stderr) == (
         2,
         b"error: --separator must be one character or 'tab', got ';;'\n",

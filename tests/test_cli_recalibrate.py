@@ -132,7 +132,7 @@ def overconfident(tmp_path: Path) -> dict[str, Path]:
 
 
 def test_model_applies_quietly_with_the_bytes_of_the_in_process_fit(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
     # every method's save/load/apply round trip: test_workflows_recalibrate.py
     model = tmp_path / "m.json"
@@ -148,7 +148,7 @@ def test_model_applies_quietly_with_the_bytes_of_the_in_process_fit(
         )
     )
     applied = tmp_path / "applied.csv"
-    done = run_calib(
+    done = invoke_calib(
         [
             "recalibrate",
             str(overconfident["apply"]),
@@ -165,11 +165,11 @@ def test_model_applies_quietly_with_the_bytes_of_the_in_process_fit(
 
 
 def test_fit_without_input_saves_the_chain_the_workflow_saves(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
     # both --fit-data orders, in-process: test_workflows_recalibrate.py
     model = tmp_path / "chain.json"
-    done = run_calib(
+    done = invoke_calib(
         [
             "recalibrate",
             "--fit",
@@ -209,10 +209,10 @@ def test_fit_without_input_saves_the_chain_the_workflow_saves(
 
 
 def test_auto_prints_the_comparison_and_cross_fit_gives_out_of_fold_scores(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
     report = tmp_path / "r.json"
-    done = run_calib(
+    done = invoke_calib(
         [
             "recalibrate",
             str(overconfident["fit"]),
@@ -256,7 +256,7 @@ def test_auto_prints_the_comparison_and_cross_fit_gives_out_of_fold_scores(
     assert pl.read_csv(again)["calibrated"].to_list() == frame["calibrated"].to_list()
 
 
-def test_train_and_target_priors_round_trip(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_train_and_target_priors_round_trip(invoke_calib: RunCalib, tmp_path: Path) -> None:
     source = tmp_path / "s.csv"
     scores = [0.0, 1e-12, 0.2, 0.5, 0.9, 1.0]
     pl.DataFrame({"score": scores}).write_csv(source)
@@ -265,7 +265,7 @@ def test_train_and_target_priors_round_trip(run_calib: RunCalib, tmp_path: Path)
     run_recalibrate(
         RecalibrateRequest(file=str(source), train_prior=0.5, target_prior=0.02, output=str(there))
     )
-    done = run_calib(
+    done = invoke_calib(
         [
             "recalibrate",
             str(there),
@@ -287,7 +287,7 @@ def test_train_and_target_priors_round_trip(run_calib: RunCalib, tmp_path: Path)
     np.testing.assert_allclose(result, scores, rtol=1e-14, atol=0)
 
 
-def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_stratified_record_corrects_each_stratum(invoke_calib: RunCalib, tmp_path: Path) -> None:
     # the record of `calib resample --strata-col --rates-file` (end to end in
     # test_cli_resample.py); a stratum the record does not know: test_workflows_recalibrate.py
     rng = np.random.default_rng(4)
@@ -314,7 +314,7 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
     scored = tmp_path / "scored.csv"
     pl.DataFrame({"region": ["n", "s", "s"], "score": [0.5, 0.5, 0.0]}).write_csv(scored)
     out = tmp_path / "out.csv"
-    done = run_calib(
+    done = invoke_calib(
         [
             "recalibrate",
             str(scored),
@@ -332,7 +332,7 @@ def test_stratified_record_corrects_each_stratum(run_calib: RunCalib, tmp_path: 
 
 
 def test_bad_artifact_exits_65_naming_the_field_and_writes_nothing(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
     # each field of an artifact that is checked (knots, schema, kind, fit diagnostics):
     # test_workflows_recalibrate.py
@@ -343,7 +343,7 @@ def test_bad_artifact_exits_65_naming_the_field_and_writes_nothing(
     document = json.loads(model.read_text())
     document["params"]["extra"] = 1
     model.write_text(json.dumps(document))
-    done = run_calib(
+    done = invoke_calib(
         [
             "recalibrate",
             str(overconfident["apply"]),
@@ -363,10 +363,12 @@ def test_bad_artifact_exits_65_naming_the_field_and_writes_nothing(
 
 
 def test_options_that_do_not_fit_together_exit_2(
-    run_calib: RunCalib, overconfident: dict[str, Path]
+    invoke_calib: RunCalib, overconfident: dict[str, Path]
 ) -> None:
     # every refused combination with its exact message: test_workflows_recalibrate.py
-    done = run_calib(["recalibrate", str(overconfident["apply"]), "--method", "prior", "-o", "-"])
+    done = invoke_calib(
+        ["recalibrate", str(overconfident["apply"]), "--method", "prior", "-o", "-"]
+    )
     assert done.returncode == 2, done.stderr
     assert done.stdout == b""
     assert done.stderr.decode() == (
@@ -375,10 +377,10 @@ def test_options_that_do_not_fit_together_exit_2(
     )
 
 
-def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_drop_removes_rows_with_bad_labels_too(invoke_calib: RunCalib, tmp_path: Path) -> None:
     source = tmp_path / "rb.csv"
     source.write_text("score,label\n0.2,0\n,1\n0.3,0\n1.5,1\n0.4,x\n0.5,1\n")
-    done = run_calib(
+    done = invoke_calib(
         [
             *("recalibrate", str(source), "--negative-rate", "0.5", "-o", "-"),
             *("--on-invalid", "drop", "--max-invalid", "3"),
@@ -393,7 +395,7 @@ def test_drop_removes_rows_with_bad_labels_too(run_calib: RunCalib, tmp_path: Pa
 
 
 def test_fit_summary_saves_the_model_and_refuses_a_coarse_grid(
-    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
     """--fit-summary wired: the model the workflow fits from the summary, saved; a histogram
     on a 12-bit summary refused with exit 65 and one line naming the bits (in-process checks:
@@ -403,7 +405,7 @@ def test_fit_summary_saves_the_model_and_refuses_a_coarse_grid(
     summary = tmp_path / "s.parquet"
     run_summarize(SummarizeRequest(files=(str(overconfident["fit"]),), output=str(summary)))
     model = tmp_path / "m.json"
-    done = run_calib(
+    done = invoke_calib(
         ["recalibrate", "--fit-summary", str(summary), "--method", "platt",
          "--save-model", str(model), "-q"]
     )  # fmt: skip
@@ -413,7 +415,7 @@ def test_fit_summary_saves_the_model_and_refuses_a_coarse_grid(
         RecalibrateRequest(fit_summaries=(str(summary),), method="platt", save_model=str(expected))
     )
     assert json.loads(model.read_text()) == json.loads(expected.read_text())
-    refused = run_calib(
+    refused = invoke_calib(
         ["recalibrate", "--fit-summary", str(summary), "--method", "histogram",
          "--save-model", str(tmp_path / "h.json")]
     )  # fmt: skip

@@ -170,7 +170,7 @@ def test_streaming_engine_with_a_prevalence_file_matches_memory_end_to_end(
         assert abs(comparison[key] - streaming["comparison"][key]) <= bound
 
 
-def test_strata_from_the_first_principal_component(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_strata_from_the_first_principal_component(invoke_calib: RunCalib, tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
     frames = []
     for n in (3000, 2000):
@@ -182,7 +182,7 @@ def test_strata_from_the_first_principal_component(run_calib: RunCalib, tmp_path
     frames[0].write_csv(tmp_path / "ref.csv")
     frames[1].write_csv(tmp_path / "tgt.csv")
     report, out = tmp_path / "r.json", tmp_path / "o.csv"
-    done = run_calib(
+    done = invoke_calib(
         [
             "rerank-strata",
             "--reference",
@@ -224,7 +224,7 @@ def test_strata_from_the_first_principal_component(run_calib: RunCalib, tmp_path
 
 
 def test_refusals_are_one_error_line_exit_65_or_2_and_write_nothing(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """A target stratum missing from the reference is bad input (65), the streaming engine
     with --pca-features a usage error (2). The other refusals, and the memory engine's line,
@@ -233,14 +233,14 @@ def test_refusals_are_one_error_line_exit_65_or_2_and_write_nothing(
     bad = tmp_path / "bad.csv"
     pl.read_csv(TARGET).with_columns(pl.lit("Z").alias("stratum")).write_csv(bad)
     base = ["rerank-strata", "--reference", str(REFERENCE), "--engine", "streaming", "-o", str(out)]
-    done = run_calib([*base, "--target", str(bad), "--strata-col", "stratum"])
+    done = invoke_calib([*base, "--target", str(bad), "--strata-col", "stratum"])
     assert (done.returncode, done.stdout) == (65, b"")
     assert done.stderr.decode() == (
         f"error: {bad}: stratum 'Z' of the target has no rows in the reference "
         "(20000 target rows)\n"
     )
     assert not out.exists()
-    pca = run_calib([*base, "--target", str(TARGET), "--pca-features", "x"])
+    pca = invoke_calib([*base, "--target", str(TARGET), "--pca-features", "x"])
     assert (pca.returncode, pca.stdout) == (2, b"")
     assert pca.stderr.decode() == (
         "error: --engine streaming does not support --pca-features yet; use --engine memory\n"

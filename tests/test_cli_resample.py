@@ -86,12 +86,12 @@ def test_keeps_every_positive_and_the_row_numbers_the_rule_keeps(
 
 
 def test_gzip_ndjson_output_has_the_bytes_of_the_in_process_sample(
-    run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
 ) -> None:
     # reruns, seeds, formats and keys compared in-process: test_workflows_resample.py
     out = tmp_path / "cli" / "s.ndjson.gz"
     out.parent.mkdir()
-    done = run_calib(
+    done = invoke_calib(
         [
             "resample",
             str(train_files["parquet"]),
@@ -126,10 +126,10 @@ def test_gzip_ndjson_output_has_the_bytes_of_the_in_process_sample(
 
 
 def test_stdout_sample_at_a_target_rate_with_weights_and_a_record(
-    run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
 ) -> None:
     record_path = tmp_path / "r.json"
-    done = run_calib(
+    done = invoke_calib(
         [
             "resample",
             str(train_files["csv"]),
@@ -160,12 +160,12 @@ def test_stdout_sample_at_a_target_rate_with_weights_and_a_record(
 
 
 def test_strata_sampled_at_the_rates_of_a_rates_file(
-    run_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, train_files: dict[str, Path], tmp_path: Path
 ) -> None:
     rates = tmp_path / "rates.csv"
     rates.write_text("stratum,negative_rate\nnorth,0.05\nsouth,0.5\n")
     out = tmp_path / "strat.csv"
-    done = run_calib(
+    done = invoke_calib(
         [
             "resample",
             str(train_files["csv"]),
@@ -188,12 +188,12 @@ def test_strata_sampled_at_the_rates_of_a_rates_file(
     assert counts["south"] > 5 * counts["north"]
 
 
-def test_bad_labels_exit_65_and_write_nothing(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_bad_labels_exit_65_and_write_nothing(invoke_calib: RunCalib, tmp_path: Path) -> None:
     # the other refused inputs (targets, label values), in-process: test_workflows_resample.py
     source = tmp_path / "bad.csv"
     source.write_text("id,label\n1,0\n2,1\n3,maybe\n4,0\n")
     out = tmp_path / "out.csv"
-    done = run_calib(["resample", str(source), "-o", str(out), "--negative-rate", "0.5"])
+    done = invoke_calib(["resample", str(source), "-o", str(out), "--negative-rate", "0.5"])
     assert done.returncode == 65
     assert done.stdout == b""
     assert done.stderr.decode() == (

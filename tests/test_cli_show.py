@@ -40,11 +40,11 @@ def test_show_prints_kind_steps_and_provenance_and_draws_the_map(
 
 
 def test_show_json_has_steps_and_provenance_and_draws_the_map(
-    run_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path
 ) -> None:
     picture = tmp_path / "map.svg"
     args = ["show", str(artifacts["chain"]), "--json", "--plot", str(picture)]
-    done = run_calib(args)  # the default scale: linear
+    done = invoke_calib(args)  # the default scale: linear
     assert done.returncode == 0, done.stderr
     assert done.stderr == b""
     report = json.loads(done.stdout)
@@ -59,14 +59,14 @@ def test_show_json_has_steps_and_provenance_and_draws_the_map(
 
 
 def test_show_refuses_a_bad_artifact_and_a_bad_picture_path(
-    run_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path
 ) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 1, "kind": "platt", "params": {}}')
-    done = run_calib(["show", str(bad)])
+    done = invoke_calib(["show", str(bad)])
     assert done.returncode == 65
     assert b"params" in done.stderr
-    done = run_calib(["show", str(artifacts["platt"]), "--plot", str(tmp_path / "no" / "x.png")])
+    done = invoke_calib(["show", str(artifacts["platt"]), "--plot", str(tmp_path / "no" / "x.png")])
     assert done.returncode == 73
-    done = run_calib(["show", str(tmp_path / "missing.json")])
+    done = invoke_calib(["show", str(tmp_path / "missing.json")])
     assert done.returncode == 66

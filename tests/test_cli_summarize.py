@@ -72,7 +72,7 @@ def test_summarize_quietly_writes_the_workflow_s_summaries_and_report(
 
 
 def test_reliability_merges_summaries_repeated_and_after_the_option(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """``--from-summary a --from-summary b`` and a shell glob (``--from-summary day*``: the
     other paths arrive as arguments) at once: every file is merged."""
@@ -81,7 +81,7 @@ def test_reliability_merges_summaries_repeated_and_after_the_option(
         for p in write_days(tmp_path)
     ]
     args = ["--from-summary", daily[0], daily[1], "--from-summary", daily[2]]
-    merged = _json(run_calib(["reliability", *args, "--by", "segment", "--json"]))
+    merged = _json(invoke_calib(["reliability", *args, "--by", "segment", "--json"]))
     expected = from_summaries(*daily, by="segment")
     assert isinstance(merged, list) and isinstance(expected, list)
     assert [e["group"] for e in merged] == [None, "a", "b", "c"]
@@ -119,39 +119,41 @@ def test_summarize_stdin_to_stdout_keeps_warnings_on_stderr(
 
 
 def test_with_from_summary_every_path_is_a_summary_and_refusals_name_file_and_field(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     day = write_days(tmp_path)[0]
     ten = summarize(day, output=tmp_path / "ten.parquet")
     twenty = summarize(day, output=tmp_path / "twenty.parquet", n_bins=20)
     # a FILE with --from-summary is one more summary (so that a shell glob works): merged
     # with the other, it is refused for its bins
-    done = run_calib(["reliability", str(twenty), "--from-summary", str(ten)])
+    done = invoke_calib(["reliability", str(twenty), "--from-summary", str(ten)])
     assert done.returncode == 65 and done.stdout == b""
     assert done.stderr.decode() == (
         f"error: {twenty}: summary field 'bin_edges' is [0.0, 0.05, ... 21 values], but "
         f"{ten} has [0.0, 0.1, ... 11 values]: summaries merge only when they share it\n"
     )
     missing = tmp_path / "missing.parquet"
-    done = run_calib(["reliability", "--from-summary", str(missing)])
+    done = invoke_calib(["reliability", "--from-summary", str(missing)])
     assert done.returncode == 66 and done.stderr.decode() == f"error: {missing}: no such file\n"
 
 
-def test_summarize_refuses_bad_rows_writing_nothing(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_summarize_refuses_bad_rows_writing_nothing(invoke_calib: RunCalib, tmp_path: Path) -> None:
     bad = tmp_path / "bad.csv"
     bad.write_text(BAD_ROWS)
     out = tmp_path / "s.parquet"
-    done = run_calib(["summarize", str(bad), "-o", str(out)])
+    done = invoke_calib(["summarize", str(bad), "-o", str(out)])
     assert done.returncode == 65 and not out.exists() and done.stdout == b""
     assert done.stderr.decode() == (
         f"error: {bad}: column 'score' has 1 value outside [0, 1] (first at row 2: 1.5)\n"
     )
 
 
-def test_weight_kind_importance_needs_a_weight_column(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_weight_kind_importance_needs_a_weight_column(
+    invoke_calib: RunCalib, tmp_path: Path
+) -> None:
     days = write_days(tmp_path)
     out = tmp_path / "s.json"
-    done = run_calib(["summarize", str(days[0]), "--weight-kind", "importance", "-o", str(out)])
+    done = invoke_calib(["summarize", str(days[0]), "--weight-kind", "importance", "-o", str(out)])
     assert done.returncode == 2
     assert (
         done.stderr.decode()
@@ -159,7 +161,7 @@ def test_weight_kind_importance_needs_a_weight_column(run_calib: RunCalib, tmp_p
         .endswith("--weight-kind importance needs --weight-col (the weights)")
     )
     assert not out.exists()
-    done = run_calib(
+    done = invoke_calib(
         ["summarize", str(days[0]), "--weight-col", "w", "--weight-kind", "importance",
          "-o", str(out), "-q"]
     )  # fmt: skip

@@ -463,35 +463,6 @@ def test_streaming_engine_matches_memory_on_the_sample_strata(tmp_path: Path) ->
     )
 
 
-def test_streaming_tally_merges_parts_as_one_group_by() -> None:
-    """The streaming engine's histogram and comparison classes are tallied per part and merged
-    (memory bounded by the keys, not the rows): the same sums as one group-by of all rows."""
-    from calib_cli.io import strata_scan
-
-    rng = np.random.default_rng(3)
-    frames = [
-        pl.DataFrame(
-            {"k": rng.integers(0, 50, 1000), "w": rng.integers(0, 3, 1000).astype(np.float64)}
-        )
-        for _ in range(strata_scan._TALLY_MERGE_PARTS * 2 + 3)
-    ]
-    tally = strata_scan._Tally("k", {"n": pl.len().cast(pl.Int64), "sw": pl.col("w").sum()})
-    for frame in frames:
-        tally.add(frame)
-    expected = (
-        pl.concat(frames)
-        .group_by("k")
-        .agg(pl.len().cast(pl.Int64).alias("n"), pl.col("w").sum().alias("sw"))
-        .sort("k")
-    )
-    got = tally.frame()
-    assert got["k"].to_list() == expected["k"].to_list()
-    assert got["n"].to_list() == expected["n"].to_list()
-    assert got["sw"].to_list() == expected["sw"].to_list()
-    empty = strata_scan._Tally("k", {"n": pl.len().cast(pl.Int64)}).frame()
-    assert empty.height == 0
-
-
 def test_weight_kind_is_reported(tmp_path: Path) -> None:
     """The report says what the weights meant; the figures do not change (the only intervals,
     the target prevalences, resample reference rows with their weights in either kind)."""
