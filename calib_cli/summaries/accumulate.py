@@ -27,7 +27,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -46,6 +46,7 @@ __all__ = [
     "format_columns",
     "in_order_ahead",
     "row_terms",
+    "slot_weights",
     "term_batch",
 ]
 
@@ -171,6 +172,37 @@ def bin_of(p: FloatArray, edges: FloatArray) -> IntArray:
 #: Entries of the dense (group, page) table (8 bytes each) before the search takes over:
 #: 2**22 entries, 32 MB, hold about 128 groups.
 TABLE_ENTRIES = 1 << 22
+
+
+class SlotSums(Protocol):
+    """Per-slot arrays of a pass (:class:`GridSums`, the dense refinement's sums): row counts,
+    and when ``weighted`` the weight sums, weighted-row counts and weight minima."""
+
+    weighted: bool
+    sums: dict[str, FloatArray]
+    n_rows: IntArray
+    n_rows_weighted: IntArray
+    weight_min: FloatArray
+
+
+def slot_weights(
+    sums: SlotSums, slots: IntArray
+) -> tuple[IntArray, IntArray, FloatArray, FloatArray, FloatArray]:
+    """The summary's row counts, weighted-row counts, weight, squared weight and smallest
+    weight of ``slots``: from the sums when weighted, else every row of weight 1 (no
+    weighted-only arrays are kept for unweighted rows)."""
+    n_rows = sums.n_rows[slots]
+    if not sums.weighted:
+        ones = n_rows.astype(np.float64)
+        return n_rows, n_rows, ones, ones, np.ones(n_rows.size)
+    w_min = sums.weight_min[slots]
+    return (
+        n_rows,
+        sums.n_rows_weighted[slots],
+        sums.sums["weight"][slots],
+        sums.sums["weight_sq"][slots],
+        np.where(np.isfinite(w_min), w_min, np.nan),
+    )
 
 
 class GridSums:
@@ -347,17 +379,7 @@ class GridSums:
             raise InputError("internal: a summary key does not match its scores")
         names = np.array([*group_names, None], dtype=object)[:-1]
         group = names[owner // self.n_pages]
-        n_rows = self.n_rows[used]
-        if self.weighted:
-            weight, weight_sq = self.sums["weight"][used], self.sums["weight_sq"][used]
-            n_weighted = self.n_rows_weighted[used]
-            w_min = self.weight_min[used]
-            weight_min = np.where(np.isfinite(w_min), w_min, np.nan)
-        else:
-            weight = n_rows.astype(np.float64)
-            weight_sq = weight
-            n_weighted = n_rows
-            weight_min = np.ones(n_rows.size)
+        n_rows, n_weighted, weight, weight_sq, weight_min = slot_weights(self, used)
         lo, hi = self.score_min[used], self.score_max[used]
         return format_columns(
             group=group,

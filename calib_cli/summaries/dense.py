@@ -39,6 +39,7 @@ from calib_cli.summaries.accumulate import (
     format_columns,
     in_order_ahead,
     row_terms,
+    slot_weights,
 )
 from calib_cli.summaries.figures import RefinementLevel, RefinementPlan
 from calib_cli.summaries.grid import bin_index, cell_bounds, half_cell
@@ -307,17 +308,7 @@ def _level_summary(
     order = np.lexsort((label, bin_, cell))
     slot, cell, bin_, label = slot[order], cell[order], bin_[order], label[order]
     del order, owner, local, d, offset
-    n_rows = sums.n_rows[slot]
-    if sums.weighted:
-        weight, weight_sq = sums.sums["weight"][slot], sums.sums["weight_sq"][slot]
-        n_weighted = sums.n_rows_weighted[slot]
-        w_min = sums.weight_min[slot]
-        weight_min = np.where(np.isfinite(w_min), w_min, np.nan)
-    else:
-        weight = n_rows.astype(np.float64)
-        weight_sq = weight
-        n_weighted = n_rows
-        weight_min = np.ones(n_rows.size)
+    n_rows, n_weighted, weight, weight_sq, weight_min = slot_weights(sums, slot)
     near, near_sq = sums.sums["near"][slot], sums.sums["near_sq"][slot]
     log_q, log_1mq = sums.sums["log_q"][slot], sums.sums["log_1mq"][slot]
     lo, hi = sums.score_min[slot], sums.score_max[slot]
