@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import polars as pl
@@ -91,6 +91,18 @@ def collect(run: Any, name: str) -> Any:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
         hint = parse_error_hint(first_line)
         raise InputError(f"{name}: cannot read the input: {first_line}{hint}") from None
+
+
+def ordered_batches(rows: pl.LazyFrame, name: str) -> Iterator[pl.DataFrame]:
+    """The rows of a streaming query as data frames, in the rows' order (a failure of the data
+    becomes an InputError naming ``name``, as in :func:`collect`)."""
+    batches = collect(lambda: rows.collect_batches(maintain_order=True), name)
+    iterator = iter(batches)
+    while True:
+        batch = collect(lambda: next(iterator, None), name)
+        if batch is None:
+            return
+        yield batch
 
 
 def row_count_hint(path: str, *, input_format: InputFormat | None = None) -> int | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import math
 import tempfile
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -41,7 +41,7 @@ from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import number_text, separator_hint
-from calib_cli.io.scan import ROW_INDEX, collect
+from calib_cli.io.scan import ROW_INDEX, collect, ordered_batches
 from calib_cli.io.sink import sink_table
 from calib_cli.summaries.grid import cell_index, half_cell
 from calib_cli.summaries.scan import cell_expr
@@ -295,7 +295,7 @@ def reference_cells(
     span = 2 * half_cell(mantissa_bits) + 1
     sums = KeyedSums(("positives", "negatives", "score_sum", "weight"), extremes=("s",))
     codes: dict[str, int] = {}
-    for batch in _ordered_batches(rows, name):
+    for batch in ordered_batches(rows, name):
         names_in = batch["stratum"]
         for value in names_in.unique(maintain_order=True).to_list():
             codes.setdefault(str(value), len(codes))
@@ -331,17 +331,6 @@ def reference_cells(
             )
         )
     return tuple(out)
-
-
-def _ordered_batches(rows: pl.LazyFrame, name: str) -> Iterator[pl.DataFrame]:
-    """The rows of a streaming query as data frames, in the rows' order."""
-    batches = collect(lambda: rows.collect_batches(maintain_order=True), name)
-    iterator = iter(batches)
-    while True:
-        batch = collect(lambda: next(iterator, None), name)
-        if batch is None:
-            return
-        yield batch
 
 
 def _stratum_name(value: object) -> str:

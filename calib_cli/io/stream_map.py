@@ -18,7 +18,7 @@ threads finish: the same file gives the same output, model and report bytes on e
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
@@ -32,7 +32,7 @@ from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import number_text, separator_hint
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.sampling import _key_hash_expr
-from calib_cli.io.scan import ROW_INDEX, collect, scan_table
+from calib_cli.io.scan import ROW_INDEX, collect, ordered_batches, scan_table
 from calib_cli.io.sink import sink_collecting
 from calib_cli.summaries.grid import bin_index, cell_index
 from calib_cli.summaries.scan import bin_expr, cell_expr, summarize_lazy_many
@@ -459,7 +459,7 @@ def stream_calibrated(
     # consumer: memory grows), every sum taken in the rows' order (the same bytes every run)
     totals = KeyedSums(("weight", "before", "after"))
     names = ["_b", _OUT] if before is not None else [_OUT]
-    for batch in _ordered_batches(keyed.select(_W, *names), scan.name):
+    for batch in ordered_batches(keyed.select(_W, *names), scan.name):
         w = batch[_W].to_numpy().astype(np.float64)
         after = w * batch[_OUT].to_numpy().astype(np.float64)
         was = w * batch["_b"].to_numpy().astype(np.float64) if before is not None else after
@@ -483,17 +483,6 @@ def stream_calibrated(
         after=summaries.get(_OUT),
         before=summaries.get("_b"),
     )
-
-
-def _ordered_batches(rows: pl.LazyFrame, name: str) -> Iterator[pl.DataFrame]:
-    """The rows of a streaming query as data frames, in the rows' order."""
-    batches = collect(lambda: rows.collect_batches(maintain_order=True), name)
-    iterator = iter(batches)
-    while True:
-        batch = collect(lambda: next(iterator, None), name)
-        if batch is None:
-            return
-        yield batch
 
 
 def summarize_for_fit(
@@ -607,7 +596,7 @@ def rows_of_cells(
     # per (cell + bin, class), in the rows' order: ``cell + bin`` is one integer per (cell,
     # bin) pair that occurs (summaries.accumulate), decoded from the cell's scores below
     sums = KeyedSums(("weight", "score_sum"), n_sub=2, extremes=("score",))
-    for batch in _ordered_batches(rows, scan.name):
+    for batch in ordered_batches(rows, scan.name):
         score_values = batch[_P].to_numpy().astype(np.float64)
         w = batch[_W].to_numpy().astype(np.float64)
         sums.add(
