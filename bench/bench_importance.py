@@ -11,9 +11,9 @@ cover. Each replicate draws a fresh population of ``--population`` rows, keeps e
 and each negative with probability ``--negative-rate`` (independently, as the hash of
 ``calib resample`` does), weights the kept negatives ``1 / negative_rate``, and computes the
 intervals of ``calib reliability`` (``reliability_summary`` with ``--bootstrap`` replicates)
-once with each weight kind (with frequency weights both ECE intervals are percentile
-intervals; with importance weights the ECE's is the basic one and the debiased ECE's the
-percentile one moved by the replicates' bias).
+once with each weight kind (both kinds use the same ECE intervals: the normal interval around
+the bias-corrected ECE, and the debiased ECE's percentile interval moved by the replicates'
+bias; ``metrics.ece_bootstrap``).
 Coverage is the share of replicates whose interval holds the
 population value (Monte Carlo standard error about ``sqrt(0.95 * 0.05 / reps)``, 1.5 points for
 200 replicates).
@@ -127,7 +127,7 @@ def coverage(
 
 def control_coverage(*, reps: int, rows: int, bootstrap: int, seed: int) -> dict[str, float]:
     """ECE coverage on unweighted samples of ``rows`` rows (no sampling, no weights): what
-    the percentile bootstrap of the plug-in ECE reaches when weights play no part."""
+    the ECE intervals reach when weights play no part."""
     truth = population_truth()
     rng = np.random.default_rng(seed)
     hits = {"ECE": 0, "debiased ECE": 0}
@@ -215,10 +215,10 @@ def main() -> None:
     print()
     print(
         f"Control without weights ({control_rows:,} rows drawn from the population, no "
-        f"sampling, the frequency kind's percentile intervals): ECE "
+        f"sampling, the frequency kind): ECE "
         f"{100 * control['ECE']:.1f}%, debiased ECE {100 * control['debiased ECE']:.1f}%. "
-        "With importance weights (fewer rows for their weight) the biases the intervals "
-        "correct are a standard error or more."
+        "Both kinds' ECE intervals correct the plug-in ECE's bias (a standard error or more "
+        "with importance weights, which leave fewer rows for their weight)."
     )
 
 

@@ -439,9 +439,17 @@ def test_bootstrap_is_reproducible_and_summarised() -> None:
     c = ece_bootstrap(y, p, sample_weight=w, n_bootstrap=100, rng=np.random.default_rng(6))
     np.testing.assert_array_equal(a.ece_replicates, b.ece_replicates)
     assert not np.array_equal(a.ece_replicates, c.ece_replicates)
-    assert a.ece_ci == pytest.approx(np.quantile(a.ece_replicates, [0.025, 0.975]), abs=1e-12)
+    # The ECE: normal interval around the bias-corrected estimate (2 ECE - mean of replicates,
+    # +- 1.96 sd); the debiased ECE: percentile interval moved down by the replicates' bias.
+    est = ece(y, p, sample_weight=w)
+    centre = 2.0 * est - np.mean(a.ece_replicates)
+    half = 1.959963984540054 * np.std(a.ece_replicates, ddof=1)
+    assert a.ece_ci == pytest.approx((max(centre - half, 0.0), centre + half), abs=1e-12)
+    deb = ece_debiased(y, p, sample_weight=w)
+    low, high = np.quantile(a.ece_debiased_replicates, [0.025, 0.975])
+    bias = np.mean(a.ece_debiased_replicates) - deb
     assert a.ece_debiased_ci == pytest.approx(
-        np.quantile(a.ece_debiased_replicates, [0.025, 0.975]), abs=1e-12
+        (max(low - bias, 0.0), max(high - bias, 0.0)), abs=1e-12
     )
     s = reliability_summary(y, p, sample_weight=w, n_bootstrap=100, rng=np.random.default_rng(5))
     assert s.ece_ci == pytest.approx(a.ece_ci, abs=1e-12)

@@ -1143,7 +1143,8 @@ def _bootstrap(
     n_bootstrap: int,
     rng: np.random.Generator,
 ) -> tuple[tuple[float, float], tuple[float, float]]:
-    """metrics' Poisson bootstrap over (bin, class) cells, normal limit everywhere."""
+    """metrics' Poisson bootstrap over (bin, class) cells, normal limit everywhere, and its
+    intervals (metrics' ``_percentile_intervals``: the same rule as for importance weights)."""
     k = binning.stats.weight.size
     n_cells = 2 * k
     cell_weight = np.zeros(n_cells)
@@ -1168,16 +1169,13 @@ def _bootstrap(
     score_sum = sums[:, 0::2] + sums[:, 1::2]
     ece_reps = _ece_from_sums(weight, positive_sum, score_sum)
     deb = np.sqrt(np.clip(_debiased_sq_from_sums(weight, positive_sum, score_sum), 0.0, None))
-    levels = [0.025, 0.975]
-
-    def interval(reps: FloatArray) -> tuple[float, float]:
-        finite = reps[np.isfinite(reps)]
-        if finite.size == 0:
-            return NAN_PAIR
-        low, high = np.quantile(finite, levels)
-        return float(low), float(high)
-
-    return interval(ece_reps), interval(deb)
+    stats = binning.stats
+    estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+    debiased = _sqrt_clipped(
+        float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit))
+    )
+    boot = _percentile_intervals(ece_reps, deb, 0.95, estimate, debiased)
+    return boot.ece_ci, boot.ece_debiased_ci
 
 
 # ---------------------------------------------------------------------------------------------
