@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calib_cli.core.chain import apply_chain
-from calib_cli.errors import InputError, UsageError
+from calib_cli.errors import InputError, OptionError, UsageError
 from calib_cli.io import write_summary
 from calib_cli.report.payloads import recalibrate_payload
 from calib_cli.sql.summary import SummaryQuery, summary_metadata, summary_sql
@@ -178,6 +178,26 @@ def test_histogram_on_a_20_bit_summary_is_the_streaming_fit(tmp_path: Path) -> N
     _, saved, _ = _fit(tmp_path, "summary", fit_summaries=(str(path),), method="histogram")
     np.testing.assert_allclose(saved["params"]["edges"], streamed["params"]["edges"], rtol=1e-12)
     np.testing.assert_allclose(saved["params"]["rates"], streamed["params"]["rates"], rtol=1e-12)
+    # the same from `calib summarize --grid-bits 20` and from the engine's query on 20 bits
+    ours = _summarize(source, tmp_path / "ours.parquet", grid_bits=20)
+    engine = tmp_path / "engine.parquet"
+    query = SummaryQuery(table=f"read_parquet('{source}')", mantissa_bits=20)
+    duckdb.connect().execute(
+        f"COPY ({summary_sql(query, dialect_name='duckdb')}) TO '{engine}' (FORMAT parquet)"
+    )
+    for name, summary in (("ours", ours), ("engine", engine)):
+        _, fitted, _ = _fit(tmp_path, name, fit_summaries=(str(summary),), method="histogram")
+        assert fitted["fitted_on"]["engine"]["grid"]["mantissa_bits"] == 20
+        for key in ("edges", "rates"):
+            np.testing.assert_allclose(fitted["params"][key], saved["params"][key], rtol=1e-12)
+
+
+@pytest.mark.parametrize("bits", [11, 31])
+def test_grid_bits_outside_12_to_30_are_refused(tmp_path: Path, bits: int) -> None:
+    with pytest.raises(
+        OptionError, match=f"--grid-bits must be an integer from 12 to 30, got {bits}"
+    ):
+        _summarize(_file(tmp_path), tmp_path / "s.parquet", grid_bits=bits)
 
 
 def test_summaries_merge_and_groups_pool(tmp_path: Path) -> None:

@@ -72,6 +72,16 @@ def summarize(
     bins: Annotated[
         int, typer.Option("--bins", min=1, max=10_000, help="Reliability bins kept exact.")
     ] = 10,
+    grid_bits: Annotated[
+        int,
+        typer.Option(
+            "--grid-bits",
+            min=12,
+            max=30,
+            help="Mantissa bits of the score grid (20 for recalibrate --fit-summary "
+            "--method histogram; each bit can double the keys).",
+        ),
+    ] = 12,
     input_format: InputFormatOpt = None,
     separator: SeparatorOpt = None,
     decimal_comma: DecimalCommaOpt = False,
@@ -108,6 +118,7 @@ def summarize(
                 by=by,
                 positive_label=positive_label,
                 bins=bins,
+                grid_bits=grid_bits,
                 output=output or "-",
             )
             run_summarize_sql(sql_request, warn=session.warn)
@@ -129,6 +140,7 @@ def summarize(
             positive_label=positive_label,
             by=by,
             n_bins=bins,
+            grid_bits=grid_bits,
             input_format=cast("InputFormat | None", chosen_or_none(input_format)),
             dialect=csv_dialect(separator, decimal_comma),
             on_invalid=cast(OnInvalid, chosen(on_invalid)),

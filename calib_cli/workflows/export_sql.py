@@ -155,6 +155,8 @@ class SummarizeSqlRequest:
     by: str | None = None
     positive_label: str | None = None
     bins: int = 10
+    #: ``--grid-bits``: mantissa bits of the score grid
+    grid_bits: int = 12
     output: str = "-"
 
 
@@ -176,6 +178,7 @@ def run_summarize_sql(request: SummarizeSqlRequest, *, warn: Warn = ignore) -> s
             by=request.by,
             positive_label=request.positive_label,
             bin_edges=tuple(float(e) for e in np.linspace(0.0, 1.0, request.bins + 1)),
+            mantissa_bits=request.grid_bits,
         ),
         dialect_name=request.dialect,
     )

@@ -14,8 +14,9 @@ from pathlib import PurePath
 import numpy as np
 
 from calib_cli import io
-from calib_cli.errors import InputError, UsageError
+from calib_cli.errors import InputError, OptionError, UsageError
 from calib_cli.summaries import ScoreSummary, merge_summaries
+from calib_cli.summaries.grid import DEFAULT_MANTISSA_BITS
 from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, OnInvalid, Warn, WeightKind
 from calib_cli.workflows.common import check_invalid_options, check_paths, ignore, in_dialect
 
@@ -37,6 +38,8 @@ class SummarizeRequest:
     positive_label: str | None = None
     by: str | None = None
     n_bins: int = 10
+    #: ``--grid-bits``: mantissa bits of the score grid (12: every fit but the histogram's)
+    grid_bits: int = DEFAULT_MANTISSA_BITS
     input_format: InputFormat | None = None
     #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
     dialect: CsvDialect = DEFAULT_DIALECT
@@ -105,6 +108,7 @@ def summarize_scan(
     on_invalid: OnInvalid,
     warn: Warn = ignore,
     max_invalid: float | None = None,
+    mantissa_bits: int = DEFAULT_MANTISSA_BITS,
 ) -> tuple[dict[str, ScoreSummary], io.ScoredScan]:
     """One file's rows -> one summary per score column (streaming; stdin and gzip read first).
 
@@ -135,6 +139,7 @@ def summarize_scan(
             weight_column=weight_col,
             group_column=by,
             bin_edges=bin_edges,
+            mantissa_bits=mantissa_bits,
         )
     return summaries, scan
 
@@ -149,6 +154,10 @@ def run_summarize(
     if request.files.count(io.STDIO) > 1:
         raise UsageError("standard input ('-') can be read only once")
     check_invalid_options(request.on_invalid, request.max_invalid)
+    if not isinstance(request.grid_bits, int) or not 12 <= request.grid_bits <= 30:
+        raise OptionError(
+            f"--grid-bits must be an integer from 12 to 30, got {request.grid_bits!r}"
+        )
     outputs = output_paths(request.output, request.score_cols)
     check_paths(inputs=list(request.files), files=[*outputs, request.report])
     edges = uniform_edges(request.n_bins)
@@ -169,6 +178,7 @@ def run_summarize(
             on_invalid=request.on_invalid,
             warn=warn,
             max_invalid=request.max_invalid,
+            mantissa_bits=request.grid_bits,
         )
         per_file.append(summaries)
         rows += scan.rows
