@@ -41,6 +41,7 @@ __all__ = [
     "TERMS",
     "GridSums",
     "TermBatch",
+    "add_rows",
     "bin_of",
     "check_batch_values",
     "format_columns",
@@ -183,6 +184,36 @@ class SlotSums(Protocol):
     n_rows: IntArray
     n_rows_weighted: IntArray
     weight_min: FloatArray
+    score_min: FloatArray
+    score_max: FloatArray
+
+
+def add_rows(
+    sums: SlotSums,
+    slot: IntArray,
+    p: FloatArray,
+    terms: Mapping[str, FloatArray],
+    w: FloatArray | None,
+) -> None:
+    """Add one batch's rows to their slots, in order (``numpy.add.at`` adds in index order:
+    the same rows give the same bytes however they are cut into batches): the terms, the row
+    counts, the weights and the score extremes of the rows of positive weight."""
+    for name in TERMS:
+        np.add.at(sums.sums[name], slot, terms[name])
+    np.add.at(sums.n_rows, slot, 1)
+    if w is None:
+        np.minimum.at(sums.score_min, slot, p)
+        np.maximum.at(sums.score_max, slot, p)
+        return
+    np.add.at(sums.sums["weight"], slot, w)
+    np.add.at(sums.sums["weight_sq"], slot, w * w)
+    positive = w > 0.0
+    if not np.all(positive):
+        slot, p, w = slot[positive], p[positive], w[positive]
+    np.add.at(sums.n_rows_weighted, slot, 1)
+    np.minimum.at(sums.score_min, slot, p)
+    np.maximum.at(sums.score_max, slot, p)
+    np.minimum.at(sums.weight_min, slot, w)
 
 
 def slot_weights(
@@ -341,24 +372,9 @@ class GridSums:
         page = self._pages(batch.key, batch.group)
         slot = (page << (self.page_bits + 1)) + ((batch.key & mask) << 1)
         slot += batch.label
-        for name in TERMS:
-            np.add.at(self.sums[name], slot, batch.terms[name])
-        np.add.at(self.n_rows, slot, 1)
-        p, w = batch.score, batch.weight
-        if w is None:
-            np.minimum.at(self.score_min, slot, p)
-            np.maximum.at(self.score_max, slot, p)
-            return
-        np.add.at(self.sums["weight"], slot, w)
-        np.add.at(self.sums["weight_sq"], slot, w * w)
-        np.maximum.at(self.score_any, slot, p)
-        positive = w > 0.0
-        if not np.all(positive):
-            slot, p, w = slot[positive], p[positive], w[positive]
-        np.add.at(self.n_rows_weighted, slot, 1)
-        np.minimum.at(self.score_min, slot, p)
-        np.maximum.at(self.score_max, slot, p)
-        np.minimum.at(self.weight_min, slot, w)
+        if batch.weight is not None:  # a score of every row, whatever its weight (the key's)
+            np.maximum.at(self.score_any, slot, batch.score)
+        add_rows(self, slot, batch.score, batch.terms, batch.weight)
 
     def columns(
         self, group_names: Sequence[GroupName], bin_edges: npt.ArrayLike

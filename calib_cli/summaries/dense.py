@@ -34,7 +34,7 @@ import numpy.typing as npt
 
 from calib_cli.errors import InputError
 from calib_cli.summaries.accumulate import (
-    TERMS,
+    add_rows,
     bin_of,
     format_columns,
     in_order_ahead,
@@ -177,22 +177,7 @@ class _Sums:
     ) -> None:
         """Add one batch's rows, in order (``numpy.add.at`` adds in index order: the same
         rows give the same bytes however they are cut into batches)."""
-        for name in TERMS:
-            np.add.at(self.sums[name], slot, terms[name])
-        np.add.at(self.n_rows, slot, 1)
-        if w is None:
-            np.minimum.at(self.score_min, slot, p)
-            np.maximum.at(self.score_max, slot, p)
-            return
-        np.add.at(self.sums["weight"], slot, w)
-        np.add.at(self.sums["weight_sq"], slot, w * w)
-        positive = w > 0.0
-        if not np.all(positive):
-            slot, p, w = slot[positive], p[positive], w[positive]
-        np.add.at(self.n_rows_weighted, slot, 1)
-        np.minimum.at(self.score_min, slot, p)
-        np.maximum.at(self.score_max, slot, p)
-        np.minimum.at(self.weight_min, slot, w)
+        add_rows(self, slot, p, terms, w)
 
 
 _Prepared = tuple[IntArray, FloatArray, dict[str, FloatArray], FloatArray | None]
