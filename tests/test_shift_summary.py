@@ -21,32 +21,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calib_cli.core.shift import count_reference, count_target, fit_reference, grid_range
-from calib_cli.core.shift_cells import (
-    SummaryKeys,
-    reference_counts_from_keys,
-    target_counts_from_keys,
-)
+from calib_cli.core.shift_cells import reference_counts_from_keys, target_counts_from_keys
 from calib_cli.errors import InputError, UsageError
 from calib_cli.report.payloads import estimate_shift_payload
 from calib_cli.sql.summary import SummaryQuery, summary_sql
-from calib_cli.summaries import ScoreSummary, summarize_arrays
-from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
+from calib_cli.summaries import summarize_arrays
+from calib_cli.workflows.estimate_shift import (
+    EstimateShiftRequest,
+    run_estimate_shift,
+    summary_keys,
+)
 from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
-
-
-def _keys(summary: ScoreSummary) -> SummaryKeys:
-    return SummaryKeys(
-        cell=summary.cell.astype(np.int64),
-        bin=summary.bin.astype(np.int64),
-        label=summary.label.astype(np.int64),
-        rows=summary.n_rows_weighted.astype(np.float64),
-        n_rows=summary.n_rows.astype(np.float64),
-        weight=summary.weight,
-        weight_sq=summary.weight_sq,
-        logit_sum=summary.logit_sum,
-        score_min=summary.score_min,
-        score_max=summary.score_max,
-    )
 
 
 def _draw(n: int, alpha: float, rng: np.random.Generator, *, decimals: int | None = None) -> Any:
@@ -67,7 +52,7 @@ def test_keys_of_single_scores_give_the_counts_of_the_rows() -> None:
     scores, labels = _draw(3000, 0.3, rng, decimals=2)
     weights = rng.choice([0.0, 0.5, 1.0, 2.0], scores.size)
     summary = summarize_arrays(labels, scores, sample_weight=weights)
-    counts, binning = reference_counts_from_keys(_keys(summary))
+    counts, binning = reference_counts_from_keys(summary_keys(summary))
     used = weights > 0.0
     low, high = grid_range([(float(np.log(0.01 / 0.99)), float(np.log(0.99 / 0.01)))])
     assert (counts.logit_low, counts.logit_high) == pytest.approx((low, high), rel=1e-15)
@@ -86,7 +71,7 @@ def test_keys_of_single_scores_give_the_counts_of_the_rows() -> None:
     model = fit_reference(scores, labels, sample_weight=weights)
     batch_scores, _ = _draw(800, 0.1, rng, decimals=2)
     target, fell = target_counts_from_keys(
-        model, _keys(summarize_arrays(np.zeros(800), batch_scores))
+        model, summary_keys(summarize_arrays(np.zeros(800), batch_scores))
     )
     (expected,) = count_target(model, batch_scores)
     assert fell.straddling_keys == 0
@@ -114,7 +99,7 @@ def test_only_straddling_keys_move_rows_and_never_further_than_their_span(
     weights = rng.choice([0.0, 1.0, 3.0], n)
     weights[:2] = 1.0
     summary = summarize_arrays(labels, scores, sample_weight=weights, mantissa_bits=bits)
-    keys = _keys(summary)
+    keys = summary_keys(summary)
     counts, binning = reference_counts_from_keys(keys, n_fine=64)
     rows = count_reference(scores, labels.astype(float), sample_weight=weights,
                            score_kind="probability", logit_low=counts.logit_low,

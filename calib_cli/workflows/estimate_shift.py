@@ -1087,7 +1087,7 @@ def _history(
 # ------------------------------------------------------------------------- from summaries
 
 
-def _summary_keys(summary: ScoreSummary) -> SummaryKeys:
+def summary_keys(summary: ScoreSummary) -> SummaryKeys:
     """The keys of a summary (one group or all) as the fine counts read them."""
     return SummaryKeys(
         cell=summary.cell.astype(np.int64),
@@ -1145,7 +1145,7 @@ def _summary_reference(
 ) -> tuple[ReferenceModel, CellBinning]:
     """The reference fitted on the fine counts of its summaries (every group pooled)."""
     summary, source = _summary_of(request, request.reference_summaries, "reference")
-    counts, binning = reference_counts_from_keys(_summary_keys(summary.pooled()))
+    counts, binning = reference_counts_from_keys(summary_keys(summary.pooled()))
     with io.naming(source):
         model = fit_reference_counts(counts, score_kind="probability")
     return model, binning
@@ -1235,7 +1235,7 @@ def _run_with_summaries(
     for value, part in parts:
         where = source if by is None else f"{source} ({by}={value})"
         with io.naming(where):
-            counts, fell = target_counts_from_keys(model, _summary_keys(part))
+            counts, fell = target_counts_from_keys(model, summary_keys(part))
             estimate = _estimate(request, model, counts)
         target_binning.append(fell)
         truth = None
