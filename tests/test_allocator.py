@@ -14,15 +14,15 @@ import calib_cli.allocator as allocator
     platform.system() != "Linux" or platform.libc_ver()[0] != "glibc", reason="glibc only"
 )
 def test_glibc_takes_the_threshold() -> None:
-    assert allocator.fix_mmap_threshold() is True
-    assert allocator.fix_mmap_threshold(allocator.MMAP_THRESHOLD) is True
+    assert allocator.tune_allocator() is True
+    assert allocator.tune_allocator(allocator.MMAP_THRESHOLD) is True
 
 
 def test_other_systems_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(allocator.sys, "platform", "darwin")
-    assert allocator.fix_mmap_threshold() is False
+    assert allocator.tune_allocator() is False
 
 
 def test_no_c_library_found_is_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ctypes.util, "find_library", lambda name: None)
-    assert allocator.fix_mmap_threshold() is False
+    assert allocator.tune_allocator() is False

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import calib_cli.summaries.scan as scan
 from calib_cli.errors import InputError
 from calib_cli.summaries import bin_index, cell_index, summarize_arrays
 from calib_cli.summaries.accumulate import GridSums, term_batch
@@ -150,6 +151,88 @@ def test_the_bytes_do_not_depend_on_the_batches_and_repeat() -> None:
     small = summarize_lazy_many(frame.lazy(), ["score"], batch_rows=997, **options)
     again = summarize_lazy_many(frame.lazy(), ["score"], batch_rows=997, **options)
     assert one["score"].to_json() == small["score"].to_json() == again["score"].to_json()
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_blocks_give_the_same_bytes_whatever_the_reading_chunks(
+    weighted: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One group: each key adds a block's rows from zero, then the blocks in order; the
+    blocks' bounds are fixed, so the reading chunks never change the bytes."""
+    monkeypatch.setattr(scan, "BLOCK_ROWS", 1500)
+    frame = _frame(5, 12_000)
+    options: dict[str, Any] = {"weight_column": "w" if weighted else None}
+    runs = [
+        summarize_lazy_many(frame.lazy(), ["score"], batch_rows=rows, **options)["score"]
+        for rows in (1 << 20, 997, 1500, 997)
+    ]
+    assert len({run.to_json() for run in runs}) == 1
+    want = summarize_arrays(
+        frame["label"].to_numpy(),
+        frame["score"].to_numpy(),
+        sample_weight=frame["w"].to_numpy() if weighted else None,
+        weight_column="w" if weighted else None,
+    )
+    _assert_same(runs[0], want)
+
+
+def _batches(frame: pl.DataFrame, rows: int, *, weighted: bool, sub_bits: int) -> list[Any]:
+    return [
+        term_batch(
+            part["label"].to_numpy(),
+            part["score"].to_numpy(),
+            sample_weight=part["w"].to_numpy() if weighted else None,
+            bin_edges=np.linspace(0.0, 1.0, 11),
+            mantissa_bits=12,
+            eps=1e-15,
+            sub_bits=sub_bits,
+        )
+        for part in frame.iter_slices(rows)
+    ]
+
+
+@pytest.mark.parametrize(("weighted", "sub_bits"), [(False, 0), (False, 4), (True, 2)])
+def test_sums_ahead_give_the_same_bytes_whatever_the_timing(weighted: bool, sub_bits: int) -> None:
+    """A worker sums a batch ahead against the pages allocated so far; the rows of pages
+    not yet allocated are summed when the batch is added. However far ahead (every page
+    found, none, some), each key gets the same sums: the bytes never depend on the threads."""
+    frame = _frame(9, 20_000)
+    edges = np.linspace(0.0, 1.0, 11)
+    metadata = scan._metadata(
+        score_column="score",
+        label_column="label",
+        weight_column="w" if weighted else None,
+        group_column=None,
+        bin_edges=edges.tolist(),
+        mantissa_bits=12,
+        eps=1e-15,
+    )
+
+    def run(ahead: int | None) -> tuple[str, Any]:
+        sums = GridSums(mantissa_bits=12, n_bins=10, weighted=weighted, sub_bits=sub_bits)
+        batches = _batches(frame, 1_700, weighted=weighted, sub_bits=sub_bits)
+        if ahead is None:  # the old way: every row added one by one
+            for batch in batches:
+                sums.add(batch)
+        else:
+            ready = [sums.sums_ahead(b) for b in batches[:ahead]]
+            for i in range(len(batches)):
+                if i + ahead < len(batches):
+                    ready.append(sums.sums_ahead(batches[i + ahead]))
+                sums.add(ready[i])
+        sub = sums.sub_cells([None], edges)
+        return sums.summary([None], metadata).to_json(), sub
+
+    base, base_sub = run(0)
+    for ahead in (1, 3, len(range(0, 20_000, 1_700)) + 5):
+        got, sub = run(ahead)
+        assert got == base, ahead
+        if sub_bits:
+            assert sub is not None and base_sub is not None
+            for name in ("cell", "label", "n_rows", "weight", "weight_sq"):
+                assert getattr(sub, name).tobytes() == getattr(base_sub, name).tobytes()
+    rows, _ = run(None)  # added one by one: the same keys and counts, sums to rounding
+    _assert_same(ScoreSummary.from_json(base), ScoreSummary.from_json(rows))
 
 
 def test_a_file_summarised_twice_gives_the_same_bytes(tmp_path: Path) -> None:

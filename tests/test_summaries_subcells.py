@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from sklearn.metrics import average_precision_score, roc_auc_score
 
 import calib_cli.summaries.accumulate as accumulate
+import calib_cli.summaries.scan as scan
 from calib_cli.errors import InputError
 from calib_cli.summaries import bin_index, cell_index, reliability_from_summary
 from calib_cli.summaries.accumulate import sub_cell_index
@@ -120,7 +121,10 @@ def test_grouped_sub_cells_select_and_pool() -> None:
         sub.select_group("zzz")
 
 
-def test_sub_cells_are_the_same_bytes_however_the_rows_are_cut() -> None:
+def test_sub_cells_are_the_same_bytes_however_the_rows_are_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(scan, "BLOCK_ROWS", 2000)  # many blocks, their bounds fixed
     frame = _rows(4, 30_000)
     outs = [
         summarize_lazy_sub_cells(frame.lazy(), ["score"], weight_column="w", batch_rows=rows)[
@@ -139,6 +143,7 @@ def test_counts_spilled_before_they_could_overflow_are_kept(
 ) -> None:
     """The sub-cells count rows in int32 and spill to int64 before a count could overflow;
     with a spill every few batches the summary and sub-cells are the same bytes."""
+    monkeypatch.setattr(scan, "BLOCK_ROWS", 1000)
     frame = _rows(12, 20_000)
     plain = summarize_lazy_sub_cells(frame.lazy(), ["score"], batch_rows=1000)["score"]
     monkeypatch.setattr(accumulate, "SUB_SPILL_ROWS", 2500)
@@ -179,6 +184,7 @@ def test_rows_counted_before_the_sub_cells_are_given_up_stay_counted(
     narrow = 0.3 + 1e-3 * rng.random(5000)  # the first batches: a page or two
     first = pl.DataFrame({"score": narrow, "label": (rng.random(5000) < 0.3).astype(np.int8)})
     frame = pl.concat([first, _rows(11, 20_000).select("score", "label")])
+    monkeypatch.setattr(scan, "BLOCK_ROWS", 1000)
     plain = summarize_lazy_many(frame.lazy(), ["score"], batch_rows=1000)["score"]
     monkeypatch.setattr(accumulate, "SUB_MAX_BYTES", 300_000)  # the first pages, not more
     summary, sub = summarize_lazy_sub_cells(frame.lazy(), ["score"], batch_rows=1000)["score"]

@@ -11,7 +11,7 @@ import typer
 import typer.main
 
 from calib_cli import __version__
-from calib_cli.allocator import fix_mmap_threshold
+from calib_cli.allocator import tune_allocator
 from calib_cli.cli import (
     estimate_shift,
     export_sql,
@@ -78,7 +78,7 @@ def main() -> None:
     """Console-script entry point: the command runs so that SIGINT and SIGTERM end it at once
     (:func:`~calib_cli.cli.session.run_interruptibly`), with the C allocator's large blocks
     given back when freed (:mod:`calib_cli.allocator`)."""
-    fix_mmap_threshold()
+    tune_allocator()
     raise SystemExit(run_interruptibly(_run))
 
 

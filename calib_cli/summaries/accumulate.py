@@ -41,6 +41,7 @@ from calib_cli.types import FloatArray, IntArray
 
 __all__ = [
     "TERMS",
+    "BlockSums",
     "GridSums",
     "TermBatch",
     "add_rows",
@@ -80,8 +81,39 @@ class TermBatch:
     group: npt.NDArray[np.int32] | None = None
     #: each row's sub-cell in its cell (ascending with the score), with ``sub_bits``
     sub: IntArray | None = None
-    #: each row's slot looked up ahead (:meth:`GridSums.slots_ahead`; -1: not yet allocated)
+    #: each row's slot looked up ahead (:meth:`GridSums.sums_ahead`; -1: not yet allocated)
     slot: IntArray | None = None
+    #: the batch's sums per slot, computed ahead (:meth:`GridSums.sums_ahead`)
+    block: BlockSums | None = None
+
+
+@dataclass(frozen=True)
+class BlockSums:
+    """A batch's sums per slot, computed in a worker thread (:meth:`GridSums.sums_ahead`)
+    from a snapshot of the slots allocated so far, for the rows whose page had one (*found*
+    rows; a page's rows are all found or all not). Each slot's sum adds the batch's rows in
+    their order from zero (:func:`numpy.bincount`), so the summary adds, per slot, one such
+    sum per batch, in the batches' order, whichever rows were found: the bytes depend on
+    where batches start (fixed blocks of rows, :data:`~calib_cli.summaries.scan.BLOCK_ROWS`),
+    never on the threads' timing.
+
+    ``sums`` per term (and ``weight``, ``weight_sq`` when weighted) over the first ``size``
+    slots; ``n_rows`` and ``n_rows_weighted`` the found rows' counts (None: counted in the
+    sub-cells); ``lowers`` and ``raises`` the rows that may move their slot's extremes (a
+    snapshot's extremes only ever move outwards, so comparing with it keeps every row that
+    can), the not-found rows among them; ``missed`` the not-found rows.
+    """
+
+    size: int
+    sums: Mapping[str, FloatArray]
+    n_rows: IntArray | None
+    n_rows_weighted: IntArray | None
+    missed: IntArray
+    lowers: IntArray
+    raises: IntArray
+    #: weighted rows only: rows that may lower the weight minimum, raise ``score_any``
+    lighter: IntArray | None = None
+    later: IntArray | None = None
 
 
 def term_batch(
@@ -211,6 +243,9 @@ def sub_cell_index(cell: IntArray, sub: IntArray, *, base_bits: int, depth: int)
 #: Rows added to the int32 sub-cell counts between spills to int64 (below 2**31 - 1).
 SUB_SPILL_ROWS = (1 << 31) - 1
 _ONE = np.int32(1)
+#: Rows counted in their sub-cells per call: ``numpy.add.at`` holds the GIL, and the
+#: workers summing the next batches need it between their (GIL-free) loops.
+_SUB_PIECE = 1 << 14
 
 #: Pairs of class slots whose sub-cells are read off at a time.
 SUB_READ_PAIRS = 1 << 16
@@ -269,6 +304,13 @@ def add_rows(
     lower(sums.score_min, slot, p)
     raise_to(sums.score_max, slot, p)
     lower(sums.weight_min, slot, w)
+
+
+def _slot_sums(slot: IntArray, values: FloatArray, size: int) -> FloatArray:
+    """Per slot below ``size``, its rows' ``values`` added in order from zero (rows of slot
+    ``size``, the missed ones, are cut off)."""
+    out: FloatArray = np.bincount(slot, weights=values, minlength=size + 1)[:size].view(np.float64)
+    return out
 
 
 def lower(target: FloatArray, slot: IntArray, values: FloatArray) -> None:
@@ -479,15 +521,17 @@ class GridSums:
             # in order: the same pages get the same slots
             new, which = np.unique(page[miss], return_inverse=True)
             slots = np.arange(self.n_used, self.n_used + new.size)
+            # the arrays grow before the table names the new slots: a worker that sees a
+            # slot in the table (sums_ahead) reads arrays that hold it
+            self._grow(self.n_used + new.size)
+            self.page_key.append(new)
+            self.n_used += new.size
             if self.known is None:
                 self.table[new] = slots
             else:
                 keys, held = self.known  # new keys merged in order, O(keys) not a sort
                 at = np.searchsorted(keys, new)
                 self.known = (np.insert(keys, at, new), np.insert(held, at, slots))
-            self.page_key.append(new)
-            self.n_used += new.size
-            self._grow(self.n_used)
             slot[miss] = slots[which]
         return slot
 
@@ -506,19 +550,69 @@ class GridSums:
         found = np.where(keys[at] == distinct, slots[at], -1)[row]
         return found
 
-    def slots_ahead(self, batch: TermBatch) -> TermBatch:
-        """``batch`` with the slot of each row whose page has one already (-1 for the others,
-        which :meth:`add` allocates in order). Safe in a worker thread while :meth:`add` runs
-        on another: one group's pages sit in a table that never moves, whose entries only ever
-        change from -1 to a slot; with groups the batch comes back as it is."""
+    def sums_ahead(self, batch: TermBatch) -> TermBatch:
+        """``batch`` with its sums per slot (:class:`BlockSums`), for :meth:`add` to add in
+        order. Meant for a worker thread while :meth:`add` runs on another: it reads a copy
+        of the page table (entries only ever change from -1 to a slot, and the arrays grow
+        before they do) and the arrays' extremes, which only ever move outwards. With groups
+        the batch comes back as it is (:meth:`add` adds its rows one by one)."""
         if batch.group is not None or self.known is not None:
             return batch
-        found = self.table[batch.key >> self.page_bits]
+        table = self.table.copy()  # one view of the pages: a page's rows all found or not
+        extremes = (self.score_min, self.score_max, self.weight_min, self.score_any)
+        score_min, score_max, weight_min, score_any = extremes
+        page = table[batch.key >> self.page_bits]
         mask = (1 << self.page_bits) - 1
-        slot = (found << (self.page_bits + 1)) + ((batch.key & mask) << 1)
+        slot = (page << (self.page_bits + 1)) + ((batch.key & mask) << 1)
         slot += batch.label
-        slot[found < 0] = -1
-        return replace(batch, slot=slot)
+        size = (int(table.max()) + 1) * self.slots_per_page
+        lost = page < 0
+        missed = np.flatnonzero(lost)
+        if missed.size:  # summed past the end (then cut off); all candidates for the extremes
+            slot[missed] = size
+        values = dict(batch.terms)
+        if batch.weight is not None:
+            values["weight"], values["weight_sq"] = batch.weight, batch.weight * batch.weight
+        sums = {name: _slot_sums(slot, v, size) for name, v in values.items()}
+        p = batch.score
+        n_rows = None if self.rows_in_sub else np.bincount(slot, minlength=size + 1)[:size]
+
+        def rows(which: npt.NDArray[np.bool_], also: npt.NDArray[np.bool_]) -> IntArray:
+            """The rows where ``which`` holds, or ``also`` where rows were missed."""
+            return np.flatnonzero(which | also if missed.size else which)
+
+        def of(array: FloatArray) -> FloatArray:
+            """Each row's slot's value (a missed row's: any)."""
+            out: FloatArray = np.take(array, slot, mode="clip")
+            return out
+
+        n_weighted = lighter = later = None
+        if batch.weight is None:
+            lowers = rows(p < of(score_min), lost)
+            raises = rows(p > of(score_max), lost)
+        else:
+            w = batch.weight
+            positive = w > 0.0
+            n_weighted = np.bincount(slot[positive], minlength=size + 1)[:size]
+            heavy = lost & positive  # the extremes of positive weights only
+            lowers = rows(positive & (p < of(score_min)), heavy)
+            raises = rows(positive & (p > of(score_max)), heavy)
+            lighter = rows(positive & (w < of(weight_min)), heavy)
+            later = rows(p > of(score_any), lost)
+        if missed.size:
+            slot[missed] = -1
+        block = BlockSums(
+            size=size,
+            sums=sums,
+            n_rows=n_rows,
+            n_rows_weighted=n_weighted,
+            missed=missed,
+            lowers=lowers,
+            raises=raises,
+            lighter=lighter,
+            later=later,
+        )
+        return replace(batch, slot=slot, block=block)
 
     def _slots(self, batch: TermBatch) -> IntArray:
         """Each row's slot, allocating the pages seen for the first time (in order)."""
@@ -541,21 +635,57 @@ class GridSums:
         if (batch.weight is not None) != self.weighted:
             raise InputError("the batches' weights do not match the summary's weight column")
         slot = self._slots(batch)
-        if batch.weight is not None:  # a score of every row, whatever its weight (the key's)
-            raise_to(self.score_any, slot, batch.score)
-        add_rows(
-            self, slot, batch.score, batch.terms, batch.weight, count_rows=not self.rows_in_sub
-        )
+        if batch.block is not None:
+            self._add_block(batch, slot, batch.block)
+        else:
+            if batch.weight is not None:  # a score of every row, whatever its weight (the key's)
+                raise_to(self.score_any, slot, batch.score)
+            add_rows(
+                self, slot, batch.score, batch.terms, batch.weight, count_rows=not self.rows_in_sub
+            )
         if self.sub_bits:
             if batch.sub is None:
                 raise InputError("internal: the batches carry no sub-cells")
             fine = (slot << self.sub_bits) + batch.sub
             self._spill_sub_rows(fine.size)
-            np.add.at(self.sub_rows, fine, _ONE)
+            for start in range(0, fine.size, _SUB_PIECE):  # short holds of the GIL
+                np.add.at(self.sub_rows, fine[start : start + _SUB_PIECE], _ONE)
             self.sub_since_spill += fine.size
             if batch.weight is not None:
                 np.add.at(self.sub_weight, fine, batch.weight)
                 np.add.at(self.sub_weight_sq, fine, batch.weight * batch.weight)
+
+    def _add_block(self, batch: TermBatch, slot: IntArray, block: BlockSums) -> None:
+        """Add a batch's :class:`BlockSums` (``slot``: every row's, the missed ones' now
+        allocated): per slot, the batch's sum from zero, found rows and missed alike."""
+        n, missed = block.size, block.missed
+        lost = slot[missed]
+        p, w = batch.score, batch.weight
+        for name, part in block.sums.items():
+            total = self.sums[name]
+            total[:n] += part
+            if missed.size:  # their pages are not the found rows': one sum per slot still
+                if name in batch.terms:
+                    values = batch.terms[name][missed]
+                else:  # weight, weight_sq
+                    assert w is not None
+                    values = w[missed] if name == "weight" else w[missed] * w[missed]
+                total += np.bincount(lost, weights=values, minlength=total.size)
+        # integers: any order gives the same counts
+        if block.n_rows is not None:
+            self.n_rows[:n] += block.n_rows
+            np.add.at(self.n_rows, lost, 1)
+        elif not self.rows_in_sub:  # sub-cells given up since the block was summed
+            np.add.at(self.n_rows, slot, 1)
+        lower(self.score_min, slot[block.lowers], p[block.lowers])
+        raise_to(self.score_max, slot[block.raises], p[block.raises])
+        if w is not None and block.lighter is not None and block.later is not None:
+            assert block.n_rows_weighted is not None
+            self.n_rows_weighted[:n] += block.n_rows_weighted
+            positive = missed[w[missed] > 0.0]
+            np.add.at(self.n_rows_weighted, slot[positive], 1)
+            lower(self.weight_min, slot[block.lighter], w[block.lighter])
+            raise_to(self.score_any, slot[block.later], p[block.later])
 
     def columns(
         self, group_names: Sequence[GroupName], bin_edges: npt.ArrayLike, *, codes: bool = False

@@ -19,7 +19,7 @@ column: labels other than 0/1, missing or out-of-range scores.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -362,6 +362,10 @@ def summarize_lazy(
 #: Rows of one batch of a streaming pass: batches of a few MB keep NumPy's temporaries in
 #: cache (larger ones cost more per row, and memory).
 BATCH_ROWS = 1 << 18
+#: Rows per block of a summary pass: each key's sums add the rows of a block from zero, in
+#: their order, then the blocks' sums in theirs (:class:`~calib_cli.summaries.accumulate.
+#: BlockSums`), so the bytes depend on this constant, never on ``batch_rows`` or the threads.
+BLOCK_ROWS = 1 << 18
 
 
 #: Sub-cell bits a summary pass adds for the ranking figures by default: on the benchmark's
@@ -453,7 +457,25 @@ def term_batches(
         return out
 
     chunks = rows.collect_batches(chunk_size=batch_rows, maintain_order=True)
-    return in_order_ahead(chunks, terms, workers=2), codes
+    return in_order_ahead(_exact_blocks(chunks, BLOCK_ROWS), terms, workers=2), codes
+
+
+def _exact_blocks(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:
+    """``frames`` cut again into blocks of exactly ``rows`` rows (the last one shorter): their
+    bounds depend on the row count only, never on how the streaming engine happens to cut
+    its chunks, so sums added block by block are the same bytes on every run."""
+    held: list[pl.DataFrame] = []
+    n_held = 0
+    for chunk in frames:
+        held.append(chunk)
+        n_held += chunk.height
+        while n_held >= rows:
+            frame = pl.concat(held, rechunk=True) if len(held) > 1 else held[0]
+            yield frame.slice(0, rows)
+            rest = frame.slice(rows)
+            held, n_held = ([rest] if rest.height else []), rest.height
+    if n_held:
+        yield pl.concat(held, rechunk=True)
 
 
 def summarize_lazy_many(
@@ -556,7 +578,7 @@ def summarize_lazy_sub_cells(
         batch_rows=batch_rows,
         sub_bits=sub_bits,
         flag_column=flag_column,
-        prepare=lambda name, batch: sums[name].slots_ahead(batch),  # in the workers
+        prepare=lambda name, batch: sums[name].sums_ahead(batch),  # in the workers
     )
     for batch in batches:
         for name in names:
@@ -627,6 +649,10 @@ def refinement_level_lazy(
 #: Rows of one batch of a dense refinement pass (the NumPy temporaries are about 150 bytes a
 #: row: 1M rows, about 150 MB).
 DENSE_BATCH_ROWS = 1 << 18
+#: Rows per block of a summary pass: each key's sums add the rows of a block from zero, in
+#: their order, then the blocks' sums in theirs (:class:`~calib_cli.summaries.accumulate.
+#: BlockSums`), so the bytes depend on this constant, never on ``batch_rows`` or the threads.
+BLOCK_ROWS = 1 << 18
 
 
 def dense_batches(
@@ -653,18 +679,9 @@ def dense_batches(
             weight=frame["weight"].to_numpy() if "weight" in frame.columns else None,
         )
 
-    held: list[pl.DataFrame] = []
-    n_held = 0
-    for chunk in rows.collect_batches(chunk_size=batch_rows, maintain_order=True):
-        held.append(chunk)
-        n_held += chunk.height
-        while n_held >= batch_rows:
-            frame = pl.concat(held, rechunk=True) if len(held) > 1 else held[0]
-            yield batch(frame.slice(0, batch_rows))
-            rest = frame.slice(batch_rows)
-            held, n_held = ([rest] if rest.height else []), rest.height
-    if n_held:
-        yield batch(pl.concat(held, rechunk=True))
+    chunks = rows.collect_batches(chunk_size=batch_rows, maintain_order=True)
+    for frame in _exact_blocks(chunks, batch_rows):
+        yield batch(frame)
 
 
 def refine_dense_lazy(
