@@ -117,6 +117,13 @@ def test_io_and_report_do_not_reach_up_into_workflows_or_the_cli() -> None:
                 assert not any(module.startswith(a) for a in above), (path.name, module)
 
 
+def test_starting_reliability_imports_no_scipy() -> None:
+    """SciPy's special functions take about 0.2 s to import: the streaming reliability path
+    imports them in the background while its pass reads (calib_cli.core.special)."""
+    loaded = _loaded_after_importing(["calib_cli.cli.app", "calib_cli.workflows.reliability"])
+    assert "scipy" not in loaded
+
+
 def test_building_a_report_payload_does_not_import_rich() -> None:
     assert "rich" not in _loaded_after_importing(["calib_cli.report.payloads"])
 

@@ -60,10 +60,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import chdtrc, logit, ndtr, ndtri
 
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
 from calib_cli.core.logistic import fit_logistic, sandwich_covariance
+from calib_cli.core.special import special as _special
 from calib_cli.errors import InputError
 from calib_cli.types import BinStrategy, FloatArray, IntArray, WeightKind, choices
 
@@ -340,7 +340,7 @@ def _check_eps(eps: float) -> float:
 def _z_value(confidence: float) -> float:
     """Two-sided standard normal quantile, e.g. 1.959963984540054 for 0.95 (cached: a report
     of thousands of groups asks for the same few)."""
-    return float(ndtri(0.5 + confidence / 2.0))
+    return float(_special().ndtri(0.5 + confidence / 2.0))
 
 
 def _divide(num: FloatArray, den: FloatArray) -> FloatArray:
@@ -1833,7 +1833,7 @@ def calibration_intercept_slope(
         raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
     if not tol > 0.0:
         raise InputError(f"tol must be positive, got {tol!r}")
-    x = logit(np.clip(p, _check_eps(eps), 1.0 - eps))
+    x = _special().logit(np.clip(p, _check_eps(eps), 1.0 - eps))
     square = w * w
     importance = _check_weight_kind(weight_kind) == "importance"
     return _calibration_fit(
@@ -1877,7 +1877,7 @@ def _hosmer_lemeshow(stats: _BinStats, w: FloatArray, p: FloatArray) -> HosmerLe
         statistic = float(np.sum(terms))
     groups = int(count.size)
     df = groups - 2
-    pvalue = float(chdtrc(df, statistic)) if df > 0 else NAN
+    pvalue = float(_special().chdtrc(df, statistic)) if df > 0 else NAN
     return HosmerLemeshow(
         hosmer_lemeshow=statistic, hosmer_lemeshow_pvalue=pvalue, df=df, n_groups=groups
     )
@@ -1935,7 +1935,8 @@ def _spiegelhalter(
     if not den > 0.0:
         return Spiegelhalter(spiegelhalter_z=NAN, spiegelhalter_pvalue=NAN)
     z = num / math.sqrt(den)
-    return Spiegelhalter(spiegelhalter_z=z, spiegelhalter_pvalue=float(2.0 * ndtr(-abs(z))))
+    p_two_sided = float(2.0 * _special().ndtr(-abs(z)))
+    return Spiegelhalter(spiegelhalter_z=z, spiegelhalter_pvalue=p_two_sided)
 
 
 def spiegelhalter(
@@ -2074,7 +2075,7 @@ def reliability_summary(
     scores_g, positive_g, negative_g = _tie_groups(rows)
     squares = _tie_squares(rows) if importance else None
     auc = _delong(positive_g, negative_g, 0.95, squares)
-    x_g = logit(np.clip(scores_g, eps, 1.0 - eps))
+    x_g = _special().logit(np.clip(scores_g, eps, 1.0 - eps))
     fit = _calibration_fit(
         x_g,
         positive_g + negative_g,

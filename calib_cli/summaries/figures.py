@@ -87,6 +87,7 @@ from calib_cli.core.metrics import (
     _table,
     _z_value,
 )
+from calib_cli.core.special import special
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import (
     MAX_MANTISSA_BITS,
@@ -361,11 +362,8 @@ def _atoms_of(summary: ScoreSummary) -> _Atoms:
 
 
 def _logit(q: FloatArray) -> FloatArray:
-    """:func:`scipy.special.logit` (imported when first needed: SciPy's special functions take
-    a tenth of a second to import, and most runs never resolve rows)."""
-    from scipy.special import logit
-
-    out: FloatArray = logit(q)
+    """:func:`scipy.special.logit` (imported on first use, :mod:`calib_cli.core.special`)."""
+    out: FloatArray = special().logit(q)
     return out
 
 
@@ -1563,9 +1561,7 @@ def reliability_from_summary(
         spieg_den = float(np.sum(summary.spiegelhalter_var))
     if spieg_den > 0.0:
         z = spieg_num / math.sqrt(spieg_den)
-        from scipy.special import ndtr  # on first use (see _logit)
-
-        spieg_z, spieg_p = z, float(2.0 * ndtr(-abs(z)))
+        spieg_z, spieg_p = z, float(2.0 * special().ndtr(-abs(z)))
     else:
         spieg_z, spieg_p = NAN, NAN
     citl = _citl(base_rate, mean_score)

@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+from calib_cli.core.special import special as scipy_special
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import (
     DEFAULT_MANTISSA_BITS,
@@ -652,8 +653,7 @@ def _row_terms(
     eps: float,
 ) -> dict[str, npt.NDArray[Any]]:
     """Each row's contribution to every column (the formulas of ``SUM_COLUMNS``)."""
-    from scipy import special  # on first use: a tenth of a second to import
-
+    special = scipy_special()  # on first use (calib_cli.core.special)
     positive = w > 0.0
     q = np.clip(p, eps, 1.0 - eps)
     complement = 1.0 - p

@@ -18,6 +18,7 @@ from calib_cli import io
 from calib_cli.core.decisions import gate_failures
 from calib_cli.core.fit_support import FitFacts, spread_problem
 from calib_cli.core.metrics import ReliabilitySummary, reliability_summary
+from calib_cli.core.special import import_in_background
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import InvalidRows, Table
 from calib_cli.summaries import (
@@ -403,6 +404,7 @@ def assess_streaming(
     score_cols = request.score_cols or ("score",)
     edges = uniform_edges(request.n_bins if request.strategy == "uniform" else 10)
     progress(f"pass 1/2: summarising {name}")
+    import_in_background()  # the figures' special functions, while the pass reads
     summaries, scan, sub_cells = summarize_scan(
         file,
         score_cols=score_cols,
