@@ -834,7 +834,6 @@ class GridSums:
             out_group[put] = group[pair]
             out_bin[put] = bin_[pair]
             done += size
-        weight = out_rows.astype(np.float64) if out_weight is None else out_weight
         return SubCells(
             mantissa_bits=self.mantissa_bits + depth,
             base_bits=self.mantissa_bits,
@@ -843,9 +842,9 @@ class GridSums:
             cell=out_cell,
             bin=out_bin,
             label=out_label,
-            weight=weight,
-            weight_sq=weight if out_square is None else out_square,
             n_rows=out_rows,
+            weight_sums=out_weight,  # None unweighted: the weights are the rows
+            square_sums=out_square,
         )
 
     def drop_sub_cells(self) -> None:

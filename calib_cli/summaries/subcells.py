@@ -37,6 +37,8 @@ class SubCells:
 
     Rows are the occupied keys in the order (group, cell, bin, label), each once; ``group``
     indexes ``groups`` (the values, in any order; ``None`` the missing value).
+    ``weight_sums`` and ``square_sums`` are None when every row weighs 1 (the weights are
+    then the row counts, made when asked for: :attr:`weight`, :attr:`weight_sq`).
     """
 
     mantissa_bits: int
@@ -46,9 +48,23 @@ class SubCells:
     cell: IntArray
     bin: npt.NDArray[np.int32]
     label: npt.NDArray[np.int8]
-    weight: FloatArray
-    weight_sq: FloatArray
     n_rows: IntArray
+    weight_sums: FloatArray | None = None
+    square_sums: FloatArray | None = None
+
+    @property
+    def weight(self) -> FloatArray:
+        """Each sub-cell's weight (its rows, when unweighted)."""
+        if self.weight_sums is None:
+            return self.n_rows.astype(np.float64)
+        return self.weight_sums
+
+    @property
+    def weight_sq(self) -> FloatArray:
+        """Each sub-cell's squared weight (its rows, when unweighted)."""
+        if self.square_sums is None:
+            return self.n_rows.astype(np.float64)
+        return self.square_sums
 
     @property
     def depth(self) -> int:
@@ -64,11 +80,17 @@ class SubCells:
         if name not in self.groups:
             raise InputError(f"the sub-cells have no group {name!r}")
         keep = self.group == self.groups.index(name)
+        weights, squares = self.weight_sums, self.square_sums
         return replace(
             self,
             groups=(name,),
             group=np.zeros(int(np.sum(keep)), dtype=np.int32),
-            **{f: getattr(self, f)[keep] for f in _VALUES},
+            cell=self.cell[keep],
+            bin=self.bin[keep],
+            label=self.label[keep],
+            n_rows=self.n_rows[keep],
+            weight_sums=None if weights is None else weights[keep],
+            square_sums=None if squares is None else squares[keep],
         )
 
     def pooled(self) -> SubCells:
@@ -97,16 +119,17 @@ class SubCells:
             change = np.ones(cell.size, dtype=bool)
             change[1:] = (cell[1:] != cell[:-1]) | (b[1:] != b[:-1]) | (label[1:] != label[:-1])
             starts = np.flatnonzero(change)
-            parts.append(
-                {
-                    "cell": cell[starts],
-                    "bin": b[starts],
-                    "label": label[starts],
-                    "weight": np.add.reduceat(self.weight[order], starts),
-                    "weight_sq": np.add.reduceat(self.weight_sq[order], starts),
-                    "n_rows": np.add.reduceat(self.n_rows[order], starts),
-                }
-            )
+            part = {
+                "cell": cell[starts],
+                "bin": b[starts],
+                "label": label[starts],
+                "n_rows": np.add.reduceat(self.n_rows[order], starts),
+            }
+            for name in ("weight_sums", "square_sums"):
+                values = getattr(self, name)
+                if values is not None:
+                    part[name] = np.add.reduceat(values[order], starts)
+            parts.append(part)
 
         def joined(name: str, dtype: type[np.generic]) -> npt.NDArray[Any]:
             if not parts:
@@ -114,6 +137,7 @@ class SubCells:
             return np.concatenate([part[name] for part in parts]).astype(dtype, copy=False)
 
         cell_all = joined("cell", np.int64)
+        weighted = self.weight_sums is not None
         return replace(
             self,
             groups=(None,),
@@ -121,13 +145,11 @@ class SubCells:
             cell=cell_all,
             bin=joined("bin", np.int32),
             label=joined("label", np.int8),
-            weight=joined("weight", np.float64),
-            weight_sq=joined("weight_sq", np.float64),
             n_rows=joined("n_rows", np.int64),
+            weight_sums=joined("weight_sums", np.float64) if weighted else None,
+            square_sums=joined("square_sums", np.float64) if self.square_sums is not None else None,
         )
 
 
 #: Ranges of cells :meth:`SubCells.pooled` merges one at a time.
 POOL_RANGES = 64
-
-_VALUES = ("cell", "bin", "label", "weight", "weight_sq", "n_rows")

@@ -8,7 +8,7 @@ files merged (``from_summaries``).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -304,23 +304,22 @@ def _group_values(names: Sequence[str | None]) -> list[tuple[GroupValue, str | N
     return values
 
 
-def _parts(summary: ScoreSummary, by: str | None) -> list[tuple[GroupValue, ScoreSummary]]:
+def _parts(summary: ScoreSummary, by: str | None) -> Iterator[tuple[GroupValue, ScoreSummary]]:
     """All rows (group None), then with ``by`` each group of the summary."""
-    return [(value, part) for value, part, _ in _parts_with_sub_cells(summary, None, by)]
+    return ((value, part) for value, part, _ in _parts_with_sub_cells(summary, None, by))
 
 
 def _parts_with_sub_cells(
     summary: ScoreSummary, sub: SubCells | None, by: str | None
-) -> list[tuple[GroupValue, ScoreSummary, SubCells | None]]:
-    """:func:`_parts`, each with its sub-cells (None without)."""
-    parts: list[tuple[GroupValue, ScoreSummary, SubCells | None]] = [
-        (None, summary.pooled(), None if sub is None else sub.pooled())
-    ]
+) -> Iterator[tuple[GroupValue, ScoreSummary, SubCells | None]]:
+    """:func:`_parts`, each with its sub-cells (None without), made one at a time as the
+    caller asks (with many groups, every part's copy at once took as much again as the
+    summary and its sub-cells)."""
+    yield None, summary.pooled(), None if sub is None else sub.pooled()
     if by is not None:
         for value, name in _group_values(summary.groups):
             part_sub = None if sub is None else sub.select_group(name)
-            parts.append((value, summary.select_group(name), part_sub))
-    return parts
+            yield value, summary.select_group(name), part_sub
 
 
 def _check_by(summary: ScoreSummary, by: str | None, source: str) -> None:
@@ -422,7 +421,8 @@ def assess_streaming(
     entries: list[ReliabilityEntry] = []
     for column in dict.fromkeys(score_cols):
         _flat_summary(name, column, summaries[column], warn)
-        parts = _parts_with_sub_cells(summaries[column], sub_cells[column], request.by)
+        # each column's summary and sub-cells let go once its figures are done
+        parts = _parts_with_sub_cells(summaries.pop(column), sub_cells.pop(column), request.by)
         for group, part, sub in parts:
             where = name if group is None else f"{name} ({request.by}={group})"
             with io.naming(where):
