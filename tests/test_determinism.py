@@ -11,6 +11,8 @@ model and JSON report must be the same bytes each time.
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,6 +32,7 @@ from calib_cli.report.payloads import (
 from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
 from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
 from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+from tests.conftest import CALIB
 
 #: (Polars streaming chunk size, rows per part of rerank-strata's map, rows per summary batch)
 CUTS = [(None, None, None), (37, 501, 97), (1000, 1733, 4096)]
@@ -184,3 +187,32 @@ def test_estimate_shift_streaming_output_and_report(
     output, report = _same_under_every_cut(monkeypatch, run)
     assert pl.read_parquet(output).height == 4000
     assert b'"batches"' in report
+
+
+#: BLAS settings machines differ by: OpenBLAS's kernels for two processors, one thread.
+BLAS_SETTINGS = [
+    {},
+    {"OPENBLAS_CORETYPE": "Prescott"},
+    {"OPENBLAS_CORETYPE": "Haswell", "OPENBLAS_NUM_THREADS": "1"},
+]
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_reliability_is_the_same_bytes_under_every_blas(tmp_path: Path, engine: str) -> None:
+    """The figures' dot products and small solves add in NumPy's order, not a BLAS kernel's
+    (:mod:`calib_cli.core.dots`): the installed calib writes the same JSON whatever the
+    kernel and threads (before, the AUC and calibration slope differed in their last bits)."""
+    path = tmp_path / "rows.parquet"
+    _rows(200_000, 5).write_parquet(path)
+    args = ["reliability", str(path), "--json", "--engine", engine, "--by", "day"]
+    outputs = [
+        subprocess.run(
+            [CALIB, *args, "--weight-col", "w"],
+            env={**os.environ, **setting},
+            capture_output=True,
+            check=True,
+        ).stdout
+        for setting in BLAS_SETTINGS
+    ]
+    assert b'"auc"' in outputs[0]
+    assert outputs[1] == outputs[0] and outputs[2] == outputs[0]

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core.dots import dot, gram, inverse, matmul, solve, weighted_columns
 from calib_cli.types import FloatArray
 
 __all__ = ["LogisticFit", "fit_logistic", "loss_and_prob", "sandwich_covariance"]
@@ -93,6 +94,16 @@ class LogisticFit:
     covariance: FloatArray | None = None
 
 
+def _combine(features: FloatArray, coef: FloatArray) -> FloatArray:
+    """``features @ coef`` for a few features, added feature by feature in order (a BLAS
+    product's last bits depend on its kernel; :mod:`calib_cli.core.dots`)."""
+    x = np.asarray(features, dtype=np.float64)
+    out = x[:, 0] * float(coef[0]) if x.shape[1] else np.zeros(x.shape[0])
+    for j in range(1, x.shape[1]):
+        out = out + x[:, j] * float(coef[j])
+    return out
+
+
 def loss_and_prob(
     z: FloatArray, t: FloatArray, w: FloatArray, total: float
 ) -> tuple[float, FloatArray, FloatArray]:
@@ -108,7 +119,7 @@ def loss_and_prob(
     """
     e = np.exp(-np.abs(z))
     softplus = np.maximum(z, 0.0) + np.log1p(e)
-    loss = float(np.dot(w, softplus - t * z)) / total
+    loss = dot(w, softplus - t * z) / total
     inv = 1.0 / (1.0 + e)
     p = np.where(z >= 0.0, inv, e * inv)
     return loss, p, e * inv * inv
@@ -164,9 +175,9 @@ def fit_logistic(
         offset = None if offset is None else offset[used]
     d = features.shape[1]
     total = float(weights.sum())
-    mean = (weights @ features) / total
+    mean = weighted_columns(weights, features) / total
     centred = features - mean
-    scale = np.sqrt((weights @ (centred * centred)) / total)
+    scale = np.sqrt(weighted_columns(weights, centred * centred) / total)
     # A feature with (numerically) zero spread is collinear with the intercept: coefficient 0.
     varying = (scale > 0.0) & (
         features.max(axis=0, initial=-np.inf) > features.min(axis=0, initial=np.inf)
@@ -179,27 +190,27 @@ def fit_logistic(
     if start is not None:
         coef0 = np.asarray(start, dtype=np.float64)[1:]
         theta[:k] = coef0[varying] * scale[varying]
-        theta[k] = float(start[0]) + float(coef0[varying] @ mean[varying])
+        theta[k] = float(start[0]) + dot(coef0[varying], mean[varying])
     elif offset is None:
-        rate = min(max(float(weights @ targets) / total, 1e-300), 1.0 - 1e-16)
+        rate = min(max(dot(weights, targets) / total, 1e-300), 1.0 - 1e-16)
         theta[k] = math.log(rate) - math.log1p(-rate)
 
     def linear(th: FloatArray) -> FloatArray:
-        out: FloatArray = z_feat @ th[:k] + th[k]
+        out: FloatArray = _combine(z_feat, th[:k]) + th[k]
         return out
 
     def gradient(p: FloatArray) -> FloatArray:
         resid = weights * (p - targets)
         grad = np.empty(k + 1)
-        grad[:k] = resid @ z_feat
+        grad[:k] = weighted_columns(resid, z_feat)
         grad[k] = resid.sum()
         return grad / total
 
     def hessian(p_q: FloatArray) -> FloatArray:
         curv = weights * p_q
         hess = np.empty((k + 1, k + 1))
-        hess[:k, :k] = z_feat.T @ (curv[:, None] * z_feat)
-        hess[:k, k] = curv @ z_feat
+        hess[:k, :k] = gram(z_feat, curv)
+        hess[:k, k] = weighted_columns(curv, z_feat)
         hess[k, :k] = hess[:k, k]
         hess[k, k] = curv.sum()
         return hess / total
@@ -216,9 +227,9 @@ def fit_logistic(
         n_iter += 1
         hess = hessian(p_q)
         hess[np.diag_indices(k + 1)] += _RIDGE
-        step = np.asarray(np.linalg.solve(hess, -grad), dtype=np.float64)
+        step = solve(hess, -grad)
         dz = linear(step)
-        slope = float(grad @ step)
+        slope = dot(grad, step)
         t = 1.0
         accepted = False
         while t >= 1e-16:
@@ -227,7 +238,7 @@ def fit_logistic(
             trial_grad = gradient(trial_p)
             # convex loss: a non-positive directional derivative at the trial point means the
             # loss fell along the whole step; else ask for the Armijo decrease
-            if float(trial_grad @ step) <= 0.0 or trial_loss <= loss + 1e-4 * t * slope:
+            if dot(trial_grad, step) <= 0.0 or trial_loss <= loss + 1e-4 * t * slope:
                 accepted = True
                 break
             t *= 0.5
@@ -251,7 +262,7 @@ def fit_logistic(
         # the error to rounding level), kept only if the gradient's norm does not grow.
         hess = hessian(p_q)
         hess[np.diag_indices(k + 1)] += _RIDGE
-        step = np.asarray(np.linalg.solve(hess, -grad), dtype=np.float64)
+        step = solve(hess, -grad)
         trial_z = z + linear(step)
         trial_loss, trial_p, trial_pq = loss_and_prob(trial_z, targets, weights, total)
         trial_grad = gradient(trial_p)
@@ -263,7 +274,7 @@ def fit_logistic(
             residual = trial_residual
     coef = np.zeros(d)
     coef[varying] = theta[:k] / scale[varying]
-    intercept = float(theta[k] - coef[varying] @ mean[varying])
+    intercept = float(theta[k]) - dot(coef[varying], mean[varying])
     cov: FloatArray | None = None
     if covariance:
         cov = _covariance(hessian(p_q) * total, scale, mean, varying)
@@ -294,14 +305,14 @@ def _covariance(
     eig = np.linalg.eigvalsh(info_std)
     if not (eig[0] > 1e-12 * eig[-1] and eig[-1] > 0.0):
         return None
-    cov_std = np.linalg.inv(info_std)
+    cov_std = inverse(info_std)
     d = varying.size
     idx = np.flatnonzero(varying)
     transform = np.zeros((d + 1, k + 1))
     transform[0, k] = 1.0
     transform[0, :k] = -mean[idx] / scale[idx]
     transform[1 + idx, np.arange(k)] = 1.0 / scale[idx]
-    result: FloatArray = transform @ cov_std @ transform.T
+    result: FloatArray = matmul(matmul(transform, cov_std), transform.T)
     result[1 + np.flatnonzero(~varying), :] = np.nan
     result[:, 1 + np.flatnonzero(~varying)] = np.nan
     return result
@@ -362,15 +373,15 @@ def sandwich_covariance(
         return None
     bread = fit.covariance
     constant = np.isnan(np.diag(bread))
-    eta = features @ fit.coef + fit.intercept
+    eta = _combine(features, fit.coef) + fit.intercept
     if offset is not None:
         eta = eta + offset
     _, p, _ = loss_and_prob(eta, np.zeros(eta.size), np.zeros(eta.size), 1.0)
     design = np.concatenate((np.ones((eta.size, 1)), features), axis=1)
     scale = square_pos * (1.0 - p) ** 2 + square_neg * p * p
-    meat = design.T @ (scale[:, None] * design)
+    meat = gram(design, scale)
     clean = np.where(np.isnan(bread), 0.0, bread)
-    result: FloatArray = clean @ meat @ clean
+    result: FloatArray = matmul(matmul(clean, meat), clean)
     result[constant, :] = np.nan
     result[:, constant] = np.nan
     return result

@@ -62,6 +62,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+from calib_cli.core.dots import dot, rows_dot
 from calib_cli.core.logistic import fit_logistic, sandwich_covariance
 from calib_cli.core.special import special as _special
 from calib_cli.errors import InputError
@@ -645,7 +646,7 @@ def _sqrt_clipped(value: float) -> float:
 def _log_loss(y: FloatArray, p: FloatArray, w: FloatArray, eps: float) -> float:
     clipped = np.clip(p, eps, 1.0 - eps)
     log_lik = np.where(y == 1.0, np.log(clipped), np.log1p(-clipped))
-    return -float(w @ log_lik) / float(w.sum())
+    return -dot(w, log_lik) / float(w.sum())
 
 
 def log_loss(
@@ -696,7 +697,7 @@ def log_loss(
 
 def _brier(y: FloatArray, p: FloatArray, w: FloatArray) -> float:
     diff = p - y
-    return float((w * diff) @ diff) / float(w.sum())
+    return dot(w * diff, diff) / float(w.sum())
 
 
 def brier_score(
@@ -733,11 +734,11 @@ def _murphy(stats: _BinStats) -> BrierDecomposition:
     observed = stats.positive_sum[full] / weight
     forecast = stats.score_sum[full] / weight
     base_rate = float(stats.positive_sum[full].sum()) / total
-    reliability = float(weight @ (forecast - observed) ** 2) / total
-    resolution = float(weight @ (observed - base_rate) ** 2) / total
+    reliability = dot(weight, (forecast - observed) ** 2) / total
+    resolution = dot(weight, (observed - base_rate) ** 2) / total
     uncertainty = base_rate * (1.0 - base_rate)
     # Brier score of the binned forecast from its per-bin form, without the identity.
-    within = float(weight @ (observed * (1.0 - observed) + (forecast - observed) ** 2)) / total
+    within = dot(weight, observed * (1.0 - observed) + (forecast - observed) ** 2) / total
     return BrierDecomposition(
         brier_reliability=reliability,
         brier_resolution=resolution,
@@ -844,20 +845,20 @@ def _delong(
     positive_above = np.concatenate((np.cumsum(positive[::-1])[::-1][1:], [0.0]))
     v10 = (negative_below + 0.5 * negative) / n_neg  # placement of each positive
     v01 = (positive_above + 0.5 * positive) / n_pos  # placement of each negative
-    auc = float(positive @ v10) / n_pos
+    auc = dot(positive, v10) / n_pos
     if squares is not None:
         # importance weights: linearisation, per class sum w^2 (V - AUC)^2 / W^2 * m / (m - 1)
         m_pos, m_neg = squares.rows_pos, squares.rows_neg
         if not (m_pos > 1.0 and m_neg > 1.0):
             return AucInterval(auc=auc, auc_se=NAN, auc_ci=NAN_PAIR)
-        var_pos = float(squares.square_pos @ (v10 - auc) ** 2) / (n_pos * n_pos)
-        var_neg = float(squares.square_neg @ (v01 - auc) ** 2) / (n_neg * n_neg)
+        var_pos = dot(squares.square_pos, (v10 - auc) ** 2) / (n_pos * n_pos)
+        var_neg = dot(squares.square_neg, (v01 - auc) ** 2) / (n_neg * n_neg)
         se = math.sqrt(var_pos * m_pos / (m_pos - 1.0) + var_neg * m_neg / (m_neg - 1.0))
     elif not (n_pos > 1.0 and n_neg > 1.0):
         return AucInterval(auc=auc, auc_se=NAN, auc_ci=NAN_PAIR)
     else:
-        s10 = float(positive @ (v10 - auc) ** 2) / (n_pos - 1.0)
-        s01 = float(negative @ (v01 - auc) ** 2) / (n_neg - 1.0)
+        s10 = dot(positive, (v10 - auc) ** 2) / (n_pos - 1.0)
+        s01 = dot(negative, (v01 - auc) ** 2) / (n_neg - 1.0)
         se = math.sqrt(s10 / n_pos + s01 / n_neg)
     half = _z_value(confidence) * se
     return AucInterval(auc=auc, auc_se=se, auc_ci=(max(auc - half, 0.0), min(auc + half, 1.0)))
@@ -872,7 +873,7 @@ def _average_precision(positive: FloatArray, negative: FloatArray) -> float:
     predicted = true_pos + np.cumsum(negative[::-1])
     precision = np.zeros_like(true_pos)
     np.divide(true_pos, predicted, out=precision, where=predicted != 0.0)
-    return float(pos_desc @ precision) / n_pos
+    return dot(pos_desc, precision) / n_pos
 
 
 def roc_auc(
@@ -1438,9 +1439,9 @@ def _replicates_of_rows(
         members = np.flatnonzero((cell == c) & live)
         members = members[np.argsort(p[members], kind="stable")]  # independent of row order
         k = rng.poisson(1.0, size=(n_bootstrap, members.size)).astype(np.float64)
-        weight[:, c] = k @ w[members]
-        sums[:, c] = k @ wp[members]
-        squares[:, c] = k @ square[members]
+        weight[:, c] = rows_dot(k, w[members])
+        sums[:, c] = rows_dot(k, wp[members])
+        squares[:, c] = rows_dot(k, square[members])
         rows[:, c] = k.sum(axis=1)
     return _replicate_figures(weight, sums, squares, rows)
 
@@ -1612,7 +1613,7 @@ def calibration_in_the_large(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     total = float(np.sum(w))
-    return _citl(float(w @ y) / total, float(w @ p) / total)
+    return _citl(dot(w, y) / total, dot(w, p) / total)
 
 
 def _citl(base_rate: float, mean_score: float) -> CalibrationInTheLarge:
@@ -1930,8 +1931,8 @@ def _spiegelhalter(
     y: FloatArray, p: FloatArray, w: FloatArray, importance: bool = False
 ) -> Spiegelhalter:
     centred = 1.0 - 2.0 * p
-    num = float(w @ ((y - p) * centred))
-    den = float((w * w if importance else w) @ (centred * centred * p * (1.0 - p)))
+    num = dot(w, (y - p) * centred)
+    den = dot(w * w if importance else w, centred * centred * p * (1.0 - p))
     if not den > 0.0:
         return Spiegelhalter(spiegelhalter_z=NAN, spiegelhalter_pvalue=NAN)
     z = num / math.sqrt(den)
@@ -2183,10 +2184,8 @@ def calibration_effect(
     weights = check_weights(sample_weight, after.shape[0])
     total = float(weights.sum())
     before = np.asarray(scores_before, dtype=np.float64)
-    mean_before = (
-        float(np.dot(weights, before) / total) if before_are_probabilities and total else None
-    )
-    mean_after = float(np.dot(weights, after) / total) if total else None
+    mean_before = dot(weights, before) / total if before_are_probabilities and total else None
+    mean_after = dot(weights, after) / total if total else None
     if y_true is None:
         return CalibrationEffect(
             rows=after.shape[0], mean_score_before=mean_before, mean_score_after=mean_after

@@ -1,0 +1,100 @@
+"""Dot products and small linear algebra added in a fixed order: the same bits on every machine.
+
+A BLAS adds a dot product in an order that depends on its kernel and its threads (OpenBLAS's
+Haswell and Prescott kernels, one thread or two, gave ``reliability`` different last bits of
+its AUC and calibration slope on the same file), and its kernels may fuse a multiply and an
+add into one rounding. Here products are NumPy's elementwise multiplications and sums NumPy's
+pairwise summation, whose order depends on the arrays' lengths only; small systems are solved
+by Gaussian elimination with partial pivoting in Python floats. Each product costs one
+temporary array; the arrays are a summary's keys, a fit's atoms or a sample's rows.
+
+>>> dot(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
+11.0
+>>> solve(np.array([[2.0, 1.0], [1.0, 3.0]]), np.array([3.0, 5.0])).tolist()
+[0.8, 1.4]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from calib_cli.types import FloatArray
+
+__all__ = ["dot", "gram", "inverse", "matmul", "rows_dot", "solve", "weighted_columns"]
+
+
+def dot(a: FloatArray, b: FloatArray) -> float:
+    """:math:`\\sum_i a_i b_i` of two vectors."""
+    return float(np.sum(np.multiply(a, b)))
+
+
+def weighted_columns(weights: FloatArray, matrix: FloatArray) -> FloatArray:
+    """:math:`\\sum_i w_i M_{ij}` for each column ``j`` (``weights @ matrix``), each column
+    summed pairwise over its rows."""
+    products = np.ascontiguousarray((np.asarray(matrix) * weights[:, None]).T)
+    out: FloatArray = np.sum(products, axis=1)
+    return out
+
+
+def rows_dot(matrix: FloatArray, vector: FloatArray) -> FloatArray:
+    """:math:`\\sum_j M_{ij} v_j` for each row ``i`` (``matrix @ vector``), each row summed
+    pairwise: for a few long rows (bootstrap draws times members) or many short ones."""
+    out: FloatArray = np.sum(np.multiply(matrix, vector), axis=-1)
+    return out
+
+
+def gram(matrix: FloatArray, weights: FloatArray) -> FloatArray:
+    """:math:`X^T \\operatorname{diag}(w) X` of an ``(n, k)`` matrix (``k`` small)."""
+    x = np.asarray(matrix, dtype=np.float64)
+    k = x.shape[1]
+    out = np.empty((k, k))
+    for i in range(k):
+        weighted = x[:, i] * weights
+        for j in range(i, k):
+            out[i, j] = out[j, i] = dot(weighted, x[:, j])
+    return out
+
+
+def matmul(a: FloatArray, b: FloatArray) -> FloatArray:
+    """``a @ b`` for small matrices, each entry a :func:`dot`."""
+    left, right = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    out = np.empty((left.shape[0], right.shape[1]))
+    for i in range(left.shape[0]):
+        for j in range(right.shape[1]):
+            out[i, j] = dot(left[i], right[:, j])
+    return out
+
+
+def solve(a: FloatArray, b: FloatArray) -> FloatArray:
+    """The solution of ``a x = b`` for a small square ``a`` (``b`` a vector or a matrix of
+    columns): Gaussian elimination with partial pivoting. Raises
+    :class:`numpy.linalg.LinAlgError` when a pivot is zero (``a`` singular)."""
+    m = [[float(v) for v in row] for row in np.asarray(a, dtype=np.float64)]
+    rhs = np.asarray(b, dtype=np.float64)
+    vector = rhs.ndim == 1
+    r = [[float(v) for v in np.atleast_1d(row)] for row in (rhs[:, None] if vector else rhs)]
+    n = len(m)
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda i: abs(m[i][col]))
+        if m[pivot][col] == 0.0 or not np.isfinite(m[pivot][col]):
+            raise np.linalg.LinAlgError("Singular matrix")
+        m[col], m[pivot] = m[pivot], m[col]
+        r[col], r[pivot] = r[pivot], r[col]
+        for i in range(col + 1, n):
+            factor = m[i][col] / m[col][col]
+            if factor != 0.0:
+                m[i] = [x - factor * y for x, y in zip(m[i], m[col], strict=True)]
+                r[i] = [x - factor * y for x, y in zip(r[i], r[col], strict=True)]
+    x = [[0.0] * len(r[0]) for _ in range(n)]
+    for i in range(n - 1, -1, -1):
+        for c in range(len(r[0])):
+            total = r[i][c] - sum(m[i][j] * x[j][c] for j in range(i + 1, n))
+            x[i][c] = total / m[i][i]
+    out = np.array(x, dtype=np.float64)
+    return out[:, 0] if vector else out
+
+
+def inverse(a: FloatArray) -> FloatArray:
+    """The inverse of a small square matrix (:func:`solve` on the identity's columns)."""
+    n = np.asarray(a).shape[0]
+    return solve(a, np.eye(n))

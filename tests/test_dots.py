@@ -1,0 +1,52 @@
+"""Fixed-order dot products and small solves (calib_cli.core.dots) against NumPy's BLAS and
+LAPACK: the same values to rounding, and errors where LAPACK raises."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+from calib_cli.core.dots import dot, gram, inverse, matmul, rows_dot, solve, weighted_columns
+
+FINITE = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 300).flatmap(
+        lambda n: st.tuples(arrays(float, n, elements=FINITE), arrays(float, n, elements=FINITE))
+    )
+)
+def test_dot_is_blas_dot_to_rounding(pair: tuple[np.ndarray, np.ndarray]) -> None:
+    a, b = pair
+    bound = 4 * a.size * np.finfo(float).eps * float(np.abs(a) @ np.abs(b)) + 1e-300
+    assert abs(dot(a, b) - float(a @ b)) <= bound
+
+
+def test_products_match_blas_on_a_hand_worked_case() -> None:
+    x = np.array([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+    w = np.array([1.0, 0.5, 2.0])
+    assert weighted_columns(w, x).tolist() == [12.5, 16.0]  # 1 + 1.5 + 10, 2 + 2 + 12
+    assert gram(x, w).tolist() == [[55.5, 68.0], [68.0, 84.0]]  # 1 + 4.5 + 50, 2 + 6 + 60
+    assert rows_dot(x, np.array([1.0, -1.0])).tolist() == [-1.0, -1.0, -1.0]
+    np.testing.assert_allclose(matmul(x.T, x), x.T @ x, rtol=1e-15)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(1, 5), st.integers(0, 2**32 - 1))
+def test_solve_and_inverse_match_lapack(n: int, seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=(n, n)) + n * np.eye(n)  # well conditioned
+    b = rng.normal(size=n)
+    np.testing.assert_allclose(solve(a, b), np.linalg.solve(a, b), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(inverse(a), np.linalg.inv(a), rtol=1e-10, atol=1e-12)
+
+
+def test_a_singular_system_is_refused_as_lapack_does() -> None:
+    with pytest.raises(np.linalg.LinAlgError):
+        solve(np.array([[1.0, 2.0], [2.0, 4.0]]), np.array([1.0, 1.0]))
+    with pytest.raises(np.linalg.LinAlgError):
+        inverse(np.zeros((2, 2)))
