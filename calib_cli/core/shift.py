@@ -149,6 +149,7 @@ from calib_cli.core.checks import (
     require_same_length,
 )
 from calib_cli.core.convergence import newton_distance
+from calib_cli.core.dots import dot, rows_dot
 from calib_cli.core.lazy_scipy import brentq, isotonic_regression
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.core.shift_map import MapFit, PiecewiseLinearFit
@@ -570,7 +571,7 @@ def _distinct_auc(neg: FloatArray, pos: FloatArray) -> float:
     (Mann-Whitney)."""
     below = np.cumsum(neg) - neg
     total = float(pos.sum()) * float(neg.sum())
-    return float(pos @ (below + 0.5 * neg)) / total
+    return dot(pos, below + 0.5 * neg) / total
 
 
 def _auc_null_pvalue(auc: float, n_neg: float, n_pos: float) -> float:
@@ -650,8 +651,8 @@ def _pacc_means(
 ) -> tuple[float, float]:
     p = apply_platt(platt, center)
     return (
-        float(p @ weight_pos) / float(weight_pos.sum()),
-        float(p @ weight_neg) / float(weight_neg.sum()),
+        dot(p, weight_pos) / float(weight_pos.sum()),
+        dot(p, weight_neg) / float(weight_neg.sum()),
     )
 
 
@@ -1489,7 +1490,7 @@ def _pcc(ref: ReferenceModel, stats: _TargetStats, prior: float | None = None) -
     if prior is not None:
         log_odds = log_odds + _safe_logit(prior) - _safe_logit(ref.calibration.prior)
     r = expit(log_odds)
-    return float(r @ stats.weight) / stats.weight_total
+    return dot(r, stats.weight) / stats.weight_total
 
 
 def _replicate_prior(ref: ReferenceModel, rng: np.random.Generator) -> float:
@@ -1513,7 +1514,7 @@ def _replicate_prior(ref: ReferenceModel, rng: np.random.Generator) -> float:
 
 def _estimate_pacc(ref: ReferenceModel, stats: _TargetStats) -> _Point:
     p = apply_platt(ref.platt, stats.center)
-    pcc = float(p @ stats.weight) / float(stats.weight.sum())
+    pcc = dot(p, stats.weight) / float(stats.weight.sum())
     gap = ref.pacc_pos - ref.pacc_neg
     if gap <= 0.0:
         return _Point(min(max(pcc, 0.0), 1.0), True, 0, True, None, gap)
@@ -2123,8 +2124,8 @@ def _map_shape_log_odds(reference: ReferenceModel, fit: MapFit, prior_shift: flo
     )
     pseudo = reference.smoothing * balanced
     total_pos = float(reference.fine_weight_pos.sum())
-    fitted = np.maximum(basis @ fit.heights, 0.0) * total_pos + pseudo
-    original = np.maximum(basis @ fit.reference_heights, 0.0) * total_pos + pseudo
+    fitted = np.maximum(rows_dot(basis, fit.heights), 0.0) * total_pos + pseudo
+    original = np.maximum(rows_dot(basis, fit.reference_heights), 0.0) * total_pos + pseudo
     change = np.log(fitted) - np.log(original)
     at_knots = np.interp(calibration.knots, reference.cell_center, change)
     raw = np.clip(calibration.log_odds + prior_shift + at_knots, -_LOG_RATIO_CLIP, _LOG_RATIO_CLIP)
@@ -2303,7 +2304,7 @@ def expected_cost(
     total = float(w.sum())
     if total <= 0.0:
         raise InputError("expected_cost needs rows with positive weight")
-    return float(w @ (d * (1.0 - p) * fp + (1.0 - d) * p * fn)) / total
+    return dot(w, d * (1.0 - p) * fp + (1.0 - d) * p * fn) / total
 
 
 def realised_cost(
@@ -2327,7 +2328,7 @@ def realised_cost(
     total = float(w.sum())
     if total <= 0.0:
         raise InputError("realised_cost needs rows with positive weight")
-    return float(w @ (d * (1.0 - y) * fp + (1.0 - d) * y * fn)) / total
+    return dot(w, d * (1.0 - y) * fp + (1.0 - d) * y * fn) / total
 
 
 def decision_costs(
@@ -2395,8 +2396,8 @@ def decision_costs(
         cost_fn=float(cost_fn),
         expected_cost_static=expected_static,
         expected_cost_shifted=expected_shifted,
-        flagged_static=float(w @ d_static) / total,
-        flagged_shifted=float(w @ d_shifted) / total,
+        flagged_static=dot(w, d_static) / total,
+        flagged_shifted=dot(w, d_shifted) / total,
         realised_cost_static=realised_static,
         realised_cost_shifted=realised_shifted,
     )

@@ -51,6 +51,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core.dots import dot
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray, IntArray
 
@@ -446,7 +447,7 @@ def history_blend(
             weights[t] = blend_weights(cand[:seen] - y[:seen, None])
         else:
             weights[t, fallback] = 1.0
-        prevalence[t] = float(cand[t] @ weights[t])
+        prevalence[t] = dot(cand[t], weights[t])
         # prevalence[s] for s < seen used labels up to s - K only: its error is out of sample
         halfwidth[t] = conformal_halfwidth(prevalence[:seen] - y[:seen], level=level)
     return HistoryBlend(
