@@ -216,3 +216,23 @@ def test_reliability_is_the_same_bytes_under_every_blas(tmp_path: Path, engine: 
     ]
     assert b'"auc"' in outputs[0]
     assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
+
+
+def test_estimate_shift_is_the_same_bytes_under_every_blas(tmp_path: Path) -> None:
+    """estimate-shift's batch report (label-shift estimate, PCC, their disagreement, decision
+    costs) likewise: the same JSON under every BLAS setting."""
+    reference, target = tmp_path / "ref.parquet", tmp_path / "target.parquet"
+    _rows(100_000, 6).write_parquet(reference)
+    _rows(150_000, 7).write_parquet(target)
+    args = ["estimate-shift", "--reference", str(reference), "--target", str(target)]
+    outputs = [
+        subprocess.run(
+            [CALIB, *args, "--batch-col", "day", "--json"],
+            env={**os.environ, **setting},
+            capture_output=True,
+            check=True,
+        ).stdout
+        for setting in BLAS_SETTINGS
+    ]
+    assert b'"pcc"' in outputs[0]
+    assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
