@@ -9,6 +9,7 @@ import numpy as np
 import polars as pl
 import pytest
 
+import calib_cli.summaries.scan as summary_scan
 from calib_cli.core.metrics import ReliabilitySummary
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import Table
@@ -219,11 +220,16 @@ def test_from_summary_refuses_a_file_and_summaries_together(tmp_path: Path) -> N
         run_reliability(ReliabilityRequest(file=None))
 
 
-def test_streaming_reports_progress_steps(tmp_path: Path) -> None:
+def test_streaming_reports_progress_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The read, then the rows read after each block (blocks of 200 rows here)."""
+    monkeypatch.setattr(summary_scan, "BLOCK_ROWS", 200)
     path = _write(_frame(500), tmp_path / "rows.parquet")
     steps: list[str] = []
     run_reliability(ReliabilityRequest(file=str(path), engine="streaming"), progress=steps.append)
-    assert steps[0] == f"pass 1/2: summarising {path}"
+    rows = int(pl.read_parquet(path).height)
+    assert steps[0] == f"reading {path}"
+    counts = [f"reading {path}: {n:,} rows" for n in (200, 400, rows)]
+    assert steps[1:4] == counts
 
 
 def test_default_score_column_is_checked_when_dropping_bad_rows(tmp_path: Path) -> None:

@@ -229,13 +229,15 @@ def estimate_shift(
             from calib_cli.report.tables import backtest_batch_table, backtest_summary_table
             from calib_cli.workflows.estimate_shift import run_backtest
 
-            tested = run_backtest(request, warn=session.warn)
+            with session.progress("estimate-shift --backtest") as step:
+                tested = run_backtest(request, warn=session.warn, progress=step)
             emit_report(session, backtest_payload(tested), as_json=as_json, report_path=report)
             if not as_json:
                 session.result(backtest_summary_table(tested))
                 session.result(backtest_batch_table(tested))
             return
-        result = run_estimate_shift(request, warn=session.warn)
+        with session.progress("estimate-shift") as step:
+            result = run_estimate_shift(request, warn=session.warn, progress=step)
         if plot is not None:
             from calib_cli.report.plots import save_figure, shift_result_figure
 
@@ -248,11 +250,6 @@ def estimate_shift(
                 from calib_cli.report.tables import history_table
 
                 show(history_table(result.history, result.batches, batch_col=result.batch_col))
-            if result.decision_threshold is not None:
-                show(
-                    decision_table(
-                        result.batches,
-                        batch_col=result.batch_col,
-                        threshold=result.decision_threshold,
-                    )
-                )
+            cut, batches = result.decision_threshold, result.batches
+            if cut is not None:
+                show(decision_table(batches, batch_col=result.batch_col, threshold=cut))

@@ -222,7 +222,8 @@ def recalibrate(
             refine_dialect=chosen_or_none(sql_dialect),
             refine_table=table,
         )
-        result = run_recalibrate(request, warn=session.warn)
+        with session.progress(f"recalibrate {file or fit}") as step:
+            result = run_recalibrate(request, warn=session.warn, progress=step)
         if result.choice is not None:
             session.info(method_choice_table(result.choice))
         if result.fit is not None:

@@ -203,7 +203,8 @@ def rerank_strata(
             plot=plot,
             plot_scale=cast(PlotScale, chosen(plot_scale)),
         )
-        result = run_rerank_strata(request, warn=session.warn)
+        with session.progress("rerank-strata") as step:
+            result = run_rerank_strata(request, warn=session.warn, progress=step)
         if plot is not None:
             from calib_cli.report.plots import rerank_result_figure, save_figure
 

@@ -163,7 +163,8 @@ def resample(
             report=report,
             seed=seed,
         )
-        result = run_resample(request, warn=session.warn)
+        with session.progress("resample") as step:
+            result = run_resample(request, warn=session.warn, progress=step)
         emit_report(session, resample_payload(result), as_json=False, report_path=report)
         session.info(resample_table(result))
         session.info(f"sampling record: {result.record_path}")

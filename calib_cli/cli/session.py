@@ -59,7 +59,7 @@ class Session:
     ) -> contextlib.AbstractContextManager[Callable[[str], None]]:
         """Progress of a long run on standard error: a spinner, the step and the time elapsed.
 
-        Yields a callback for the workflow (``step("pass 2/2: refining 12 cells")``), which
+        Yields a callback for the workflow (``step("reading scores.parquet: 262,144 rows")``), which
         stays free of Rich. Shown only on a terminal, without --quiet, and only once the run
         has lasted ``delay`` seconds (:data:`PROGRESS_DELAY`); it disappears when the block ends::
 
@@ -89,13 +89,18 @@ def _progress_display(
     timer after ``delay`` seconds (Polars releases the GIL while it scans, so it keeps
     turning) and stopped when the block ends."""
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+    from rich.table import Column
 
     display = Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        # a long step is cut with an ellipsis, never the time elapsed (80 columns, long paths)
+        TextColumn(
+            "{task.description}", table_column=Column(no_wrap=True, overflow="ellipsis", ratio=1)
+        ),
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        expand=True,
     )
     task = display.add_task(description, total=None)
     lock = threading.Lock()

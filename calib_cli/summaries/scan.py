@@ -529,13 +529,15 @@ def summarize_lazy_sub_cells(
     batch_rows: int = BATCH_ROWS,
     sub_bits: int = DEFAULT_SUB_BITS,
     flag_column: str | None = None,
+    on_rows: Callable[[int], None] | None = None,
 ) -> dict[str, tuple[ScoreSummary, SubCells | None]]:
     """:func:`summarize_lazy_many`, and in the same pass each column's sub-cells on a grid
     ``sub_bits`` finer (:mod:`calib_cli.summaries.subcells`; None when they would take more
     than :data:`~calib_cli.summaries.accumulate.SUB_MAX_BYTES`, or ``sub_bits`` is 0).
     ``flag_column``: a boolean column of the scan; the pass stops with :class:`FlaggedRowError`
     at the first batch where it is true (a check deferred to this pass,
-    :func:`calib_cli.io.scored_scan`).
+    :func:`calib_cli.io.scored_scan`). ``on_rows(n)``: called after each block with the rows
+    read so far (a progress display).
 
     Examples
     --------
@@ -581,9 +583,13 @@ def summarize_lazy_sub_cells(
         flag_column=flag_column,
         prepare=lambda name, batch: sums[name].sums_ahead(batch),  # in the workers
     )
+    read = 0
     for batch in batches:
         for name in names:
             sums[name].add(batch[name])
+        if on_rows is not None:
+            read += batch[names[0]].score.size
+            on_rows(read)
     groups = codes.names if group_column is not None else [None]
     shared: dict[str, Any] = {
         "label_column": label_column,

@@ -76,8 +76,12 @@ def in_dialect(
     return wrapped
 
 
+#: A step of a long run, for a progress display ("reading scores.parquet: 262,144 rows").
+Progress = Callable[[str], None]
+
+
 def ignore(message: str) -> None:
-    """The default :data:`~calib_cli.types.Warn`: drop the warning."""
+    """The default :data:`~calib_cli.types.Warn` and :data:`Progress`: drop the message."""
 
 
 def check_paths(

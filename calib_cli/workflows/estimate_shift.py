@@ -69,6 +69,7 @@ from calib_cli.types import (
 )
 from calib_cli.workflows.common import (
     MISSING_GROUP,
+    Progress,
     check_paths,
     check_plot,
     choose_engine,
@@ -195,9 +196,10 @@ def _delay(request: EstimateShiftRequest) -> int:
 
 @in_dialect
 def run_estimate_shift(
-    request: EstimateShiftRequest, *, warn: Warn = ignore
+    request: EstimateShiftRequest, *, warn: Warn = ignore, progress: Progress = ignore
 ) -> EstimateShiftResult:
-    """Fit the reference, estimate each batch, recalibrate it, write the rows (with -o)."""
+    """Fit the reference, estimate each batch, recalibrate it, write the rows (with -o);
+    ``progress``: each stage, for a progress display."""
     output = request.output
     check_plot(request.plot)
     _check_sources(request)
@@ -239,14 +241,20 @@ def run_estimate_shift(
             "give one of them, or drop --label-delay"
         )
     if request.reference_summaries or request.target_summaries:
+        progress("estimating from summaries")
         return _with_kind(_run_with_summaries(request, costs, warn=warn), request)
     past = None
     if request.history is not None:
         if request.batch_col is None:
             raise UsageError("--history needs --batch-col: the column that orders the past batches")
+        progress(f"reading the history {io.display_name(request.history)}")
         past = _read_history(request, request.history, request.batch_col)
     reference, target = _rows_path(request.reference), _rows_path(request.target)
     engine = choose_engine(request.engine, [reference, target], input_format=request.input_format)
+    progress(
+        f"estimating {io.display_name(target)} against {io.display_name(reference)}"
+        + (f", writing {io.display_name(output)}" if output is not None else "")
+    )
     if engine == "streaming" and io.STDIO not in (reference, target):
         # standard input cannot be read twice: it is read into memory whatever the engine
         result = _run_streaming(request, costs, warn=warn)
@@ -255,6 +263,7 @@ def run_estimate_shift(
     result = _with_kind(result, request)
     if past is None or result.model is None:
         return result
+    progress("learning from the history's errors")
     return replace(result, history=_history(request, past, result.model, result.batches, warn=warn))
 
 
@@ -791,7 +800,9 @@ def _backtest_method(
 
 
 @in_dialect
-def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> BacktestResult:
+def run_backtest(
+    request: EstimateShiftRequest, *, warn: Warn = ignore, progress: Progress = ignore
+) -> BacktestResult:
     """``--backtest --label-delay K``: estimate each labelled batch of the target, in the order
     of ``--batch-col``, with every method as a job whose labels arrive ``K`` batches late
     would have, and score the estimates against the batches' labels.
@@ -831,6 +842,7 @@ def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> Backt
             f"got {_delay(request)}"
         )
     kind = request.score_kind
+    progress(f"reading {io.display_name(reference)} and {io.display_name(target)}")
     ref = io.read_table(reference, input_format=request.input_format)
     tgt = io.read_table(target, input_format=request.input_format)
     with ref.context():
@@ -846,6 +858,7 @@ def run_backtest(request: EstimateShiftRequest, *, warn: Warn = ignore) -> Backt
     scores, codes, values, truth = batches.scores, batches.codes, batches.values, batches.truth
     sizes = np.bincount(codes, minlength=len(values))
     counts = _count_batches(model, scores, codes, len(values))
+    progress(f"estimating {len(values)} batches with {len(BACKTEST_METHODS)} methods")
     estimates: dict[str, list[ShiftEstimate]] = {
         method: [
             estimate_prevalence(

@@ -60,6 +60,7 @@ from calib_cli.types import (
     WeightKind,
 )
 from calib_cli.workflows.common import (
+    Progress,
     check_invalid_options,
     check_paths,
     choose_engine,
@@ -550,8 +551,11 @@ class _Run:
 
 
 @in_dialect
-def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> RecalibrateResult:
-    """Plan, fit or load the steps, apply them, save the model, write the calibrated rows."""
+def run_recalibrate(
+    request: RecalibrateRequest, *, warn: Warn = ignore, progress: Progress = ignore
+) -> RecalibrateResult:
+    """Plan, fit or load the steps, apply them, save the model, write the calibrated rows
+    (``progress``: each stage, for a progress display)."""
     plan = plan_recalibration(request)
     if request.fit_summaries:  # a directory of part files, or a quoted glob
         request = replace(
@@ -629,6 +633,10 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     summary_fit: _SummaryFit | None = None
     engines = _engines(request, plan)
     if request.fit_summaries:
+        progress(f"fitting on {len(request.fit_summaries)} summary file(s)")
+    elif request.fit is not None:
+        progress(f"fitting on {io.display_name(request.fit)}")
+    if request.fit_summaries:
         summary_fit = _fit_summaries(run)
         steps, fit_effect = summary_fit.steps, summary_fit.effect
     elif request.fit is not None and engines.fit == "streaming":
@@ -648,6 +656,8 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     table: Table | None = None
     calibrated: FloatArray | None = None
     streamed: StreamInput | None = None
+    if file is not None:
+        progress(f"reading {io.display_name(file)}")
     if file is not None and engines.apply == "streaming":
         streamed = _stream_scan(run, file, strata_column, steps)
         _check_output_col(request, streamed.name, streamed.columns)
@@ -713,9 +723,11 @@ def run_recalibrate(request: RecalibrateRequest, *, warn: Warn = ignore) -> Reca
     destination: str | None = None
     if streamed is not None:
         destination = data_destination(request.output)
+        progress(f"calibrating {streamed.name} into {io.display_name(destination)}")
         input_effect = _stream_apply(run, streamed, steps, destination)
     elif table is not None and calibrated is not None:
         destination = data_destination(request.output)
+        progress(f"writing {io.display_name(destination)}")
         frame = table.with_columns({request.output_col: calibrated})
         io.write_table(frame, destination, output_format_override=request.output_format)
     return RecalibrateResult(

@@ -402,7 +402,7 @@ def assess_streaming(
     name = io.display_name(file)
     score_cols = request.score_cols or ("score",)
     edges = uniform_edges(request.n_bins if request.strategy == "uniform" else 10)
-    progress(f"pass 1/2: summarising {name}")
+    progress(f"reading {name}")
     import_in_background()  # the figures' special functions, while the pass reads
     summaries, scan, sub_cells = summarize_scan(
         file,
@@ -417,6 +417,7 @@ def assess_streaming(
         warn=warn,
         max_invalid=request.max_invalid,
         sub_bits=SUB_BITS,
+        on_rows=lambda rows: progress(f"reading {name}: {rows:,} rows"),
     )
     entries: list[ReliabilityEntry] = []
     for column in dict.fromkeys(score_cols):
@@ -465,7 +466,7 @@ def _refined_figures(
             exactness.bins_exact or request.strategy == "uniform"
         ):
             return figures, exactness
-    progress(f"pass 2/2: refining {where}")
+    progress(f"reading again (refining): {where}")
 
     def one_pass(
         levels: tuple[RefinementLevel, ...], tolerance: float

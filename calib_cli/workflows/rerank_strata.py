@@ -62,6 +62,7 @@ from calib_cli.types import (
     WeightKind,
 )
 from calib_cli.workflows.common import (
+    Progress,
     check_paths,
     check_plot,
     choose_engine,
@@ -173,8 +174,11 @@ def _added_columns(request: RerankStrataRequest) -> list[str]:
 
 
 @in_dialect
-def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> RerankStrataResult:
-    """Cut or read the strata, fit each stratum's ROC slope, take the odds, re-rank, write."""
+def run_rerank_strata(
+    request: RerankStrataRequest, *, warn: Warn = ignore, progress: Progress = ignore
+) -> RerankStrataResult:
+    """Cut or read the strata, fit each stratum's ROC slope, take the odds, re-rank, write
+    (``progress``: the stage, for a progress display)."""
     if (request.strata_col is None) == (request.pca_features is None):
         raise UsageError("give --strata-col COL or --pca-features C1,C2,... (one of them)")
     if request.prevalence_file is not None and request.estimate_target_prevalence:
@@ -204,6 +208,10 @@ def run_rerank_strata(request: RerankStrataRequest, *, warn: Warn = ignore) -> R
         engine = choose_engine(
             request.engine, [request.reference, request.target], input_format=request.input_format
         )
+    progress(
+        f"re-ranking {io.display_name(request.target)} against "
+        f"{io.display_name(request.reference)} into {io.display_name(request.output or '-')}"
+    )
     if engine == "streaming":
         return _run_streaming(request)
     kind = request.score_kind

@@ -15,7 +15,7 @@ from calib_cli.core.sampling import (
 )
 from calib_cli.errors import UsageError
 from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, Warn
-from calib_cli.workflows.common import check_paths, ignore, in_dialect
+from calib_cli.workflows.common import Progress, check_paths, ignore, in_dialect
 
 
 @dataclass(frozen=True)
@@ -65,8 +65,11 @@ def record_path_of(request: ResampleRequest) -> str:
 
 
 @in_dialect
-def run_resample(request: ResampleRequest, *, warn: Warn = ignore) -> ResampleResult:
-    """Count, choose the rates, stream the kept rows to the output, save the record."""
+def run_resample(
+    request: ResampleRequest, *, warn: Warn = ignore, progress: Progress = ignore
+) -> ResampleResult:
+    """Count, choose the rates, stream the kept rows to the output, save the record
+    (``progress``: each stage, for a progress display)."""
     record_path = record_path_of(request)
     check_paths(
         inputs=[request.file, request.rates_file],
@@ -91,6 +94,7 @@ def run_resample(request: ResampleRequest, *, warn: Warn = ignore) -> ResampleRe
         text_columns=[key_col] if key_col is not None else [],
     )
     name = io.display_name(request.file)
+    progress(f"counting the classes of {name}")
     before = io.class_counts(
         lazy,
         name=name,
@@ -154,6 +158,7 @@ def run_resample(request: ResampleRequest, *, warn: Warn = ignore) -> ResampleRe
         file_format=fmt,
         output="stdout" if request.output == io.STDIO else request.output,
     )
+    progress(f"sampling {name} into {io.display_name(request.output)}")
     io.sink_table(kept, request.output, output_format_override=request.output_format)
     save_artifact(record_path, record)
     return ResampleResult(

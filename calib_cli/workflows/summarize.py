@@ -19,10 +19,16 @@ from calib_cli.summaries import ScoreSummary, merge_summaries
 from calib_cli.summaries.grid import DEFAULT_MANTISSA_BITS
 from calib_cli.summaries.subcells import SubCells
 from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, OnInvalid, Warn, WeightKind
-from calib_cli.workflows.common import check_invalid_options, check_paths, ignore, in_dialect
+from calib_cli.workflows.common import (
+    Progress,
+    check_invalid_options,
+    check_paths,
+    ignore,
+    in_dialect,
+)
 
-#: A step of a long run, for a progress display ("pass 1/2: summarising scores.parquet").
-Step = Callable[[str], None]
+#: A step of a long run, for a progress display (:data:`~calib_cli.workflows.common.Progress`).
+Step = Progress
 
 
 @dataclass(frozen=True)
@@ -111,11 +117,13 @@ def summarize_scan(
     max_invalid: float | None = None,
     mantissa_bits: int = DEFAULT_MANTISSA_BITS,
     sub_bits: int = 0,
+    on_rows: Callable[[int], None] | None = None,
 ) -> tuple[dict[str, ScoreSummary], io.ScoredScan, dict[str, SubCells | None]]:
     """One file's rows -> one summary per score column (streaming; stdin and gzip read first).
 
     Returns the summaries, the checked scan (for a second pass over chosen cells) and, with
-    ``sub_bits``, each column's sub-cells from the same pass (else None).
+    ``sub_bits``, each column's sub-cells from the same pass (else None). ``on_rows(n)``: the
+    rows read so far, after each block.
     """
     from calib_cli.summaries.scan import FlaggedRowError, summarize_lazy_sub_cells
 
@@ -147,6 +155,7 @@ def summarize_scan(
                 mantissa_bits=mantissa_bits,
                 sub_bits=sub_bits,
                 flag_column=None if scan.verify is None else io.FLAG_COLUMN,
+                on_rows=on_rows,
             )
     except FlaggedRowError:
         if scan.verify is not None:

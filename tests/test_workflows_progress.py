@@ -1,0 +1,47 @@
+"""Every command's workflow names its stages for the progress display (the CLI shows them on
+a terminal after 2 s; nothing in a pipe or with --quiet: tests/test_cli_reliability_streaming)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
+from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+from calib_cli.workflows.resample import ResampleRequest, run_resample
+from tests.conftest import SAMPLE_DATA
+
+
+def test_recalibrate_names_the_fit_the_read_and_the_write(tmp_path: Path) -> None:
+    steps: list[str] = []
+    data = SAMPLE_DATA / "overconfident.csv"
+    out = tmp_path / "out.csv"
+    request = RecalibrateRequest(file=str(data), fit=str(data), method="platt", output=str(out))
+    run_recalibrate(request, progress=steps.append)
+    assert steps == [f"fitting on {data}", f"reading {data}", f"writing {out}"]
+
+
+def test_estimate_shift_names_its_files(tmp_path: Path) -> None:
+    steps: list[str] = []
+    reference, target = SAMPLE_DATA / "transactions.csv", SAMPLE_DATA / "shifted_batch.csv"
+    request = EstimateShiftRequest(reference=str(reference), target=str(target), n_bootstrap=20)
+    run_estimate_shift(request, progress=steps.append)
+    assert steps == [f"estimating {target} against {reference}"]
+
+
+def test_rerank_strata_and_resample_name_their_stage(tmp_path: Path) -> None:
+    steps: list[str] = []
+    reference = SAMPLE_DATA / "strata_reference.csv"
+    target, out = SAMPLE_DATA / "strata_target.csv", tmp_path / "out.csv"
+    request = RerankStrataRequest(
+        reference=str(reference), target=str(target), strata_col="stratum", output=str(out)
+    )
+    run_rerank_strata(request, progress=steps.append)
+    assert steps == [f"re-ranking {target} against {reference} into {out}"]
+    steps.clear()
+    train, sample = SAMPLE_DATA / "train.csv", tmp_path / "sample.csv"
+    run_resample(
+        ResampleRequest(file=str(train), output=str(sample), negative_rate=0.1, key_col="id"),
+        progress=steps.append,
+    )
+    assert steps == [f"counting the classes of {train}", f"sampling {train} into {sample}"]
