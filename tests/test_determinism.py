@@ -197,6 +197,16 @@ BLAS_SETTINGS = [
 ]
 
 
+def _under_every_blas(args: list[str]) -> list[bytes]:
+    """The installed calib's standard output with ``args`` under each of :data:`BLAS_SETTINGS`."""
+    return [
+        subprocess.run(
+            [CALIB, *args], env={**os.environ, **setting}, capture_output=True, check=True
+        ).stdout
+        for setting in BLAS_SETTINGS
+    ]
+
+
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_reliability_is_the_same_bytes_under_every_blas(tmp_path: Path, engine: str) -> None:
     """The figures' dot products and small solves add in NumPy's order, not a BLAS kernel's
@@ -205,15 +215,7 @@ def test_reliability_is_the_same_bytes_under_every_blas(tmp_path: Path, engine: 
     path = tmp_path / "rows.parquet"
     _rows(200_000, 5).write_parquet(path)
     args = ["reliability", str(path), "--json", "--engine", engine, "--by", "day"]
-    outputs = [
-        subprocess.run(
-            [CALIB, *args, "--weight-col", "w"],
-            env={**os.environ, **setting},
-            capture_output=True,
-            check=True,
-        ).stdout
-        for setting in BLAS_SETTINGS
-    ]
+    outputs = _under_every_blas([*args, "--weight-col", "w"])
     assert b'"auc"' in outputs[0]
     assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
 
@@ -225,14 +227,6 @@ def test_estimate_shift_is_the_same_bytes_under_every_blas(tmp_path: Path) -> No
     _rows(100_000, 6).write_parquet(reference)
     _rows(150_000, 7).write_parquet(target)
     args = ["estimate-shift", "--reference", str(reference), "--target", str(target)]
-    outputs = [
-        subprocess.run(
-            [CALIB, *args, "--batch-col", "day", "--json"],
-            env={**os.environ, **setting},
-            capture_output=True,
-            check=True,
-        ).stdout
-        for setting in BLAS_SETTINGS
-    ]
+    outputs = _under_every_blas([*args, "--batch-col", "day", "--json"])
     assert b'"pcc"' in outputs[0]
     assert outputs[1] == outputs[0] and outputs[2] == outputs[0]
