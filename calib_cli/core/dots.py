@@ -3,10 +3,12 @@
 A BLAS adds a dot product in an order that depends on its kernel and its threads (OpenBLAS's
 Haswell and Prescott kernels, one thread or two, gave ``reliability`` different last bits of
 its AUC and calibration slope on the same file), and its kernels may fuse a multiply and an
-add into one rounding. Here products are NumPy's elementwise multiplications and sums NumPy's
-pairwise summation, whose order depends on the arrays' lengths only; small systems are solved
-by Gaussian elimination with partial pivoting in Python floats. Each product costs one
-temporary array; the arrays are a summary's keys, a fit's atoms or a sample's rows.
+add into one rounding. Here products are NumPy's elementwise multiplications (or Python's,
+for short vectors) and sums are added in order or by NumPy's pairwise summation, chosen by
+the arrays' lengths only; small systems are solved by Gaussian elimination with partial
+pivoting in Python floats. Each product costs one temporary array; the arrays are a
+summary's keys, a fit's atoms or a sample's rows. (``estimate-shift --method map`` keeps
+BLAS and LAPACK: made so, its many small products took 1.7x the time.)
 
 >>> dot(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
 11.0
@@ -20,19 +22,47 @@ import numpy as np
 
 from calib_cli.types import FloatArray
 
-__all__ = ["dot", "gram", "inverse", "matmul", "rows_dot", "solve", "weighted_columns"]
+__all__ = [
+    "PAIRWISE_ROWS",
+    "SHORT",
+    "dot",
+    "gram",
+    "inverse",
+    "matmul",
+    "rows_dot",
+    "solve",
+    "weighted_columns",
+]
+
+
+#: Entries up to which :func:`dot` adds in Python floats, in order (NumPy's call costs more).
+SHORT = 32
 
 
 def dot(a: FloatArray, b: FloatArray) -> float:
-    """:math:`\\sum_i a_i b_i` of two vectors."""
+    """:math:`\\sum_i a_i b_i` of two vectors: in order up to :data:`SHORT` entries, else
+    NumPy's pairwise sum of the products."""
+    if np.size(a) <= SHORT:
+        total = 0.0
+        for x, y in zip(np.asarray(a).tolist(), np.asarray(b).tolist(), strict=True):
+            total += x * y
+        return total
     return float(np.sum(np.multiply(a, b)))
 
 
+#: Rows from which :func:`weighted_columns` adds each column pairwise (fewer: in order).
+PAIRWISE_ROWS = 4096
+
+
 def weighted_columns(weights: FloatArray, matrix: FloatArray) -> FloatArray:
-    """:math:`\\sum_i w_i M_{ij}` for each column ``j`` (``weights @ matrix``), each column
-    summed pairwise over its rows."""
-    products = np.ascontiguousarray((np.asarray(matrix) * weights[:, None]).T)
-    out: FloatArray = np.sum(products, axis=1)
+    """:math:`\\sum_i w_i M_{ij}` for each column ``j`` (``weights @ matrix``): the rows
+    added in their order, or pairwise (each column made contiguous) from
+    :data:`PAIRWISE_ROWS` rows on, where in order would lose digits."""
+    products = np.asarray(matrix) * np.asarray(weights)[:, None]
+    if products.shape[0] >= PAIRWISE_ROWS:
+        out: FloatArray = np.sum(np.ascontiguousarray(products.T), axis=1)
+        return out
+    out = np.sum(products, axis=0)
     return out
 
 
@@ -44,24 +74,22 @@ def rows_dot(matrix: FloatArray, vector: FloatArray) -> FloatArray:
 
 
 def gram(matrix: FloatArray, weights: FloatArray) -> FloatArray:
-    """:math:`X^T \\operatorname{diag}(w) X` of an ``(n, k)`` matrix (``k`` small)."""
+    """:math:`X^T \\operatorname{diag}(w) X` of an ``(n, k)`` matrix (``k`` small): each
+    entry of the upper triangle a :func:`weighted_columns` sum, mirrored below."""
     x = np.asarray(matrix, dtype=np.float64)
     k = x.shape[1]
+    upper_i, upper_j = np.triu_indices(k)
+    sums = weighted_columns(np.asarray(weights, dtype=np.float64), x[:, upper_i] * x[:, upper_j])
     out = np.empty((k, k))
-    for i in range(k):
-        weighted = x[:, i] * weights
-        for j in range(i, k):
-            out[i, j] = out[j, i] = dot(weighted, x[:, j])
+    out[upper_i, upper_j] = sums
+    out[upper_j, upper_i] = sums
     return out
 
 
 def matmul(a: FloatArray, b: FloatArray) -> FloatArray:
-    """``a @ b`` for small matrices, each entry a :func:`dot`."""
+    """``a @ b`` for small matrices, each entry's products added in order."""
     left, right = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    out = np.empty((left.shape[0], right.shape[1]))
-    for i in range(left.shape[0]):
-        for j in range(right.shape[1]):
-            out[i, j] = dot(left[i], right[:, j])
+    out: FloatArray = np.sum(left[:, :, None] * right[None, :, :], axis=1)
     return out
 
 
