@@ -841,23 +841,29 @@ def run_backtest(
             f"--label-delay must be at least 1 (a batch's labels arrive after it), "
             f"got {_delay(request)}"
         )
-    kind = request.score_kind
     progress(f"reading {io.display_name(reference)} and {io.display_name(target)}")
-    ref = io.read_table(reference, input_format=request.input_format)
-    tgt = io.read_table(target, input_format=request.input_format)
-    with ref.context():
-        model = fit_reference(
-            ref.scores(request.score_col, kind=kind),
-            ref.labels(request.label_col, positive_label=request.positive_label),
-            sample_weight=ref.weights(request.weight_col),
-            score_kind=kind,
+    engine = choose_engine(request.engine, [reference, target], input_format=request.input_format)
+    if engine == "streaming" and io.STDIO not in (reference, target):
+        model = _streaming_reference(request)
+        name, values, sizes, truth, counts = _stream_labelled_batches(request, model, batch_col)
+    else:
+        kind = request.score_kind
+        ref = io.read_table(reference, input_format=request.input_format)
+        tgt = io.read_table(target, input_format=request.input_format)
+        with ref.context():
+            model = fit_reference(
+                ref.scores(request.score_col, kind=kind),
+                ref.labels(request.label_col, positive_label=request.positive_label),
+                sample_weight=ref.weights(request.weight_col),
+                score_kind=kind,
+            )
+        batches = _labelled_batches(
+            request, tgt, batch_col, labels_for=_BACKTEST_LABELS, place="batch"
         )
-    batches = _labelled_batches(
-        request, tgt, batch_col, labels_for="--backtest needs each batch's labels", place="batch"
-    )
-    scores, codes, values, truth = batches.scores, batches.codes, batches.values, batches.truth
-    sizes = np.bincount(codes, minlength=len(values))
-    counts = _count_batches(model, scores, codes, len(values))
+        codes, values, truth, name = batches.codes, batches.values, batches.truth, tgt.name
+        sizes = np.bincount(codes, minlength=len(values))
+        counts = _count_batches(model, batches.scores, codes, len(values))
+        del ref, tgt, batches
     progress(f"estimating {len(values)} batches with {len(BACKTEST_METHODS)} methods")
     estimates: dict[str, list[ShiftEstimate]] = {
         method: [
@@ -918,7 +924,7 @@ def run_backtest(
             "labelled batches before it)"
         )
     return BacktestResult(
-        source=tgt.name,
+        source=name,
         batch_col=batch_col,
         label_delay=delay,
         batches=values,
@@ -931,6 +937,61 @@ def run_backtest(
         n_history=blend.n_history,
         ci_level=CI_LEVEL,
     )
+
+
+_BACKTEST_LABELS = "--backtest needs each batch's labels"
+
+
+def _stream_labelled_batches(
+    request: EstimateShiftRequest, model: ReferenceModel, batch_col: str
+) -> tuple[str, tuple[GroupValue, ...], IntArray, FloatArray, list[TargetCounts]]:
+    """``--backtest``'s target in chunks of ``COUNT_CHUNK`` rows (bounded memory): the
+    file's name, its batches in order, their rows, true rates and fine-cell counts, counted
+    and refused as :func:`_labelled_batches` and :func:`_count_batches` do in memory."""
+    target = _rows_path(request.target)
+    fmt = request.input_format
+    name = io.display_name(target)
+    header = io.column_names(target, input_format=fmt)
+    if header is not None and request.label_col not in header:
+        raise InputError(
+            f"{name}: {_BACKTEST_LABELS}, and there is no column "
+            f"'{request.label_col}' (name it with --label-col)"
+        )
+    columns = [request.score_col, request.label_col, batch_col]
+    counts: dict[GroupValue, list[TargetCounts]] = {}
+    positives: dict[GroupValue, float] = {}
+    sizes: dict[GroupValue, int] = {}
+
+    def check(table: Table) -> None:
+        table.scores(request.score_col, kind=request.score_kind)
+        table.labels(request.label_col, positive_label=request.positive_label)
+        table.groups(batch_col, option="--batch-col")
+
+    with _whole_file_messages(target, columns, fmt, check):
+        for table in scan_chunks(
+            target, columns=columns, chunk_rows=COUNT_CHUNK, required=columns, input_format=fmt
+        ):
+            name = table.name
+            x = table.scores(request.score_col, kind=request.score_kind)
+            y = table.labels(request.label_col, positive_label=request.positive_label)
+            values, codes = _chunk_groups(table, batch_col)
+            counted = count_target(model, x, group_codes=codes, n_groups=len(values))
+            present = np.bincount(codes, minlength=len(values))
+            hits = np.bincount(codes, y, minlength=len(values))
+            for code, value in enumerate(values):
+                if present[code]:
+                    counts.setdefault(value, []).append(counted[code])
+                    sizes[value] = sizes.get(value, 0) + int(present[code])
+                    positives[value] = positives.get(value, 0.0) + float(hits[code])
+    if None in sizes:  # rows without a batch (the group "(missing)" in memory)
+        raise InputError(
+            f"{name}: column '{batch_col}' has {sizes[None]} rows without a value; "
+            "--backtest needs every batch's place in time"
+        )
+    order = tuple(sorted(counts, key=_batch_key))
+    rows = np.array([sizes[value] for value in order], dtype=np.int64)
+    truth = np.array([positives[value] for value in order]) / rows
+    return name, order, rows, truth, [merge_target_counts(counts[value]) for value in order]
 
 
 def _count_batches(
