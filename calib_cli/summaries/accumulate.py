@@ -2,9 +2,11 @@
 
 A streaming group-by merges partial sums in whatever order its threads finish, so the same
 file can give sums that differ in their last bits from run to run. Here every key's sums are
-added row by row in the order the rows arrive (:func:`numpy.add.at`, which adds in index
-order), so the same rows in the same order give the same bytes, however they are cut into
-batches.
+added in the order the rows arrive (:func:`numpy.add.at`, which adds in index order): row by
+row (:meth:`GridSums.add`), or, on the streaming pass, per block of rows from zero in a worker
+thread and then block by block (:class:`BlockSums`; blocks of a fixed size counted from the
+first row), so the same rows in the same order give the same bytes, however the reader cuts
+them and whatever the threads' timing.
 
 Keys. A row's key is (group, cell, bin, label). ``cell + bin`` is one integer per (cell, bin)
 pair that occurs: cells and bins both grow with the score and a cell's bins are consecutive,
@@ -92,7 +94,7 @@ class BlockSums:
     """A batch's sums per slot, computed in a worker thread (:meth:`GridSums.sums_ahead`)
     from a snapshot of the slots allocated so far, for the rows whose page had one (*found*
     rows; a page's rows are all found or all not). Each slot's sum adds the batch's rows in
-    their order from zero (:func:`numpy.bincount`), so the summary adds, per slot, one such
+    their order from zero (``numpy.add.at`` into zeros), so the summary adds, per slot, one such
     sum per batch, in the batches' order, whichever rows were found: the bytes depend on
     where batches start (fixed blocks of rows, :data:`~calib_cli.summaries.scan.BLOCK_ROWS`),
     never on the threads' timing.
