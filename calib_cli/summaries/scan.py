@@ -656,10 +656,6 @@ def refinement_level_lazy(
 #: Rows of one batch of a dense refinement pass (the NumPy temporaries are about 150 bytes a
 #: row: 1M rows, about 150 MB).
 DENSE_BATCH_ROWS = 1 << 18
-#: Rows per block of a summary pass: each key's sums add the rows of a block from zero, in
-#: their order, then the blocks' sums in theirs (:class:`~calib_cli.summaries.accumulate.
-#: BlockSums`), so the bytes depend on this constant, never on ``batch_rows`` or the threads.
-BLOCK_ROWS = 1 << 18
 
 
 def dense_batches(
