@@ -60,18 +60,18 @@ def test_progress_shows_on_a_terminal_after_the_delay_only() -> None:
     err = Console(file=buffer, force_terminal=True, width=80)
     session = Session(out=Console(file=io.StringIO()), err=err, quiet=False, debug=False)
     with session.progress("summarising rows.parquet", delay=0.0) as step:
-        step("pass 1/2: summarising rows.parquet")
+        step("reading rows.parquet: 262,144 rows")
         time.sleep(0.3)
-    assert "pass 1/2: summarising rows.parquet" in buffer.getvalue()
+    assert "reading rows.parquet: 262,144 rows" in buffer.getvalue()
     quick = io.StringIO()
     session.err = Console(file=quick, force_terminal=True, width=80)
     with session.progress("short", delay=5.0) as step:
-        step("pass 1/2")
+        step("reading rows.parquet")
     assert quick.getvalue() == ""
     piped = io.StringIO()
     session.err = Console(file=piped, force_terminal=False)
     with session.progress("off a terminal", delay=0.0) as step:
-        step("pass 1/2")
+        step("reading rows.parquet")
         time.sleep(0.1)
     assert piped.getvalue() == ""
     session.quiet = True

@@ -9,7 +9,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from calib_cli.core.dots import dot, gram, inverse, matmul, rows_dot, solve, weighted_columns
+from calib_cli.core.dots import (
+    PAIRWISE_ROWS,
+    dot,
+    gram,
+    inverse,
+    matmul,
+    rows_dot,
+    solve,
+    weighted_columns,
+)
 
 FINITE = st.floats(-1e3, 1e3, allow_nan=False, allow_infinity=False)
 
@@ -50,3 +59,22 @@ def test_a_singular_system_is_refused_as_lapack_does() -> None:
         solve(np.array([[1.0, 2.0], [2.0, 4.0]]), np.array([1.0, 1.0]))
     with pytest.raises(np.linalg.LinAlgError):
         inverse(np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize(
+    ("rows", "columns"), [(5_000, 3), (3, 200), (PAIRWISE_ROWS + 7, 2), (10, 4)]
+)
+def test_both_ways_of_adding_match_blas_to_rounding(rows: int, columns: int) -> None:
+    """Each helper adds in order or pairwise by the arrays' shapes (the cases take both ways
+    of each: 2, 3 and 4 columns up to SHORT, 200 above it; 3 and 10 rows below
+    PAIRWISE_ROWS, 5,000 and PAIRWISE_ROWS + 7 from it on); both agree with BLAS to the
+    rounding bound n eps sum |a b|, and repeat bit for bit."""
+    rng = np.random.default_rng(rows + columns)
+    m = rng.normal(size=(rows, columns))
+    w, v = rng.normal(size=rows), rng.normal(size=columns)
+    eps = np.finfo(float).eps
+    bound = rows * eps * (np.abs(w) @ np.abs(m)) + 1e-300
+    assert np.all(np.abs(weighted_columns(w, m) - w @ m) <= bound)
+    bound = columns * eps * (np.abs(m) @ np.abs(v)) + 1e-300
+    assert np.all(np.abs(rows_dot(m, v) - m @ v) <= bound)
+    assert rows_dot(m, v).tobytes() == rows_dot(m.copy(), v.copy()).tobytes()

@@ -5,10 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import polars as pl
+import pytest
+
+import calib_cli.summaries.scan as summary_scan
 from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
 from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
 from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
 from calib_cli.workflows.resample import ResampleRequest, run_resample
+from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
 from tests.conftest import SAMPLE_DATA
 
 
@@ -45,3 +50,18 @@ def test_rerank_strata_and_resample_name_their_stage(tmp_path: Path) -> None:
         progress=steps.append,
     )
     assert steps == [f"counting the classes of {train}", f"sampling {train} into {sample}"]
+
+
+def test_summarize_counts_the_rows_of_each_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(summary_scan, "BLOCK_ROWS", 1000)
+    steps: list[str] = []
+    data = SAMPLE_DATA / "overconfident.csv"
+    rows = pl.read_csv(data).height
+    request = SummarizeRequest(files=(str(data),), output=str(tmp_path / "s.parquet"))
+    run_summarize(request, progress=steps.append)
+    step = f"file 1/1: summarising {data}"
+    assert steps[0] == step
+    assert steps[1:3] == [f"{step}: 1,000 rows", f"{step}: 2,000 rows"]
+    assert steps[-1] == f"{step}: {rows:,} rows"

@@ -67,9 +67,17 @@ def weighted_columns(weights: FloatArray, matrix: FloatArray) -> FloatArray:
 
 
 def rows_dot(matrix: FloatArray, vector: FloatArray) -> FloatArray:
-    """:math:`\\sum_j M_{ij} v_j` for each row ``i`` (``matrix @ vector``), each row summed
-    pairwise: for a few long rows (bootstrap draws times members) or many short ones."""
-    out: FloatArray = np.sum(np.multiply(matrix, vector), axis=-1)
+    """:math:`\\sum_j M_{ij} v_j` for each row ``i`` (``matrix @ vector``): with at most
+    :data:`SHORT` columns (a fit's features, a density's nodes) column by column, in order;
+    with more (bootstrap draws by a cell's rows) each row summed pairwise."""
+    m = np.asarray(matrix, dtype=np.float64)
+    k = m.shape[-1]
+    if k > SHORT:
+        wide: FloatArray = np.sum(np.multiply(m, vector), axis=-1)
+        return wide
+    out: FloatArray = np.zeros(m.shape[:-1])
+    for j in range(k):
+        out += m[..., j] * float(vector[j])
     return out
 
 

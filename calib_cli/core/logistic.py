@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from calib_cli.core.dots import dot, gram, inverse, matmul, solve, weighted_columns
+from calib_cli.core.dots import dot, gram, inverse, matmul, rows_dot, solve, weighted_columns
 from calib_cli.types import FloatArray
 
 __all__ = ["LogisticFit", "fit_logistic", "loss_and_prob", "sandwich_covariance"]
@@ -92,16 +92,6 @@ class LogisticFit:
     n_iter: int
     residual: float
     covariance: FloatArray | None = None
-
-
-def _combine(features: FloatArray, coef: FloatArray) -> FloatArray:
-    """``features @ coef`` for a few features, added feature by feature in order (a BLAS
-    product's last bits depend on its kernel; :mod:`calib_cli.core.dots`)."""
-    x = np.asarray(features, dtype=np.float64)
-    out = x[:, 0] * float(coef[0]) if x.shape[1] else np.zeros(x.shape[0])
-    for j in range(1, x.shape[1]):
-        out = out + x[:, j] * float(coef[j])
-    return out
 
 
 def loss_and_prob(
@@ -196,7 +186,7 @@ def fit_logistic(
         theta[k] = math.log(rate) - math.log1p(-rate)
 
     def linear(th: FloatArray) -> FloatArray:
-        out: FloatArray = _combine(z_feat, th[:k]) + th[k]
+        out: FloatArray = rows_dot(z_feat, th[:k]) + th[k]
         return out
 
     def gradient(p: FloatArray) -> FloatArray:
@@ -373,7 +363,7 @@ def sandwich_covariance(
         return None
     bread = fit.covariance
     constant = np.isnan(np.diag(bread))
-    eta = _combine(features, fit.coef) + fit.intercept
+    eta = rows_dot(features, fit.coef) + fit.intercept
     if offset is not None:
         eta = eta + offset
     _, p, _ = loss_and_prob(eta, np.zeros(eta.size), np.zeros(eta.size), 1.0)

@@ -251,9 +251,6 @@ def sub_cell_index(cell: IntArray, sub: IntArray, *, base_bits: int, depth: int)
 #: Rows added to the int32 sub-cell counts between spills to int64 (below 2**31 - 1).
 SUB_SPILL_ROWS = (1 << 31) - 1
 _ONE = np.int32(1)
-#: Rows counted in their sub-cells per call: ``numpy.add.at`` holds the GIL, and the
-#: workers summing the next batches need it between their (GIL-free) loops.
-_SUB_PIECE = 1 << 14
 
 #: Pairs of class slots whose sub-cells are read off at a time.
 SUB_READ_PAIRS = 1 << 16
@@ -312,6 +309,14 @@ def add_rows(
     lower(sums.score_min, slot, p)
     raise_to(sums.score_max, slot, p)
     lower(sums.weight_min, slot, w)
+
+
+def _summed(batch: TermBatch) -> dict[str, FloatArray]:
+    """What a block sums per slot: the :data:`TERMS`, and the weights and their squares."""
+    values = dict(batch.terms)
+    if batch.weight is not None:
+        values["weight"], values["weight_sq"] = batch.weight, batch.weight * batch.weight
+    return values
 
 
 def _slot_sums(slot: IntArray, values: FloatArray, size: int) -> FloatArray:
@@ -580,10 +585,7 @@ class GridSums:
         missed = np.flatnonzero(lost)
         if missed.size:  # summed past the end (then cut off); all candidates for the extremes
             slot[missed] = size
-        values = dict(batch.terms)
-        if batch.weight is not None:
-            values["weight"], values["weight_sq"] = batch.weight, batch.weight * batch.weight
-        sums = {name: _slot_sums(slot, v, size) for name, v in values.items()}
+        sums = {name: _slot_sums(slot, v, size) for name, v in _summed(batch).items()}
         p = batch.score
         n_rows = None if self.rows_in_sub else np.bincount(slot, minlength=size + 1)[:size]
 
@@ -658,8 +660,7 @@ class GridSums:
                 raise InputError("internal: the batches carry no sub-cells")
             fine = (slot << self.sub_bits) + batch.sub
             self._spill_sub_rows(fine.size)
-            for start in range(0, fine.size, _SUB_PIECE):  # short holds of the GIL
-                np.add.at(self.sub_rows, fine[start : start + _SUB_PIECE], _ONE)
+            np.add.at(self.sub_rows, fine, _ONE)
             self.sub_since_spill += fine.size
             if batch.weight is not None:
                 np.add.at(self.sub_weight, fine, batch.weight)
@@ -671,16 +672,12 @@ class GridSums:
         n, missed = block.size, block.missed
         lost = slot[missed]
         p, w = batch.score, batch.weight
+        summed = _summed(batch) if missed.size else {}
         for name, part in block.sums.items():
             total = self.sums[name]
             total[:n] += part
             if missed.size:  # their pages are not the found rows': one sum per slot still
-                if name in batch.terms:
-                    values = batch.terms[name][missed]
-                else:  # weight, weight_sq
-                    assert w is not None
-                    values = w[missed] if name == "weight" else w[missed] * w[missed]
-                total += np.bincount(lost, weights=values, minlength=total.size)
+                total += np.bincount(lost, weights=summed[name][missed], minlength=total.size)
         # integers: any order gives the same counts
         if block.n_rows is not None:
             self.n_rows[:n] += block.n_rows

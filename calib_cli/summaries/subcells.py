@@ -137,7 +137,6 @@ class SubCells:
             return np.concatenate([part[name] for part in parts]).astype(dtype, copy=False)
 
         cell_all = joined("cell", np.int64)
-        weighted = self.weight_sums is not None
         return replace(
             self,
             groups=(None,),
@@ -146,8 +145,8 @@ class SubCells:
             bin=joined("bin", np.int32),
             label=joined("label", np.int8),
             n_rows=joined("n_rows", np.int64),
-            weight_sums=joined("weight_sums", np.float64) if weighted else None,
-            square_sums=joined("square_sums", np.float64) if self.square_sums is not None else None,
+            weight_sums=None if self.weight_sums is None else joined("weight_sums", np.float64),
+            square_sums=None if self.square_sums is None else joined("square_sums", np.float64),
         )
 
 

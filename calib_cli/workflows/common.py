@@ -80,6 +80,16 @@ def in_dialect(
 Progress = Callable[[str], None]
 
 
+def rows_read(progress: Progress, step: str) -> Callable[[int], None]:
+    """A callback for a streaming pass: ``progress`` shows ``step`` and the rows read so far
+    ("reading big.parquet: 262,144 rows")."""
+
+    def show(rows: int) -> None:
+        progress(f"{step}: {rows:,} rows")
+
+    return show
+
+
 def ignore(message: str) -> None:
     """The default :data:`~calib_cli.types.Warn` and :data:`Progress`: drop the message."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
@@ -484,6 +484,37 @@ def _chunk_groups(table: Table, batch_col: str | None) -> tuple[list[GroupValue]
     return list(values), np.asarray(codes, dtype=np.int64)
 
 
+@dataclass
+class _BatchTally:
+    """A streaming target's batches, chunk by chunk: per batch value (None: missing) its
+    chunks' fine-cell counts on the reference's grid, its rows and, with labels, positives."""
+
+    counts: dict[GroupValue, list[TargetCounts]] = field(default_factory=dict)
+    sizes: dict[GroupValue, int] = field(default_factory=dict)
+    positives: dict[GroupValue, float] = field(default_factory=dict)
+
+    def add(
+        self,
+        model: ReferenceModel,
+        x: FloatArray,
+        y: FloatArray | None,
+        values: list[GroupValue],
+        codes: IntArray,
+    ) -> None:
+        """One chunk: scores ``x``, labels ``y`` (None: unlabelled), batch ``values`` and each
+        row's index into them."""
+        counted = count_target(model, x, group_codes=codes, n_groups=len(values))
+        present = np.bincount(codes, minlength=len(values))
+        hits = None if y is None else np.bincount(codes, y, minlength=len(values))
+        for code, value in enumerate(values):
+            if not present[code]:
+                continue
+            self.counts.setdefault(value, []).append(counted[code])
+            self.sizes[value] = self.sizes.get(value, 0) + int(present[code])
+            if hits is not None:
+                self.positives[value] = self.positives.get(value, 0.0) + float(hits[code])
+
+
 def _run_streaming(
     request: EstimateShiftRequest,
     costs: tuple[float, float] | None,
@@ -589,9 +620,7 @@ def _stream_target(
             values, codes = _chunk_groups(table, request.batch_col)
             yield table, x, y, values, codes
 
-    counts: dict[GroupValue, list[TargetCounts]] = {}
-    positives: dict[GroupValue, float] = {}
-    sizes: dict[GroupValue, int] = {}
+    tally = _BatchTally()
     has_labels = True
     target_name = io.display_name(target)
 
@@ -606,16 +635,8 @@ def _stream_target(
         for table, x, y, values, codes in tgt_chunks():
             target_name = table.name
             has_labels = y is not None
-            counted = count_target(model, x, group_codes=codes, n_groups=len(values))
-            present = np.bincount(codes, minlength=len(values))
-            hits = None if y is None else np.bincount(codes, y, minlength=len(values))
-            for code, value in enumerate(values):
-                if not present[code]:
-                    continue
-                counts.setdefault(value, []).append(counted[code])
-                sizes[value] = sizes.get(value, 0) + int(present[code])
-                if hits is not None:
-                    positives[value] = positives.get(value, 0.0) + float(hits[code])
+            tally.add(model, x, y, values, codes)
+    counts, positives, sizes = tally.counts, tally.positives, tally.sizes
     if not counts and request.batch_col is None:
         raise InputError("the target has no rows")
     order = sorted(counts, key=_batch_key)
@@ -958,9 +979,7 @@ def _stream_labelled_batches(
             f"'{request.label_col}' (name it with --label-col)"
         )
     columns = [request.score_col, request.label_col, batch_col]
-    counts: dict[GroupValue, list[TargetCounts]] = {}
-    positives: dict[GroupValue, float] = {}
-    sizes: dict[GroupValue, int] = {}
+    tally = _BatchTally()
 
     def check(table: Table) -> None:
         table.scores(request.score_col, kind=request.score_kind)
@@ -974,15 +993,8 @@ def _stream_labelled_batches(
             name = table.name
             x = table.scores(request.score_col, kind=request.score_kind)
             y = table.labels(request.label_col, positive_label=request.positive_label)
-            values, codes = _chunk_groups(table, batch_col)
-            counted = count_target(model, x, group_codes=codes, n_groups=len(values))
-            present = np.bincount(codes, minlength=len(values))
-            hits = np.bincount(codes, y, minlength=len(values))
-            for code, value in enumerate(values):
-                if present[code]:
-                    counts.setdefault(value, []).append(counted[code])
-                    sizes[value] = sizes.get(value, 0) + int(present[code])
-                    positives[value] = positives.get(value, 0.0) + float(hits[code])
+            tally.add(model, x, y, *_chunk_groups(table, batch_col))
+    counts, positives, sizes = tally.counts, tally.positives, tally.sizes
     if None in sizes:  # rows without a batch (the group "(missing)" in memory)
         raise InputError(
             f"{name}: column '{batch_col}' has {sizes[None]} rows without a value; "

@@ -632,11 +632,10 @@ def run_recalibrate(
     fit_scan: StreamInput | None = None
     summary_fit: _SummaryFit | None = None
     engines = _engines(request, plan)
-    if request.fit_summaries:
-        progress(f"fitting on {len(request.fit_summaries)} summary file(s)")
-    elif request.fit is not None:
+    if request.fit is not None:
         progress(f"fitting on {io.display_name(request.fit)}")
     if request.fit_summaries:
+        progress(f"fitting on {len(request.fit_summaries)} summary file(s)")
         summary_fit = _fit_summaries(run)
         steps, fit_effect = summary_fit.steps, summary_fit.effect
     elif request.fit is not None and engines.fit == "streaming":

@@ -44,6 +44,7 @@ from calib_cli.types import (
 )
 from calib_cli.workflows.common import (
     MISSING_GROUP,
+    Progress,
     check_invalid_options,
     check_paths,
     check_plot,
@@ -53,9 +54,14 @@ from calib_cli.workflows.common import (
     ignore,
     in_dialect,
     read_scored_table,
+    rows_read,
     unit_interval_option,
 )
-from calib_cli.workflows.summarize import Step, load_summaries, summarize_scan, uniform_edges
+from calib_cli.workflows.summarize import (
+    load_summaries,
+    summarize_scan,
+    uniform_edges,
+)
 
 #: How the figures were computed: rows in memory, a streaming summary, or summary files.
 ReliabilityEngine = Literal["memory", "streaming", "summary"]
@@ -153,7 +159,7 @@ class ReliabilityResult:
 
 @in_dialect
 def run_reliability(
-    request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
+    request: ReliabilityRequest, *, warn: Warn = ignore, progress: Progress = ignore
 ) -> ReliabilityResult:
     """Check the paths and options, then assess every column and group: from summary files,
     by a streaming summary of the file, or with the file in memory (see the module)."""
@@ -351,7 +357,7 @@ def _figures(
 
 
 def assess_summary_files(
-    request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
+    request: ReliabilityRequest, *, warn: Warn = ignore, progress: Progress = ignore
 ) -> ReliabilityResult:
     """The figures of summary files merged per score column (``--from-summary``)."""
     progress(f"reading {len(request.from_summaries)} summary file(s)")
@@ -394,7 +400,7 @@ def assess_summary_files(
 
 
 def assess_streaming(
-    file: str, request: ReliabilityRequest, *, warn: Warn = ignore, progress: Step = ignore
+    file: str, request: ReliabilityRequest, *, warn: Warn = ignore, progress: Progress = ignore
 ) -> ReliabilityResult:
     """The figures by a streaming summary of ``file`` (pass 1) and, where the AUC bound is
     above :data:`AUC_TOLERANCE`, a dense refinement pass over the rows of the cells that carry it,
@@ -417,7 +423,7 @@ def assess_streaming(
         warn=warn,
         max_invalid=request.max_invalid,
         sub_bits=SUB_BITS,
-        on_rows=lambda rows: progress(f"reading {name}: {rows:,} rows"),
+        on_rows=rows_read(progress, f"reading {name}"),
     )
     entries: list[ReliabilityEntry] = []
     for column in dict.fromkeys(score_cols):
@@ -449,7 +455,7 @@ def _refined_figures(
     request: ReliabilityRequest,
     *,
     sub: SubCells | None = None,
-    progress: Step = ignore,
+    progress: Progress = ignore,
     where: str = "",
 ) -> tuple[ReliabilitySummary, Exactness]:
     """The figures of ``part``: with its sub-cells (from the summary's pass) when they bring

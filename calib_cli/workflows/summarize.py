@@ -25,10 +25,8 @@ from calib_cli.workflows.common import (
     check_paths,
     ignore,
     in_dialect,
+    rows_read,
 )
-
-#: A step of a long run, for a progress display (:data:`~calib_cli.workflows.common.Progress`).
-Step = Progress
 
 
 @dataclass(frozen=True)
@@ -172,7 +170,7 @@ def summarize_scan(
 
 @in_dialect
 def run_summarize(
-    request: SummarizeRequest, *, warn: Warn = ignore, progress: Step = ignore
+    request: SummarizeRequest, *, warn: Warn = ignore, progress: Progress = ignore
 ) -> SummarizeResult:
     """Summarise every file, merge them per score column, write one summary per column."""
     if not request.files:
@@ -191,7 +189,8 @@ def run_summarize(
     rows = dropped = 0
     invalid_rows: list[io.InvalidRows] = []
     for index, path in enumerate(request.files):
-        progress(f"file {index + 1}/{len(request.files)}: summarising {io.display_name(path)}")
+        step = f"file {index + 1}/{len(request.files)}: summarising {io.display_name(path)}"
+        progress(step)
         summaries, scan, _ = summarize_scan(
             path,
             score_cols=request.score_cols,
@@ -205,6 +204,7 @@ def run_summarize(
             warn=warn,
             max_invalid=request.max_invalid,
             mantissa_bits=request.grid_bits,
+            on_rows=rows_read(progress, step),
         )
         per_file.append(summaries)
         rows += scan.rows
