@@ -386,3 +386,112 @@ def test_spiegelhalter_numerator_from_the_keys_sums_holds_its_bound(
         exact = math.fsum(terms)
         bound = 4.0 * np.finfo(float).eps * got.weight[k] + 1e-15 * math.fsum(np.abs(terms))
         assert abs(got.spiegelhalter_num[k] - exact) <= bound
+
+
+@pytest.mark.parametrize("weighted", [False, True])
+def test_sub_cells_counted_ahead_in_several_threads_are_the_same_bytes(weighted: bool) -> None:
+    """Worker threads count the found rows' sub-cells in their own int32 arrays, handed over
+    at the end: with each batch summed ahead in a different thread, in any order of threads,
+    the sub-cells and the summary are those of every batch added on one thread."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    rng = np.random.default_rng(21)
+    p = rng.beta(0.7, 3.0, 30_000)  # real scores: a few dozen pages
+    frame = pl.DataFrame(
+        {
+            "score": p,
+            "label": (rng.random(p.size) < p).astype(np.int8),
+            "w": rng.choice([0.0, 0.5, 1.0, 3.0], p.size),
+        }
+    )
+    edges = np.linspace(0.0, 1.0, 11)
+
+    def run(threads: int) -> tuple[Any, Any]:
+        sums = GridSums(
+            mantissa_bits=12, n_bins=10, weighted=weighted, sub_bits=4, counting_threads=threads
+        )
+        batches = _batches(frame, 2_300, weighted=weighted, sub_bits=4)
+        if not threads:
+            for batch in batches:
+                sums.add(batch)
+        else:
+            with ThreadPoolExecutor(max_workers=threads) as pool:
+                for i in range(0, len(batches), 4):  # four ahead at a time, then added
+                    ready = list(pool.map(sums.sums_ahead, batches[i : i + 4]))
+                    assert all(b.block is not None and b.block.sub_counted for b in ready)
+                    for batch in ready:
+                        sums.add(batch)
+            assert len(sums._sub_counts) > 1  # several threads counted
+        sub = sums.sub_cells([None], edges)
+        columns = sums.columns([None], edges)
+        return sub, columns
+
+    plain_sub, plain = run(0)
+    sub, columns = run(3)
+    assert sub is not None and plain_sub is not None and sub.n_keys > 100
+    for name in ("cell", "bin", "label", "n_rows", "weight_sums", "square_sums"):
+        a, b = getattr(sub, name), getattr(plain_sub, name)
+        assert (a is None and b is None) or np.asarray(a).tobytes() == np.asarray(b).tobytes()
+    for name in ("cell", "label", "n_rows", "n_rows_weighted"):
+        assert np.asarray(columns[name]).tobytes() == np.asarray(plain[name]).tobytes(), name
+
+
+def test_rows_counted_ahead_stay_counted_when_the_sub_cells_are_given_up(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Batches whose sub-cells were counted ahead, then the sub-cells given up (their pages
+    pass the memory cap) before those batches are added: every row is counted once."""
+    import calib_cli.summaries.accumulate as accumulate
+
+    rng = np.random.default_rng(5)
+    narrow = 0.3 + 1e-3 * rng.random(4000)  # the first batches: one page
+    first = pl.DataFrame({"score": narrow, "label": (rng.random(4000) < 0.3).astype(np.int8)})
+    frame = pl.concat([first, _frame(6, 20_000).select("score", "label")])
+    batches = _batches(frame, 1_000, weighted=False, sub_bits=4)
+    plain = GridSums(mantissa_bits=12, n_bins=10, weighted=False)
+    for batch in _batches(frame, 1_000, weighted=False, sub_bits=0):
+        plain.add(batch)
+    monkeypatch.setattr(accumulate, "SUB_MAX_BYTES", 600_000)  # four pages, not eight
+    sums = GridSums(mantissa_bits=12, n_bins=10, weighted=False, sub_bits=4, counting_threads=3)
+    sums.add(sums.sums_ahead(batches[0]))  # the first page allocated
+    ahead = [sums.sums_ahead(b) for b in batches[1:]]  # all counted ahead, against one page
+    assert ahead[0].block is not None and ahead[0].block.sub_counted
+    for batch in ahead:  # the new pages pass the cap: given up midway
+        sums.add(batch)
+    assert sums.sub_dropped and sums.sub_cells([None], np.linspace(0, 1, 11)) is None
+    edges = np.linspace(0.0, 1.0, 11)
+    got, want = sums.columns([None], edges), plain.columns([None], edges)
+    for name in ("cell", "label", "n_rows", "score_min", "score_max"):
+        assert np.asarray(got[name]).tobytes() == np.asarray(want[name]).tobytes(), name
+    assert int(np.sum(got["n_rows"])) == frame.height
+
+
+def test_threads_stop_counting_ahead_when_their_counts_would_pass_the_cap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Scores over many binades: with every thread's counts the sub-cells would pass the
+    memory cap, without them not. The threads hand their counts over and stop; the
+    sub-cells stay, the same bytes as counted on one thread."""
+    import calib_cli.summaries.accumulate as accumulate
+
+    frame = _frame(21, 30_000)
+    edges = np.linspace(0.0, 1.0, 11)
+    batches = _batches(frame, 2_300, weighted=False, sub_bits=4)
+    plain = GridSums(mantissa_bits=12, n_bins=10, weighted=False, sub_bits=4)
+    for batch in batches:
+        plain.add(batch)
+    need = plain.capacity * plain.slots_per_page * (4 << 4)  # one thread's int32 counts
+    monkeypatch.setattr(accumulate, "SUB_MAX_BYTES", 2 * need)
+    sums = GridSums(mantissa_bits=12, n_bins=10, weighted=False, sub_bits=4, counting_threads=3)
+    ready = [sums.sums_ahead(b) for b in batches[:3]]
+    assert all(b.block is not None and b.block.sub_counted for b in ready)
+    for i in range(len(batches)):
+        if i + 3 < len(batches):
+            ready.append(sums.sums_ahead(batches[i + 3]))
+        sums.add(ready[i])
+    assert not sums.count_ahead and not sums.sub_dropped
+    assert not ready[-1].block.sub_counted  # type: ignore[union-attr]
+    got, want = sums.sub_cells([None], edges), plain.sub_cells([None], edges)
+    assert got is not None and want is not None
+    for name in ("cell", "label", "n_rows"):
+        assert getattr(got, name).tobytes() == getattr(want, name).tobytes(), name

@@ -26,6 +26,7 @@ numerator (:func:`format_columns`); those of :math:`\\log q` and :math:`\\log(1 
 
 from __future__ import annotations
 
+import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -35,6 +36,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core.scatter import scatter_add, scatter_sums
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import bin_index, cell_index, half_cell
 from calib_cli.summaries.subcells import SubCells
@@ -116,6 +118,8 @@ class BlockSums:
     #: weighted rows only: rows that may lower the weight minimum, raise ``score_any``
     lighter: IntArray | None = None
     later: IntArray | None = None
+    #: whether the found rows' sub-cell counts were added ahead (:class:`SubCounts`)
+    sub_counted: bool = False
 
 
 def term_batch(
@@ -266,6 +270,39 @@ SUB_MAX_BYTES = 1 << 28
 TABLE_ENTRIES = 1 << 22
 
 
+class SubCounts:
+    """The sub-cell row counts one thread adds ahead (:meth:`GridSums.sums_ahead`): int32,
+    spilled to int64 before a count could overflow (:data:`SUB_SPILL_ROWS`). Counts are
+    integers, so where and in what order they are added never changes them: the summary adds
+    every thread's counts at the end. ``lock``: held while adding, and by the summary while
+    it reads the counts off (:meth:`GridSums.fold_sub_counts`)."""
+
+    def __init__(self) -> None:
+        self.rows = np.zeros(0, dtype=np.int32)
+        self.spill: IntArray | None = None
+        self.since = 0
+        self.lock = threading.Lock()
+
+    def add(self, fine: IntArray, size: int) -> None:
+        """Count one row in each sub-cell of ``fine`` (all below ``size``)."""
+        if self.rows.size < size:  # room for the slots seen (doubling)
+            grown = np.zeros(max(size, 2 * self.rows.size), dtype=np.int32)
+            grown[: self.rows.size] = self.rows
+            self.rows = grown
+            if self.spill is not None:
+                spill = np.zeros(grown.size, dtype=np.int64)
+                spill[: self.spill.size] = self.spill
+                self.spill = spill
+        if self.since + fine.size > SUB_SPILL_ROWS:
+            if self.spill is None:
+                self.spill = np.zeros(self.rows.size, dtype=np.int64)
+            self.spill += self.rows
+            self.rows[:] = 0
+            self.since = 0
+        scatter_add(self.rows, fine, _ONE)
+        self.since += fine.size
+
+
 class SlotSums(Protocol):
     """Per-slot arrays of a pass (:class:`GridSums`, the dense refinement's sums): row counts,
     and when ``weighted`` the weight sums, weighted-row counts and weight minima."""
@@ -293,19 +330,19 @@ def add_rows(
     counts (unless ``count_rows`` is False: the caller counts them), the weights and the
     score extremes of the rows of positive weight."""
     for name in TERMS:
-        np.add.at(sums.sums[name], slot, terms[name])
+        scatter_add(sums.sums[name], slot, terms[name])
     if count_rows:
-        np.add.at(sums.n_rows, slot, 1)
+        scatter_add(sums.n_rows, slot, 1)
     if w is None:
         lower(sums.score_min, slot, p)
         raise_to(sums.score_max, slot, p)
         return
-    np.add.at(sums.sums["weight"], slot, w)
-    np.add.at(sums.sums["weight_sq"], slot, w * w)
+    scatter_add(sums.sums["weight"], slot, w)
+    scatter_add(sums.sums["weight_sq"], slot, w * w)
     positive = w > 0.0
     if not np.all(positive):
         slot, p, w = slot[positive], p[positive], w[positive]
-    np.add.at(sums.n_rows_weighted, slot, 1)
+    scatter_add(sums.n_rows_weighted, slot, 1)
     lower(sums.score_min, slot, p)
     raise_to(sums.score_max, slot, p)
     lower(sums.weight_min, slot, w)
@@ -317,15 +354,6 @@ def _summed(batch: TermBatch) -> dict[str, FloatArray]:
     if batch.weight is not None:
         values["weight"], values["weight_sq"] = batch.weight, batch.weight * batch.weight
     return values
-
-
-def _slot_sums(slot: IntArray, values: FloatArray, size: int) -> FloatArray:
-    """Per slot below ``size``, its rows' ``values`` added in order from zero (rows of slot
-    ``size``, the missed ones, are cut off): :func:`numpy.bincount`'s sums, a little faster
-    (``numpy.add.at`` releases the GIL too)."""
-    out = np.zeros(size + 1)
-    np.add.at(out, slot, values)
-    return out[:size]
 
 
 def lower(target: FloatArray, slot: IntArray, values: FloatArray) -> None:
@@ -384,6 +412,11 @@ class GridSums:
         (:mod:`calib_cli.summaries.subcells`; the batches carry ``sub``); 0: none. Given up
         (:attr:`sub_bits` back to 0, :attr:`sub_dropped` set) if they would take more than
         :data:`SUB_MAX_BYTES`.
+    counting_threads : int
+        Threads that may count sub-cell rows ahead, each in its own :class:`SubCounts`
+        (:meth:`sums_ahead`), while all their counts together stay within
+        :data:`SUB_MAX_BYTES`; past it they hand them over and the thread that adds the
+        batches counts every row (:attr:`count_ahead`).
     """
 
     def __init__(
@@ -395,6 +428,7 @@ class GridSums:
         page_bits: int = 8,
         search: bool = False,
         sub_bits: int = 0,
+        counting_threads: int = 0,
     ) -> None:
         if not 0 <= sub_bits <= MAX_SUB_BITS:
             raise InputError(f"sub_bits must lie in [0, {MAX_SUB_BITS}], got {sub_bits!r}")
@@ -409,6 +443,12 @@ class GridSums:
         self.sub_since_spill = 0
         self.sub_weight = np.zeros(0)
         self.sub_weight_sq = np.zeros(0)
+        #: threads that may count sub-cells ahead (:class:`SubCounts`), for the memory cap
+        self.counting_threads = counting_threads
+        #: whether threads count sub-cells ahead (not once their counts would pass the cap)
+        self.count_ahead = True
+        self._sub_counts: list[SubCounts] = []  # every thread's (sums_ahead)
+        self._own_counts = threading.local()
         self.mantissa_bits = mantissa_bits
         self.n_bins = n_bins
         self.weighted = weighted
@@ -464,12 +504,20 @@ class GridSums:
             self._grow_sub(n, old)
 
     def _grow_sub(self, n: int, old: int) -> None:
-        """The sub-cells' arrays for ``n`` slots, or none at all past :data:`SUB_MAX_BYTES`."""
-        per_slot = 4 << self.sub_bits  # int32 rows; and two float64 sums when weighted
-        if n * per_slot * (5 if self.weighted else 1) > SUB_MAX_BYTES:
-            self._settle_rows()  # the rows counted so far, before their sub-cells go
+        """The sub-cells' arrays for ``n`` slots, or none at all past :data:`SUB_MAX_BYTES`;
+        past it with every counting thread's counts too, the threads' counts are handed
+        over and no thread counts ahead any more (this thread counts every row)."""
+        per_slot = (4 << self.sub_bits) * (5 if self.weighted else 1)  # int32 rows, 2 float64
+        if self.count_ahead and n * (per_slot + (4 << self.sub_bits) * self.counting_threads) > (
+            SUB_MAX_BYTES
+        ):
+            self.count_ahead = False  # before the hand-over: see _fold_sub_counts
+            self._fold_sub_counts()
+        if n * per_slot > SUB_MAX_BYTES:
+            bits, self.sub_bits = self.sub_bits, 0  # no thread counts ahead from now on
+            self._settle_rows(bits)  # the rows counted so far, before their sub-cells go
             self.rows_in_sub = False
-            self.sub_bits, self.sub_dropped = 0, True
+            self.sub_dropped = True
             self.sub_rows, self.sub_spill = np.zeros(0, dtype=np.int32), None
             self.sub_weight, self.sub_weight_sq = np.zeros(0), np.zeros(0)
             return
@@ -487,10 +535,43 @@ class GridSums:
             self.sub_weight = grown(self.sub_weight)
             self.sub_weight_sq = grown(self.sub_weight_sq)
 
-    def _settle_rows(self) -> None:
-        """The row counts from the sub-cells, when rows are counted there only."""
+    def _thread_counts(self) -> SubCounts:
+        """The calling thread's :class:`SubCounts` (made on its first call)."""
+        counts: SubCounts | None = getattr(self._own_counts, "counts", None)
+        if counts is None:
+            counts = self._own_counts.counts = SubCounts()
+            self._sub_counts.append(counts)
+        return counts
+
+    def _fold_sub_counts(self) -> None:
+        """Add every thread's :class:`SubCounts` to the sub-cells' own counts (into the int64
+        spill, where no count can overflow) and empty them. Each is read under its lock, so
+        a thread's block is in or out whole; a thread that finds :attr:`sub_bits` 0 or
+        :attr:`count_ahead` False (set before this is called) counts nothing more."""
+        for counts in list(self._sub_counts):
+            with counts.lock:
+                if counts.rows.size and self.sub_rows.size:
+                    # past the slots allocated when it counted (it grows by doubling): zeros
+                    k = min(counts.rows.size, self.sub_rows.size)
+                    if counts.spill is None and (
+                        self.sub_since_spill + counts.since <= SUB_SPILL_ROWS
+                    ):  # no count can pass the rows added to both: int32 holds the sum
+                        self.sub_rows[:k] += counts.rows[:k]
+                        self.sub_since_spill += counts.since
+                    else:
+                        if self.sub_spill is None:
+                            self.sub_spill = np.zeros(self.sub_rows.size, dtype=np.int64)
+                        self.sub_spill[:k] += counts.rows[:k]
+                        if counts.spill is not None:
+                            self.sub_spill[:k] += counts.spill[:k]
+                counts.rows, counts.spill, counts.since = np.zeros(0, dtype=np.int32), None, 0
+
+    def _settle_rows(self, bits: int | None = None) -> None:
+        """The row counts from the sub-cells (of ``bits``, default :attr:`sub_bits`), when
+        rows are counted there only; every thread's counts first."""
+        self._fold_sub_counts()
         if self.rows_in_sub and self.sub_rows.size:
-            k = 1 << self.sub_bits
+            k = 1 << (self.sub_bits if bits is None else bits)
             counts = self.sub_rows.reshape(-1, k).sum(axis=1, dtype=np.int64)
             if self.sub_spill is not None:
                 counts += self.sub_spill.reshape(-1, k).sum(axis=1)
@@ -585,9 +666,11 @@ class GridSums:
         missed = np.flatnonzero(lost)
         if missed.size:  # summed past the end (then cut off); all candidates for the extremes
             slot[missed] = size
-        sums = {name: _slot_sums(slot, v, size) for name, v in _summed(batch).items()}
+        sums = {name: scatter_sums(slot, v, size) for name, v in _summed(batch).items()}
         p = batch.score
-        n_rows = None if self.rows_in_sub else np.bincount(slot, minlength=size + 1)[:size]
+        counted = self._count_sub_cells_ahead(batch, slot, lost, missed.size, size)
+        # unweighted rows counted in their sub-cells need no other count
+        n_rows = None if counted and batch.weight is None else scatter_sums(slot, 1, size)
 
         def rows(which: npt.NDArray[np.bool_], also: npt.NDArray[np.bool_]) -> IntArray:
             """The rows where ``which`` holds, or ``also`` where rows were missed."""
@@ -605,7 +688,7 @@ class GridSums:
         else:
             w = batch.weight
             positive = w > 0.0
-            n_weighted = np.bincount(slot[positive], minlength=size + 1)[:size]
+            n_weighted = scatter_sums(slot[positive], 1, size)
             heavy = lost & positive  # the extremes of positive weights only
             lowers = rows(positive & (p < of(score_min)), heavy)
             raises = rows(positive & (p > of(score_max)), heavy)
@@ -623,8 +706,31 @@ class GridSums:
             raises=raises,
             lighter=lighter,
             later=later,
+            sub_counted=counted,
         )
         return replace(batch, slot=slot, block=block)
+
+    def _count_sub_cells_ahead(
+        self,
+        batch: TermBatch,
+        slot: IntArray,
+        lost: npt.NDArray[np.bool_],
+        n_missed: int,
+        size: int,
+    ) -> bool:
+        """Count the found rows of ``batch`` (``lost``: the missed ones) in their sub-cells,
+        in this thread's :class:`SubCounts`; False (nothing counted) without sub-cells or
+        once they are given up. Integer counts: the thread and the order never matter."""
+        if batch.sub is None or not self.sub_bits or not self.count_ahead:
+            return False
+        counts = self._thread_counts()
+        with counts.lock:
+            bits = self.sub_bits  # under the lock: see _fold_sub_counts
+            if not bits or not self.count_ahead:
+                return False
+            fine = (slot << bits) + batch.sub
+            counts.add(fine[~lost] if n_missed else fine, size << bits)
+        return True
 
     def _slots(self, batch: TermBatch) -> IntArray:
         """Each row's slot, allocating the pages seen for the first time (in order)."""
@@ -658,13 +764,24 @@ class GridSums:
         if self.sub_bits:
             if batch.sub is None:
                 raise InputError("internal: the batches carry no sub-cells")
-            fine = (slot << self.sub_bits) + batch.sub
-            self._spill_sub_rows(fine.size)
-            np.add.at(self.sub_rows, fine, _ONE)
-            self.sub_since_spill += fine.size
-            if batch.weight is not None:
-                np.add.at(self.sub_weight, fine, batch.weight)
-                np.add.at(self.sub_weight_sq, fine, batch.weight * batch.weight)
+            bits, w = self.sub_bits, batch.weight
+            # rows counted ahead (sums_ahead): the missed ones only here
+            ahead = batch.block.missed if batch.block and batch.block.sub_counted else None
+            fine = (slot << bits) + batch.sub if w is not None or ahead is None else None
+            if ahead is None:
+                assert fine is not None
+                counted = fine
+            elif fine is not None:
+                counted = fine[ahead]
+            else:
+                counted = (slot[ahead] << bits) + batch.sub[ahead]
+            self._spill_sub_rows(counted.size)
+            scatter_add(self.sub_rows, counted, _ONE)
+            self.sub_since_spill += counted.size
+            if w is not None:
+                assert fine is not None
+                scatter_add(self.sub_weight, fine, w)  # floats: every row, in order
+                scatter_add(self.sub_weight_sq, fine, w * w)
 
     def _add_block(self, batch: TermBatch, slot: IntArray, block: BlockSums) -> None:
         """Add a batch's :class:`BlockSums` (``slot``: every row's, the missed ones' now
@@ -681,16 +798,17 @@ class GridSums:
         # integers: any order gives the same counts
         if block.n_rows is not None:
             self.n_rows[:n] += block.n_rows
-            np.add.at(self.n_rows, lost, 1)
-        elif not self.rows_in_sub:  # sub-cells given up since the block was summed
-            np.add.at(self.n_rows, slot, 1)
+            scatter_add(self.n_rows, lost, 1)
+        elif not self.rows_in_sub:  # sub-cells given up since the found rows were counted
+            scatter_add(self.n_rows, lost, 1)  # in them (and handed over): the missed ones
+
         lower(self.score_min, slot[block.lowers], p[block.lowers])
         raise_to(self.score_max, slot[block.raises], p[block.raises])
         if w is not None and block.lighter is not None and block.later is not None:
             assert block.n_rows_weighted is not None
             self.n_rows_weighted[:n] += block.n_rows_weighted
             positive = missed[w[missed] > 0.0]
-            np.add.at(self.n_rows_weighted, slot[positive], 1)
+            scatter_add(self.n_rows_weighted, slot[positive], 1)
             lower(self.weight_min, slot[block.lighter], w[block.lighter])
             raise_to(self.score_any, slot[block.later], p[block.later])
 

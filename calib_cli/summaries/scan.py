@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from calib_cli.core.scatter import import_in_background
 from calib_cli.errors import InputError
 from calib_cli.summaries.accumulate import (
     GridSums,
@@ -366,6 +367,11 @@ BATCH_ROWS = 1 << 18
 #: their order, then the blocks' sums in theirs (:class:`~calib_cli.summaries.accumulate.
 #: BlockSums`), so the bytes depend on this constant, never on ``batch_rows`` or the threads.
 BLOCK_ROWS = 1 << 18
+#: Worker threads of a summary pass: they compute each block's terms and sums, and count its
+#: sub-cells, while the main thread adds the blocks in order. Their scatters run without the
+#: GIL (:mod:`calib_cli.core.scatter`); on two cores three keep both busy. The bytes never
+#: depend on it.
+WORKERS = 3
 
 
 #: Sub-cell bits a summary pass adds for the ranking figures by default: on the benchmark's
@@ -456,9 +462,9 @@ def term_batches(
             out[name] = batch if prepare is None else prepare(name, batch)
         return out
 
+    import_in_background()  # the workers' scatters: while the first rows are read
     chunks = rows.collect_batches(chunk_size=batch_rows, maintain_order=True)
-    # three workers: on two cores 3% faster than two (the bytes never depend on it)
-    return in_order_ahead(_exact_blocks(chunks, BLOCK_ROWS), terms, workers=3), codes
+    return in_order_ahead(_exact_blocks(chunks, BLOCK_ROWS), terms, workers=WORKERS), codes
 
 
 def _exact_blocks(frames: Iterable[pl.DataFrame], rows: int) -> Iterator[pl.DataFrame]:
@@ -566,6 +572,7 @@ def summarize_lazy_sub_cells(
             page_bits=0 if grouped else 8,
             search=grouped,
             sub_bits=sub_bits,
+            counting_threads=0 if grouped else WORKERS,
         )
         for name in names
     }
