@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import calib_cli.core.scatter as scatter
-from calib_cli.core.scatter import gil_free, scatter_add, scatter_sums
+from calib_cli.core.scatter import gil_free, scatter_add, scatter_columns, scatter_sums
 
 AWKWARD = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 5e-324, 1e308, -1e308, 0.1, 1.0 / 3.0])
 
@@ -130,3 +130,13 @@ def test_scatter_sums_cut_off_the_last_entry() -> None:
     assert got.tolist() == [6.0, 3.0]
     counts = scatter_sums(np.array([1, 1, 0, 2]), 1, 2)
     assert counts.dtype == np.int64 and counts.tolist() == [1, 2]
+
+
+def test_columns_share_one_index_check() -> None:
+    index = np.array([1, 0, 2, 1])
+    got = scatter_columns(index, {"a": np.array([1.0, 2.0, 3.0, 4.0]), "b": np.ones(4)}, 2)
+    assert {k: v.tolist() for k, v in got.items()} == {"a": [2.0, 5.0], "b": [1.0, 2.0]}
+    with pytest.raises(IndexError):
+        scatter_columns(np.array([0, 3]), {"a": np.ones(2)}, 2)
+    with pytest.raises(IndexError):
+        scatter_columns(np.array([-1, 0]), {"a": np.ones(2)}, 2)

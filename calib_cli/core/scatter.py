@@ -28,15 +28,15 @@ import functools
 import importlib
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
-from calib_cli.types import IntArray
+from calib_cli.types import FloatArray, IntArray
 
-__all__ = ["gil_free", "import_in_background", "scatter_add", "scatter_sums"]
+__all__ = ["gil_free", "import_in_background", "scatter_add", "scatter_columns", "scatter_sums"]
 
 #: The index and value types the kernel takes (its result has the values' type).
 _INDEX_TYPES = (np.dtype(np.int32), np.dtype(np.int64))
@@ -91,7 +91,12 @@ def scatter_add(out: npt.NDArray[Any], index: IntArray, values: npt.ArrayLike) -
     >>> out.tolist()
     [2.0, 0.0, 4.0]
     """
-    index = np.asarray(index)
+    _add(out, np.asarray(index), values, checked=False)
+
+
+def _add(out: npt.NDArray[Any], index: IntArray, values: npt.ArrayLike, *, checked: bool) -> None:
+    """:func:`scatter_add`; ``checked``: the caller has checked that ``index`` lies in
+    ``[0, out.size)`` (the kernel itself checks nothing)."""
     n = index.size
     kernel = _kernel()
     vals = np.asarray(values)
@@ -116,14 +121,29 @@ def scatter_add(out: npt.NDArray[Any], index: IntArray, values: npt.ArrayLike) -
     if vals.dtype != out.dtype:
         np.add.at(out, index, values)  # NumPy's casting rules
         return
-    low, high = int(index.min()), int(index.max())
-    if low < 0 or high >= out.size:
+    if not checked and (int(index.min()) < 0 or int(index.max()) >= out.size):
         np.add.at(out, index, values)  # NumPy's IndexError (or negative indices)
         return
     index = np.ascontiguousarray(index)
     vals = np.ascontiguousarray(vals)
     assert kernel is not None
     kernel(out.size, n, _column_starts(n, index.dtype), index, _ones(n, out.dtype), vals, out)
+
+
+def scatter_columns(
+    index: IntArray, columns: Mapping[str, FloatArray], size: int
+) -> dict[str, FloatArray]:
+    """:func:`scatter_sums` of each float64 column, the index checked once: ``index`` must
+    lie in ``[0, size]`` (rows indexed ``size`` are cut off)."""
+    index = np.asarray(index)
+    if index.size and (int(index.min()) < 0 or int(index.max()) > size):
+        raise IndexError(f"an index lies outside [0, {size}]")
+    out = {}
+    for name, values in columns.items():
+        total = np.zeros(size + 1)
+        _add(total, index, np.asarray(values, dtype=np.float64), checked=True)
+        out[name] = total[:size]
+    return out
 
 
 def scatter_sums(index: IntArray, values: npt.ArrayLike, size: int) -> npt.NDArray[Any]:

@@ -36,7 +36,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from calib_cli.core.scatter import scatter_add, scatter_sums
+from calib_cli.core.scatter import scatter_add, scatter_columns, scatter_sums
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import bin_index, cell_index, half_cell
 from calib_cli.summaries.subcells import SubCells
@@ -146,11 +146,10 @@ def term_batch(
     w = None if sample_weight is None else np.asarray(sample_weight, dtype=np.float64)
     x = np.minimum(p, 1.0 - p)  # exact: p on the lower tail, 1 - p above
     low = p <= 0.5
-    key = _cells_from_x(x, low, mantissa_bits)
+    key, sub = _cells_and_subs(x, low, mantissa_bits, sub_bits)
     key += bin_of(p, np.asarray(bin_edges, dtype=np.float64))
     terms = row_terms(p, y, w, eps=eps, x=x)
     codes = None if group is None else np.asarray(group, dtype=np.int32)
-    sub = _sub_from_x(x, low, mantissa_bits, sub_bits) if sub_bits else None
     return TermBatch(key=key, label=y, score=p, terms=terms, weight=w, group=codes, sub=sub)
 
 
@@ -200,28 +199,26 @@ def in_order_ahead(
             yield pending.popleft().result()
 
 
-def _cells_from_x(x: FloatArray, low: npt.NDArray[np.bool_], mantissa_bits: int) -> IntArray:
-    """:func:`~calib_cli.summaries.grid.cell_index` from ``x = min(p, 1 - p)`` (as there;
-    -0.0 has a negative pattern and joins 0's cell)."""
-    pattern = x.view(np.int64)
-    f = pattern >> (52 - mantissa_bits)
-    f += 1
-    f[pattern <= 0] = 0
-    h2 = 2 * half_cell(mantissa_bits)
-    return np.where(low, f, h2 - f)
-
-
-def _sub_from_x(
+def _cells_and_subs(
     x: FloatArray, low: npt.NDArray[np.bool_], mantissa_bits: int, sub_bits: int
-) -> IntArray:
-    """The sub-cell of each row in its ``mantissa_bits`` cell: the next ``sub_bits`` bits of
-    the pattern of ``x = min(p, 1 - p)``, counted upwards in ``p`` (downwards in ``x`` on the
-    upper tail); 0 for ``x = 0``."""
+) -> tuple[IntArray, IntArray | None]:
+    """Each row's :func:`~calib_cli.summaries.grid.cell_index` from ``x = min(p, 1 - p)``
+    (as there; -0.0 has a negative pattern and joins 0's cell) and, with ``sub_bits``, its
+    sub-cell in that cell: the next ``sub_bits`` bits of the pattern, counted upwards in
+    ``p`` (downwards in ``x`` on the upper tail); 0 for ``x = 0``. One shift gives both."""
     pattern = x.view(np.int64)
-    raw = (pattern >> (52 - mantissa_bits - sub_bits)) & ((1 << sub_bits) - 1)
-    raw[pattern <= 0] = 0
-    top = (1 << sub_bits) - 1
-    return np.where(low, raw, top - raw)
+    zero = pattern <= 0
+    t = pattern >> (52 - mantissa_bits - sub_bits)
+    sub = None
+    if sub_bits:
+        top = (1 << sub_bits) - 1
+        raw = t & top
+        raw[zero] = 0
+        sub = np.where(low, raw, top - raw)
+        t >>= sub_bits
+    t += 1
+    t[zero] = 0
+    return np.where(low, t, 2 * half_cell(mantissa_bits) - t), sub
 
 
 #: Bins by comparisons (one pass per inner edge) up to this many inner edges, else a search.
@@ -666,7 +663,7 @@ class GridSums:
         missed = np.flatnonzero(lost)
         if missed.size:  # summed past the end (then cut off); all candidates for the extremes
             slot[missed] = size
-        sums = {name: scatter_sums(slot, v, size) for name, v in _summed(batch).items()}
+        sums = scatter_columns(slot, _summed(batch), size)
         p = batch.score
         counted = self._count_sub_cells_ahead(batch, slot, lost, missed.size, size)
         # unweighted rows counted in their sub-cells need no other count
@@ -741,7 +738,8 @@ class GridSums:
             slot += batch.label
             return slot
         slot = batch.slot
-        miss = np.flatnonzero(slot < 0)
+        # the rows a worker did not find (sums_ahead; none other have slot -1)
+        miss = batch.block.missed if batch.block is not None else np.flatnonzero(slot < 0)
         if miss.size:
             key = batch.key[miss]
             page = self._pages(key, None)
@@ -1040,7 +1038,11 @@ def check_batch_values(batch: TermBatch, *, score_column: str, label_column: str
     """Refuse, naming the column, what only bad rows give: labels other than 0/1, scores
     NaN or outside [0, 1] (the scan is validated upstream; this is the last guard)."""
     y, p = batch.label, batch.score
-    if np.any((y != 0) & (y != 1)):
+    if not p.size:
+        return
+    # int8 labels seen as uint8: -1 is 255; NaN makes min and max NaN, never in [0, 1]
+    bad = y.view(np.uint8).max() > 1 if y.dtype == np.int8 else np.any((y != 0) & (y != 1))
+    if bad:
         raise InputError(f"column '{label_column}' has values that are not 0 or 1")
-    if not bool(np.all((p >= 0.0) & (p <= 1.0))):
+    if not (p.min() >= 0.0 and p.max() <= 1.0):
         raise InputError(f"column '{score_column}' has values that are NaN or outside [0, 1]")
