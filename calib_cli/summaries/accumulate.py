@@ -881,14 +881,19 @@ class GridSums:
         # (s, s + 1), one per class of a (group, cell, bin) (a class may have no rows: its
         # counts are 0); the pairs in (group, cell, bin) order, each pair's counts as
         # (sub-cell, class), are the sub-cells in their canonical order without a sort.
-        stride = int(np.asarray(bin_edges).size) + 1
-        place = cell * stride + bin_
-        shared = np.intersect1d(place[label == 0], place[label == 1])
-        keep = np.isin(place, shared)
-        first, at = np.unique(used[keep] & ~1, return_index=True)
+        if not np.any(owner >= self.n_pages):  # one group: a key's two slots, its classes
+            keep = self.n_rows[used ^ 1] > 0
+        else:
+            stride = int(np.asarray(bin_edges).size) + 1
+            place = cell * stride + bin_
+            keep = np.isin(place, np.intersect1d(place[label == 0], place[label == 1]))
+            del place
+        pairs = used[keep] & ~1  # ascending (as the slots used): each pair's first slot
+        at = np.flatnonzero(np.diff(pairs, prepend=-1))  # each pair's first place
+        first = pairs[at]
         cell, bin_ = cell[keep][at], bin_[keep][at]
         group = (owner[keep][at] // self.n_pages).astype(np.int32)
-        del used, label, owner, place, keep, at
+        del used, label, owner, keep, at, pairs
         order = np.lexsort((bin_, cell, group))
         first, cell, bin_, group = first[order], cell[order], bin_[order], group[order]
         depth = self.sub_bits
