@@ -369,9 +369,9 @@ BATCH_ROWS = 1 << 18
 BLOCK_ROWS = 1 << 18
 #: Worker threads of a summary pass: they compute each block's terms and sums, and count its
 #: sub-cells, while the main thread adds the blocks in order. Their scatters run without the
-#: GIL (:mod:`calib_cli.core.scatter`); on two cores three keep both busy. The bytes never
-#: depend on it.
-WORKERS = 3
+#: GIL (:mod:`calib_cli.core.scatter`). On two cores two took 0.96x the time and 0.94x the
+#: CPU of three (paired runs at 1e8 rows), one 1.23x the time. The bytes never depend on it.
+WORKERS = 2
 
 
 #: Sub-cell bits a summary pass adds for the ranking figures by default: on the benchmark's
