@@ -788,11 +788,13 @@ class GridSums:
         lost = slot[missed]
         p, w = batch.score, batch.weight
         summed = _summed(batch) if missed.size else {}
+        # their pages are not the found rows': one sum per slot still (from zero, in order)
+        held, where = np.unique(lost, return_inverse=True) if missed.size else (lost, lost)
         for name, part in block.sums.items():
             total = self.sums[name]
             total[:n] += part
-            if missed.size:  # their pages are not the found rows': one sum per slot still
-                total += np.bincount(lost, weights=summed[name][missed], minlength=total.size)
+            if missed.size:
+                total[held] += np.bincount(where, weights=summed[name][missed], minlength=held.size)
         # integers: any order gives the same counts
         if block.n_rows is not None:
             self.n_rows[:n] += block.n_rows
