@@ -464,10 +464,13 @@ class GridSums:
         self.sums: dict[str, FloatArray] = {}
         self.n_rows = np.zeros(0, dtype=np.int64)
         self.n_rows_weighted = np.zeros(0, dtype=np.int64)
-        self.score_min = np.zeros(0)
-        self.score_max = np.zeros(0)
-        self.weight_min = np.zeros(0)
-        self.score_any = np.zeros(0)  # the largest score of any row (zero weights too)
+        # Extremes in pairs, one row per slot: a worker reads both of a row's slot in one
+        # gather (sums_ahead). score_min, score_max; weight_min and score_any (the largest
+        # score of any row, zero weights too) when weighted.
+        self._scores = np.zeros((0, 2))
+        self._weights = np.zeros((0, 2))
+        self.score_min, self.score_max = self._scores[:, 0], self._scores[:, 1]
+        self.weight_min, self.score_any = self._weights[:, 0], self._weights[:, 1]
         self._grow(0)
 
     @property
@@ -490,12 +493,19 @@ class GridSums:
         names = list(TERMS) + (["weight", "weight_sq"] if self.weighted else [])
         self.sums = {k: grown(self.sums.get(k, np.zeros(0)), 0.0) for k in names}
         self.n_rows = grown(self.n_rows, 0)
-        self.score_min = grown(self.score_min, np.inf)
-        self.score_max = grown(self.score_max, -np.inf)
+
+        def paired(pair: FloatArray) -> FloatArray:  # (smallest, largest) per slot
+            out = np.empty((n, 2))
+            out[:, 0], out[:, 1] = np.inf, -np.inf
+            out[:old] = pair[:old]
+            return out
+
+        self._scores = paired(self._scores)
+        self.score_min, self.score_max = self._scores[:, 0], self._scores[:, 1]
         if self.weighted:  # unweighted rows: every row counts, its weight is 1, its key's score
             self.n_rows_weighted = grown(self.n_rows_weighted, 0)
-            self.weight_min = grown(self.weight_min, np.inf)
-            self.score_any = grown(self.score_any, -np.inf)
+            self._weights = paired(self._weights)
+            self.weight_min, self.score_any = self._weights[:, 0], self._weights[:, 1]
         self.capacity = capacity
         if self.sub_bits:
             self._grow_sub(n, old)
@@ -652,8 +662,7 @@ class GridSums:
         if batch.group is not None or self.known is not None:
             return batch
         table = self.table.copy()  # one view of the pages: a page's rows all found or not
-        extremes = (self.score_min, self.score_max, self.weight_min, self.score_any)
-        score_min, score_max, weight_min, score_any = extremes
+        scores, weights = self._scores, self._weights  # as they are now (main may grow them)
         page = table[batch.key >> self.page_bits]
         mask = (1 << self.page_bits) - 1
         slot = (page << (self.page_bits + 1)) + ((batch.key & mask) << 1)
@@ -673,24 +682,26 @@ class GridSums:
             """The rows where ``which`` holds, or ``also`` where rows were missed."""
             return np.flatnonzero(which | also if missed.size else which)
 
-        def of(array: FloatArray) -> FloatArray:
-            """Each row's slot's value (a missed row's: any)."""
-            out: FloatArray = np.take(array, slot, mode="clip")
-            return out
+        def of(pair: FloatArray) -> tuple[FloatArray, FloatArray]:
+            """Each row's slot's two values (a missed row's: any), in one gather."""
+            both = np.take(pair.view(np.complex128).ravel(), slot, mode="clip")
+            return both.real, both.imag
 
         n_weighted = lighter = later = None
+        score_min, score_max = of(scores)
         if batch.weight is None:
-            lowers = rows(p < of(score_min), lost)
-            raises = rows(p > of(score_max), lost)
+            lowers = rows(p < score_min, lost)
+            raises = rows(p > score_max, lost)
         else:
             w = batch.weight
             positive = w > 0.0
             n_weighted = scatter_sums(slot[positive], 1, size)
             heavy = lost & positive  # the extremes of positive weights only
-            lowers = rows(positive & (p < of(score_min)), heavy)
-            raises = rows(positive & (p > of(score_max)), heavy)
-            lighter = rows(positive & (w < of(weight_min)), heavy)
-            later = rows(p > of(score_any), lost)
+            weight_min, score_any = of(weights)
+            lowers = rows(positive & (p < score_min), heavy)
+            raises = rows(positive & (p > score_max), heavy)
+            lighter = rows(positive & (w < weight_min), heavy)
+            later = rows(p > score_any, lost)
         if missed.size:
             slot[missed] = -1
         block = BlockSums(
