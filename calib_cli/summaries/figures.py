@@ -655,7 +655,9 @@ def _ranking_atoms(atoms: _Atoms, sub: SubCells, base: ScoreSummary) -> _Atoms:
     total = int(np.sum(count))
     kept = np.flatnonzero(~need)
     place_kept = start[kept]
-    rank_in_owner = np.arange(k) - np.searchsorted(new_owner, new_owner)
+    # each new atom's place among its owner's (new_owner ascending: runs)
+    run_start = np.flatnonzero(np.diff(new_owner, prepend=-1))
+    rank_in_owner = np.arange(k) - np.repeat(run_start, np.diff(run_start, append=k))
     place_new = start[new_owner] + rank_in_owner
 
     def placed(old: npt.NDArray[Any], values: npt.NDArray[Any]) -> npt.NDArray[Any]:
