@@ -2,11 +2,13 @@
 
 A streaming group-by merges partial sums in whatever order its threads finish, so the same
 file can give sums that differ in their last bits from run to run. Here every key's sums are
-added in the order the rows arrive (:func:`numpy.add.at`, which adds in index order): row by
-row (:meth:`GridSums.add`), or, on the streaming pass, per block of rows from zero in a worker
+added in the order the rows arrive (:func:`~calib_cli.core.scatter.scatter_add`:
+:func:`numpy.add.at`'s sums, in index order, without holding the GIL): row by row
+(:meth:`GridSums.add`), or, on the streaming pass, per block of rows from zero in a worker
 thread and then block by block (:class:`BlockSums`; blocks of a fixed size counted from the
 first row), so the same rows in the same order give the same bytes, however the reader cuts
-them and whatever the threads' timing.
+them and whatever the threads' timing. Integer counts (the sub-cells') are added by the
+worker that has the block, in its own array (:class:`SubCounts`): their order cannot matter.
 
 Keys. A row's key is (group, cell, bin, label). ``cell + bin`` is one integer per (cell, bin)
 pair that occurs: cells and bins both grow with the score and a cell's bins are consecutive,
@@ -96,7 +98,7 @@ class BlockSums:
     """A batch's sums per slot, computed in a worker thread (:meth:`GridSums.sums_ahead`)
     from a snapshot of the slots allocated so far, for the rows whose page had one (*found*
     rows; a page's rows are all found or all not). Each slot's sum adds the batch's rows in
-    their order from zero (``numpy.add.at`` into zeros), so the summary adds, per slot, one such
+    their order from zero (``scatter_add`` into zeros), so the summary adds, per slot, one such
     sum per batch, in the batches' order, whichever rows were found: the bytes depend on
     where batches start (fixed blocks of rows, :data:`~calib_cli.summaries.scan.BLOCK_ROWS`),
     never on the threads' timing.
@@ -187,7 +189,8 @@ def in_order_ahead(
     items: Iterable[_Item], work: Callable[[_Item], _T], *, workers: int = 1
 ) -> Iterator[_T]:
     """``work(item)`` for each item, in order, computed up to ``workers`` items ahead in
-    worker threads (NumPy releases the GIL in its loops, so the caller's work on one result
+    worker threads (NumPy releases the GIL in its loops, but not in ``numpy.add.at`` or
+    ``numpy.bincount``: see :mod:`calib_cli.core.scatter`; the caller's work on one result
     overlaps the next ones'). The results, and their order, are those of a plain loop."""
     with ThreadPoolExecutor(max_workers=workers) as pool:
         pending: deque[Future[_T]] = deque()
@@ -322,7 +325,7 @@ def add_rows(
     *,
     count_rows: bool = True,
 ) -> None:
-    """Add one batch's rows to their slots, in order (``numpy.add.at`` adds in index order:
+    """Add one batch's rows to their slots, in order (``scatter_add`` adds in index order:
     the same rows give the same bytes however they are cut into batches): the terms, the row
     counts (unless ``count_rows`` is False: the caller counts them), the weights and the
     score extremes of the rows of positive weight."""
