@@ -11,12 +11,14 @@ from hypothesis.extra.numpy import arrays
 
 from calib_cli.core.dots import (
     PAIRWISE_ROWS,
+    column_svd,
     dot,
     gram,
     inverse,
     matmul,
     rows_dot,
     solve,
+    symmetric_eigen,
     weighted_columns,
 )
 
@@ -78,3 +80,31 @@ def test_both_ways_of_adding_match_blas_to_rounding(rows: int, columns: int) -> 
     bound = columns * eps * (np.abs(m) @ np.abs(v)) + 1e-300
     assert np.all(np.abs(rows_dot(m, v) - m @ v) <= bound)
     assert rows_dot(m, v).tobytes() == rows_dot(m.copy(), v.copy()).tobytes()
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10_000), k=st.integers(1, 8), scale=st.sampled_from([1e-6, 1.0, 1e6]))
+def test_jacobi_solvers_match_lapack(seed: int, k: int, scale: float) -> None:
+    """Eigen- and singular values to a few ulps of the largest, leading vectors to 1e-9 where
+    the leading gap is not tiny (LAPACK's are the reference; ours add in a fixed order)."""
+    rng = np.random.default_rng(seed)
+    x = scale * (rng.normal(size=(60, k)) @ rng.normal(size=(k, k)))
+    values, right = column_svd(x)
+    lapack = np.linalg.svd(x, full_matrices=False)
+    np.testing.assert_allclose(values, lapack[1], rtol=0, atol=1e-13 * lapack[1][0])
+    cov = x.T @ x
+    cov = np.triu(cov) + np.triu(cov, 1).T
+    eig, vectors = symmetric_eigen(cov)
+    reference = np.linalg.eigvalsh(cov)[::-1]
+    np.testing.assert_allclose(eig, reference, rtol=0, atol=1e-13 * reference[0])
+    np.testing.assert_allclose(vectors.T @ vectors, np.eye(k), atol=1e-13)
+    np.testing.assert_allclose(cov @ vectors, vectors * eig, atol=1e-12 * reference[0])
+    if k > 1 and lapack[1][0] - lapack[1][1] > 1e-3 * lapack[1][0]:
+        lead = lapack[2][0]
+        for got in (right[:, 0], vectors[:, 0]):
+            assert min(np.abs(got - lead).max(), np.abs(got + lead).max()) < 1e-9
+
+
+def test_symmetric_eigen_refuses_a_matrix_that_is_not_symmetric() -> None:
+    with pytest.raises(ValueError, match="symmetric"):
+        symmetric_eigen(np.array([[1.0, 2.0], [0.0, 1.0]]))

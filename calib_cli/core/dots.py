@@ -6,8 +6,10 @@ its AUC and calibration slope on the same file), and its kernels may fuse a mult
 add into one rounding. Here products are NumPy's elementwise multiplications (or Python's,
 for short vectors) and sums are added in order or by NumPy's pairwise summation, chosen by
 the arrays' lengths only; small systems are solved by Gaussian elimination with partial
-pivoting in Python floats. Each product costs one temporary array; the arrays are a
-summary's keys, a fit's atoms or a sample's rows. (``estimate-shift --method map`` keeps
+pivoting in Python floats; a small symmetric matrix's eigenvectors and a tall matrix's right
+singular vectors come from Jacobi rotations in a fixed order (the first principal component
+of ``rerank-strata --pca-features``). Each product costs one temporary array; the arrays are
+a summary's keys, a fit's atoms or a sample's rows. (``estimate-shift --method map`` keeps
 BLAS and LAPACK: made so, its many small products took 1.7x the time.)
 
 >>> dot(np.array([1.0, 2.0]), np.array([3.0, 4.0]))
@@ -18,6 +20,8 @@ BLAS and LAPACK: made so, its many small products took 1.7x the time.)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from calib_cli.types import FloatArray
@@ -25,12 +29,14 @@ from calib_cli.types import FloatArray
 __all__ = [
     "PAIRWISE_ROWS",
     "SHORT",
+    "column_svd",
     "dot",
     "gram",
     "inverse",
     "matmul",
     "rows_dot",
     "solve",
+    "symmetric_eigen",
     "weighted_columns",
 ]
 
@@ -134,3 +140,104 @@ def inverse(a: FloatArray) -> FloatArray:
     """The inverse of a small square matrix (:func:`solve` on the identity's columns)."""
     n = np.asarray(a).shape[0]
     return solve(a, np.eye(n))
+
+
+#: Jacobi rotations stop when every off-diagonal entry (every pair of columns' cosine) is below
+#: this, relative: a few units in the last place, where LAPACK's solvers also stop.
+JACOBI_TOLERANCE = 4.0 * float(np.finfo(np.float64).eps)
+#: Sweeps after which a Jacobi solver gives up (each sweep squares the error once close:
+#: 6-10 are usual).
+JACOBI_SWEEPS = 60
+
+
+def _rotation(alpha: float, beta: float, gamma: float) -> tuple[float, float]:
+    """The Jacobi rotation (cosine, sine) that zeroes ``gamma`` between two diagonal entries
+    ``alpha`` and ``beta`` (Golub and Van Loan, Algorithm 8.5.1; the smaller angle)."""
+    zeta = (beta - alpha) / (2.0 * gamma)
+    t = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+    c = 1.0 / math.sqrt(1.0 + t * t)
+    return c, c * t
+
+
+def _rotate(m: FloatArray, p: int, q: int, c: float, s: float) -> None:
+    """Columns ``p`` and ``q`` of ``m`` rotated in place (each entry two products, one sum)."""
+    mp, mq = m[:, p].copy(), m[:, q].copy()
+    m[:, p] = c * mp - s * mq
+    m[:, q] = s * mp + c * mq
+
+
+def symmetric_eigen(a: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Eigenvalues (descending) and unit eigenvectors (columns, in the same order) of a small
+    symmetric matrix, by cyclic Jacobi rotations in a fixed order: the same bits on every
+    machine (LAPACK's ``eigh`` goes through BLAS kernels). Converged when every off-diagonal
+    entry is below :data:`JACOBI_TOLERANCE` times the geometric mean of its two diagonal
+    entries (a relative criterion: accurate eigenvalues, small ones too); raises
+    :class:`numpy.linalg.LinAlgError` if that takes more than :data:`JACOBI_SWEEPS` sweeps.
+
+    >>> values, vectors = symmetric_eigen(np.array([[2.0, 1.0], [1.0, 2.0]]))
+    >>> values.round(12).tolist(), np.abs(vectors[:, 0]).round(12).tolist()
+    ([3.0, 1.0], [0.707106781187, 0.707106781187])
+    """
+    m = np.array(a, dtype=np.float64)
+    k = m.shape[0]
+    if m.shape != (k, k) or not np.array_equal(m, m.T):
+        raise ValueError("symmetric_eigen needs a symmetric square matrix")
+    vectors = np.eye(k)
+    for _ in range(JACOBI_SWEEPS):
+        rotated = False
+        for p in range(k - 1):
+            for q in range(p + 1, k):
+                gamma = float(m[p, q])
+                alpha, beta = float(m[p, p]), float(m[q, q])
+                if abs(gamma) <= JACOBI_TOLERANCE * math.sqrt(abs(alpha * beta)) or gamma == 0.0:
+                    continue
+                c, s = _rotation(alpha, beta, gamma)
+                _rotate(m, p, q, c, s)  # columns, then rows: M <- J^T M J
+                mt = m.T.copy()
+                _rotate(mt, p, q, c, s)
+                m = mt.T.copy()
+                m[p, q] = m[q, p] = 0.0  # zero by construction (rounding aside)
+                _rotate(vectors, p, q, c, s)
+                rotated = True
+        if not rotated:
+            values = np.diag(m).copy()
+            order = np.argsort(-values, kind="stable")
+            return values[order], vectors[:, order]
+    raise np.linalg.LinAlgError(f"Jacobi rotations did not converge in {JACOBI_SWEEPS} sweeps")
+
+
+def column_svd(matrix: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """Singular values (descending) and right singular vectors (columns, in the same order)
+    of a tall ``(n, k)`` matrix, by one-sided Jacobi rotations of its columns (Hestenes) with
+    every column product a fixed-order :func:`dot`: the same bits on every machine, and no
+    squaring of the condition number (unlike the eigenvectors of :math:`X^T X`). Converged
+    when every pair of columns has a cosine below :data:`JACOBI_TOLERANCE`; raises
+    :class:`numpy.linalg.LinAlgError` after :data:`JACOBI_SWEEPS` sweeps. Each sweep costs
+    :math:`k(k-1)/2` rotations of :math:`O(n)` each.
+
+    >>> values, vectors = column_svd(np.array([[3.0, 0.0], [0.0, 4.0], [0.0, 0.0]]))
+    >>> values.tolist(), np.abs(vectors).tolist()
+    ([4.0, 3.0], [[0.0, 1.0], [1.0, 0.0]])
+    """
+    g = np.array(matrix, dtype=np.float64)
+    k = g.shape[1]
+    vectors = np.eye(k)
+    norms = [dot(g[:, j], g[:, j]) for j in range(k)]
+    for _ in range(JACOBI_SWEEPS):
+        rotated = False
+        for p in range(k - 1):
+            for q in range(p + 1, k):
+                alpha, beta = norms[p], norms[q]
+                gamma = dot(g[:, p], g[:, q])
+                if gamma == 0.0 or abs(gamma) <= JACOBI_TOLERANCE * math.sqrt(alpha * beta):
+                    continue
+                c, s = _rotation(alpha, beta, gamma)
+                _rotate(g, p, q, c, s)
+                _rotate(vectors, p, q, c, s)
+                norms[p], norms[q] = dot(g[:, p], g[:, p]), dot(g[:, q], g[:, q])
+                rotated = True
+        if not rotated:
+            values = np.sqrt(np.asarray(norms, dtype=np.float64))
+            order = np.argsort(-values, kind="stable")
+            return values[order], vectors[:, order]
+    raise np.linalg.LinAlgError(f"Jacobi rotations did not converge in {JACOBI_SWEEPS} sweeps")

@@ -37,6 +37,7 @@ Reference 004, "Computing PCA with SVD".
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -45,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import bad_values_message, check_weights
+from calib_cli.core.dots import column_svd, dot, rows_dot, symmetric_eigen, weighted_columns
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray, IntArray
 
@@ -52,6 +54,7 @@ __all__ = [
     "CHUNK_ROWS",
     "DEFAULT_N_STRATA",
     "SVD_MAX_ROWS",
+    "SVD_MAX_WORK",
     "WEAK_COMPONENT_FACTOR",
     "PCACut",
     "PCAResult",
@@ -83,6 +86,9 @@ WEAK_COMPONENT_FACTOR = 1.5
 variance is weak (:func:`weak_first_component`)."""
 
 SVD_MAX_ROWS = 200_000
+#: Rows times features squared up to which ``solver="auto"`` takes the SVD (a Jacobi sweep
+#: costs about that many products; 200,000 rows and 31 features).
+SVD_MAX_WORK = 200_000_000
 """``solver="auto"`` uses the thin SVD up to this many rows, the covariance above it."""
 CHUNK_ROWS = 1 << 20
 """Rows per chunk when accumulating means, scales and the covariance (bounded memory)."""
@@ -153,12 +159,12 @@ def _standardisation(x: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArr
     total = float(w.sum())
     sums = np.zeros(x.shape[1])
     for start in _chunks(x.shape[0]):
-        sums += w[start : start + CHUNK_ROWS] @ x[start : start + CHUNK_ROWS]
+        sums += weighted_columns(w[start : start + CHUNK_ROWS], x[start : start + CHUNK_ROWS])
     means = sums / total
     squares = np.zeros(x.shape[1])
     for start in _chunks(x.shape[0]):
         centred = x[start : start + CHUNK_ROWS] - means
-        squares += w[start : start + CHUNK_ROWS] @ (centred * centred)
+        squares += weighted_columns(w[start : start + CHUNK_ROWS], centred * centred)
     scales = np.sqrt(squares / total)
     # a constant column (scale 0, or rounding noise far below its magnitude) gets scale 1,
     # as in StandardScaler; it is all zeros after centring and does not affect the component
@@ -178,12 +184,15 @@ def first_principal_component(
     """The first principal component of centred, by default standardised, features
     (Algorithm 2, step 2).
 
-    ``solver="svd"`` takes the thin SVD ``np.linalg.svd(sqrt(w) * Z, full_matrices=False)``
-    (reference 004; the more stable choice for nearly collinear columns). ``"covariance"``
-    accumulates the k x k matrix :math:`Z^\\top W Z / \\sum w` in chunks of rows and takes its
-    SVD (equal to its eigendecomposition, as it is symmetric positive semi-definite): memory
-    O(k^2) beyond the input, for 10 million rows. ``"auto"`` uses the SVD up to
-    ``svd_max_rows`` rows and the covariance above.
+    ``solver="svd"`` takes the thin SVD of :math:`W^{1/2} Z / \\sqrt{\\sum w}` (reference 004;
+    the more stable choice for nearly collinear columns) by one-sided Jacobi rotations
+    (:func:`~calib_cli.core.dots.column_svd`). ``"covariance"`` accumulates the k x k matrix
+    :math:`Z^\\top W Z / \\sum w` in chunks of rows and takes its eigendecomposition by Jacobi
+    rotations (:func:`~calib_cli.core.dots.symmetric_eigen`): memory O(k^2) beyond the input,
+    for 10 million rows. Every product adds in a fixed order, so the component is the same
+    bits whatever the BLAS (LAPACK's SVD was not). ``"auto"`` uses the SVD up to
+    ``svd_max_rows`` rows (and :data:`SVD_MAX_WORK` rows times features squared: each of its
+    sweeps costs that) and the covariance above.
 
     Parameters
     ----------
@@ -233,25 +242,32 @@ def first_principal_component(
     means, scales = _standardisation(x, w)
     if scaling == "center":
         scales = np.ones(k)
-    used = solver if solver != "auto" else ("svd" if n <= svd_max_rows else "covariance")
+    small = n <= svd_max_rows and n * k * k <= SVD_MAX_WORK
+    used = solver if solver != "auto" else ("svd" if small else "covariance")
+    # Every product below adds in a fixed order (calib_cli.core.dots), never a BLAS kernel's:
+    # the loadings, variances and cut points are the same bits on every machine.
     if used == "svd":
         z = (x - means) / scales * np.sqrt(w / total)[:, None]
-        _, singular, vt = np.linalg.svd(z, full_matrices=False)
+        singular, right = column_svd(z)
         variances = singular**2
-        loadings = vt[0]
+        loadings = right[:, 0]
     else:
         cov = np.zeros((k, k))
         for start in _chunks(n):
             z = (x[start : start + CHUNK_ROWS] - means) / scales
-            cov += (z * w[start : start + CHUNK_ROWS, None]).T @ z
+            weighted = z * w[start : start + CHUNK_ROWS, None]
+            for i in range(k):
+                for j in range(i, k):
+                    cov[i, j] += dot(weighted[:, i], z[:, j])
         cov /= total
-        cov = (cov + cov.T) / 2.0
-        u, variances, _ = np.linalg.svd(cov)
-        loadings = u[:, 0]
+        cov = np.triu(cov) + np.triu(cov, 1).T  # symmetric by construction
+        eigenvalues, vectors = symmetric_eigen(cov)
+        variances = np.maximum(eigenvalues, 0.0)  # a covariance's: rounding may dip below 0
+        loadings = vectors[:, 0]
     total_variance = float(variances.sum())
     if total_variance <= 0.0:
         raise InputError("every feature column is constant: there is no principal component")
-    loadings = loadings / np.linalg.norm(loadings)
+    loadings = loadings / math.sqrt(dot(loadings, loadings))
     magnitude = np.abs(loadings)
     lead = int(np.flatnonzero(magnitude >= magnitude.max() * (1.0 - _SIGN_TIE))[0])
     if loadings[lead] < 0.0:
@@ -298,7 +314,7 @@ def project_first_component(pca: PCAResult, features: npt.ArrayLike) -> FloatArr
     out = np.empty(x.shape[0])
     for start in _chunks(x.shape[0]):
         block = x[start : start + CHUNK_ROWS]
-        out[start : start + CHUNK_ROWS] = ((block - pca.means) / pca.scales) @ pca.loadings
+        out[start : start + CHUNK_ROWS] = rows_dot((block - pca.means) / pca.scales, pca.loadings)
     return out
 
 
