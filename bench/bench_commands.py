@@ -18,7 +18,12 @@ What it measures (issue "Out of core"):
   most 0.25x the time and 0.4x the peak memory);
 - how cost grows: seconds and MiB per size, and the slope between the two largest sizes.
 
-Run: ``python -m bench.bench_commands [--sizes 1e5,1e6,1e7,1e8] [--quick]``. Prints Markdown.
+Each comparison runs ``reliability`` and the reference in turn (``--pairs``, default 5) and
+reports the median of the pairs' ratios: the machine's speed drifts over minutes, and a pair
+sees one speed.
+
+Run: ``python -m bench.bench_commands [--sizes 1e5,1e6,1e7,1e8] [--quick] [--pairs N]``.
+Prints Markdown.
 """
 
 from __future__ import annotations
@@ -292,6 +297,12 @@ def main() -> None:
         "seeds) instead of generating them; they are kept",
     )
     parser.add_argument("--repeat", type=int, default=1, help="runs of each command (median)")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=5,
+        help="runs of reliability and each reference in turn (median of the pairs' ratios)",
+    )
     args = parser.parse_args()
     sizes = [_size(s) for s in ("1e5,1e6" if args.quick else args.sizes).split(",")]
     reference_rows = min(args.reference_rows, max(sizes))
@@ -347,7 +358,7 @@ def main() -> None:
                             run(calib_command, cap_gib=args.cap_gib, cwd=ROOT),
                             run(reference_command, cap_gib=args.cap_gib, cwd=ROOT),
                         )
-                        for _ in range(args.repeat)
+                        for _ in range(args.pairs)
                     ]
                 )
             if data.parent == scratch:
