@@ -140,3 +140,15 @@ def test_columns_share_one_index_check() -> None:
         scatter_columns(np.array([0, 3]), {"a": np.ones(2)}, 2)
     with pytest.raises(IndexError):
         scatter_columns(np.array([-1, 0]), {"a": np.ones(2)}, 2)
+
+
+def test_a_kernel_that_refuses_the_arrays_leaves_it_to_numpy(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def refuses(*args: Any) -> None:
+        raise ValueError("unsupported")
+
+    monkeypatch.setattr(scatter, "_kernel", lambda: refuses)
+    out = np.zeros(3)
+    scatter_add(out, np.array([2, 2, 0]), np.array([1.0, 2.0, 4.0]))
+    assert out.tolist() == [4.0, 0.0, 3.0]

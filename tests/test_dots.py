@@ -108,3 +108,14 @@ def test_jacobi_solvers_match_lapack(seed: int, k: int, scale: float) -> None:
 def test_symmetric_eigen_refuses_a_matrix_that_is_not_symmetric() -> None:
     with pytest.raises(ValueError, match="symmetric"):
         symmetric_eigen(np.array([[1.0, 2.0], [0.0, 1.0]]))
+
+
+def test_jacobi_solvers_neither_overflow_nor_underflow() -> None:
+    values, vectors = symmetric_eigen(np.array([[1e160, 5e159], [5e159, 1e160]]))
+    np.testing.assert_allclose(values, [1.5e160, 5e159], rtol=1e-15)
+    assert abs(abs(vectors[0, 0]) - np.sqrt(0.5)) < 1e-15
+    x = np.random.default_rng(4).normal(size=(50, 3))
+    for scale in (1e-160, 1e160):
+        got, _ = column_svd(x * scale)
+        want = np.linalg.svd(x * scale, compute_uv=False)
+        np.testing.assert_allclose(got, want, rtol=1e-13)

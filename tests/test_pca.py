@@ -500,3 +500,29 @@ def test_paper_variant_end_to_end(run_calib: RunCalib, tmp_path: Path) -> None:
     values = (x - x.mean(axis=0)) @ loadings
     expected = np.where(values[3000:] > 0, "pc2", "pc1")
     np.testing.assert_array_equal(pl.read_csv(out)["pca_stratum"].to_numpy(), expected)
+
+
+def test_a_constant_column_changes_nothing() -> None:
+    """Centred on its value exactly (all zeros), scale 1: the component and its share of
+    the variance are those of the other columns, at any row count."""
+    rng = np.random.default_rng(8)
+    for n in (1000, 5000):
+        x = rng.normal(size=(n, 3)) @ rng.normal(size=(3, 3))
+        fit = first_principal_component(np.column_stack([x, np.full(n, 0.3)]))
+        plain = first_principal_component(x)
+        assert fit.scales[-1] == 1.0 and fit.loadings[-1] == 0.0
+        np.testing.assert_allclose(fit.loadings[:3], plain.loadings, atol=1e-12)
+        assert fit.explained_variance_ratio == pytest.approx(plain.explained_variance_ratio)
+
+
+@pytest.mark.parametrize("solver", ["svd", "covariance"])
+@pytest.mark.parametrize("scale", [1e-160, 1e80])
+def test_features_far_from_unit_scale(solver: str, scale: float) -> None:
+    """Centred only, features of 1e80 or 1e-160 give the component of the same features at
+    unit scale (the rotations work on an exactly rescaled copy: no overflow, no underflow)."""
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(500, 4)) @ rng.normal(size=(4, 4))
+    unit = first_principal_component(x, scaling="center", solver=solver)  # type: ignore[arg-type]
+    far = first_principal_component(x * scale, scaling="center", solver=solver)  # type: ignore[arg-type]
+    np.testing.assert_allclose(far.loadings, unit.loadings, atol=1e-10)
+    assert far.explained_variance_ratio == pytest.approx(unit.explained_variance_ratio)

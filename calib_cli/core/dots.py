@@ -154,7 +154,7 @@ def _rotation(alpha: float, beta: float, gamma: float) -> tuple[float, float]:
     """The Jacobi rotation (cosine, sine) that zeroes ``gamma`` between two diagonal entries
     ``alpha`` and ``beta`` (Golub and Van Loan, Algorithm 8.5.1; the smaller angle)."""
     zeta = (beta - alpha) / (2.0 * gamma)
-    t = math.copysign(1.0, zeta) / (abs(zeta) + math.sqrt(1.0 + zeta * zeta))
+    t = math.copysign(1.0, zeta) / (abs(zeta) + math.hypot(1.0, zeta))  # hypot: no overflow
     c = 1.0 / math.sqrt(1.0 + t * t)
     return c, c * t
 
@@ -164,6 +164,23 @@ def _rotate(m: FloatArray, p: int, q: int, c: float, s: float) -> None:
     mp, mq = m[:, p].copy(), m[:, q].copy()
     m[:, p] = c * mp - s * mq
     m[:, q] = s * mp + c * mq
+
+
+def _negligible(gamma: float, alpha: float, beta: float) -> bool:
+    """Whether ``gamma`` is below :data:`JACOBI_TOLERANCE` times the geometric mean of
+    ``|alpha|`` and ``|beta|`` (square roots first: no overflow)."""
+    return gamma == 0.0 or abs(gamma) <= JACOBI_TOLERANCE * (
+        math.sqrt(abs(alpha)) * math.sqrt(abs(beta))
+    )
+
+
+def _power_of_two_scale(m: FloatArray) -> float:
+    """A power of two bringing the largest entry of ``m`` near 1 (scaling by it is exact):
+    the rotations' squares then neither overflow nor underflow."""
+    largest = float(np.max(np.abs(m))) if m.size else 0.0
+    if largest == 0.0 or not math.isfinite(largest):
+        return 1.0
+    return math.ldexp(1.0, max(-1000, min(1000, -math.frexp(largest)[1])))  # finite
 
 
 def symmetric_eigen(a: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -182,6 +199,8 @@ def symmetric_eigen(a: FloatArray) -> tuple[FloatArray, FloatArray]:
     k = m.shape[0]
     if m.shape != (k, k) or not np.array_equal(m, m.T):
         raise ValueError("symmetric_eigen needs a symmetric square matrix")
+    scale = _power_of_two_scale(m)
+    m *= scale
     vectors = np.eye(k)
     for _ in range(JACOBI_SWEEPS):
         rotated = False
@@ -189,7 +208,7 @@ def symmetric_eigen(a: FloatArray) -> tuple[FloatArray, FloatArray]:
             for q in range(p + 1, k):
                 gamma = float(m[p, q])
                 alpha, beta = float(m[p, p]), float(m[q, q])
-                if abs(gamma) <= JACOBI_TOLERANCE * math.sqrt(abs(alpha * beta)) or gamma == 0.0:
+                if _negligible(gamma, alpha, beta):
                     continue
                 c, s = _rotation(alpha, beta, gamma)
                 _rotate(m, p, q, c, s)  # columns, then rows: M <- J^T M J
@@ -200,7 +219,7 @@ def symmetric_eigen(a: FloatArray) -> tuple[FloatArray, FloatArray]:
                 _rotate(vectors, p, q, c, s)
                 rotated = True
         if not rotated:
-            values = np.diag(m).copy()
+            values = np.diag(m) / scale
             order = np.argsort(-values, kind="stable")
             return values[order], vectors[:, order]
     raise np.linalg.LinAlgError(f"Jacobi rotations did not converge in {JACOBI_SWEEPS} sweeps")
@@ -219,25 +238,29 @@ def column_svd(matrix: FloatArray) -> tuple[FloatArray, FloatArray]:
     >>> values.tolist(), np.abs(vectors).tolist()
     ([4.0, 3.0], [[0.0, 1.0], [1.0, 0.0]])
     """
-    g = np.array(matrix, dtype=np.float64)
-    k = g.shape[1]
+    g = np.array(np.asarray(matrix, dtype=np.float64).T, order="C")  # columns as rows
+    k = g.shape[0]
+    scale = _power_of_two_scale(g)
+    g *= scale
     vectors = np.eye(k)
-    norms = [dot(g[:, j], g[:, j]) for j in range(k)]
+    norms = [dot(g[j], g[j]) for j in range(k)]
     for _ in range(JACOBI_SWEEPS):
         rotated = False
         for p in range(k - 1):
             for q in range(p + 1, k):
                 alpha, beta = norms[p], norms[q]
-                gamma = dot(g[:, p], g[:, q])
-                if gamma == 0.0 or abs(gamma) <= JACOBI_TOLERANCE * math.sqrt(alpha * beta):
+                gamma = dot(g[p], g[q])
+                if _negligible(gamma, alpha, beta):
                     continue
                 c, s = _rotation(alpha, beta, gamma)
-                _rotate(g, p, q, c, s)
+                gp, gq = g[p].copy(), g[q]
+                g[p] = c * gp - s * gq
+                g[q] = s * gp + c * gq
                 _rotate(vectors, p, q, c, s)
-                norms[p], norms[q] = dot(g[:, p], g[:, p]), dot(g[:, q], g[:, q])
+                norms[p], norms[q] = dot(g[p], g[p]), dot(g[q], g[q])
                 rotated = True
         if not rotated:
-            values = np.sqrt(np.asarray(norms, dtype=np.float64))
+            values = np.sqrt(np.asarray(norms, dtype=np.float64)) / scale
             order = np.argsort(-values, kind="stable")
             return values[order], vectors[:, order]
     raise np.linalg.LinAlgError(f"Jacobi rotations did not converge in {JACOBI_SWEEPS} sweeps")

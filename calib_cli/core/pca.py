@@ -71,7 +71,8 @@ __all__ = [
 ]
 
 PCASolver = Literal["auto", "svd", "covariance"]
-"""How the leading component is computed: thin SVD of the data, or SVD of the k x k covariance."""
+"""How the leading component is computed: thin SVD of the data, or the eigenvectors of the k x k
+covariance (both by Jacobi rotations in a fixed order, :mod:`calib_cli.core.dots`)."""
 PCAScaling = Literal["standardize", "center"]
 """How the features enter the component: centred and scaled to unit variance, or centred only
 (Algorithm 2 as the paper runs it)."""
@@ -86,10 +87,13 @@ WEAK_COMPONENT_FACTOR = 1.5
 variance is weak (:func:`weak_first_component`)."""
 
 SVD_MAX_ROWS = 200_000
-#: Rows times features squared up to which ``solver="auto"`` takes the SVD (a Jacobi sweep
-#: costs about that many products; 200,000 rows and 31 features).
-SVD_MAX_WORK = 200_000_000
 """``solver="auto"`` uses the thin SVD up to this many rows, the covariance above it."""
+SVD_MAX_WORK = 20_000_000
+"""...and up to this many rows times features squared: a sweep of Jacobi rotations costs
+about that many products, and the SVD takes 6-10 sweeps (0.2-0.6 s here at the limit: e.g.
+200,000 rows of 10 features); the covariance costs one."""
+COVARIANCE_ROWS = 1 << 16
+"""Rows whose products the covariance adds at a time (a ``k x COVARIANCE_ROWS`` temporary)."""
 CHUNK_ROWS = 1 << 20
 """Rows per chunk when accumulating means, scales and the covariance (bounded memory)."""
 
@@ -154,22 +158,33 @@ def _chunks(n: int) -> range:
     return range(0, n, CHUNK_ROWS)
 
 
-def _standardisation(x: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArray]:
-    """Weighted means and (divisor sum of weights) standard deviations, in two chunked passes."""
+def _standardisation(x: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArray, FloatArray]:
+    """Weighted means and (divisor sum of weights) standard deviations, in two chunked passes;
+    and each column's largest distance from its mean (rows of positive weight)."""
     total = float(w.sum())
-    sums = np.zeros(x.shape[1])
+    k = x.shape[1]
+    sums = np.zeros(k)
+    low, high = np.full(k, np.inf), np.full(k, -np.inf)
     for start in _chunks(x.shape[0]):
-        sums += weighted_columns(w[start : start + CHUNK_ROWS], x[start : start + CHUNK_ROWS])
-    means = sums / total
-    squares = np.zeros(x.shape[1])
+        part, weights = x[start : start + CHUNK_ROWS], w[start : start + CHUNK_ROWS]
+        sums += weighted_columns(weights, part)
+        held = part[weights > 0.0]
+        if held.size:
+            low, high = np.minimum(low, held.min(axis=0)), np.maximum(high, held.max(axis=0))
+    # A constant column (over the rows of positive weight) is centred on its value exactly, so
+    # it is all zeros after centring (a mean of n equal values may round away from them) and
+    # gets scale 1, as in StandardScaler: it does not affect the component.
+    constant = low == high
+    means = np.where(constant, low, sums / total)
+    squares = np.zeros(k)
     for start in _chunks(x.shape[0]):
         centred = x[start : start + CHUNK_ROWS] - means
         squares += weighted_columns(w[start : start + CHUNK_ROWS], centred * centred)
     scales = np.sqrt(squares / total)
-    # a constant column (scale 0, or rounding noise far below its magnitude) gets scale 1,
-    # as in StandardScaler; it is all zeros after centring and does not affect the component
+    # also a column of rounding noise far below its magnitude
     tiny = scales <= 10.0 * np.finfo(np.float64).eps * np.maximum(np.abs(means), 1.0)
-    return means, np.where(tiny, 1.0, scales)
+    reach = np.nan_to_num(np.maximum(high - means, means - low), posinf=0.0, neginf=0.0)
+    return means, np.where(constant | tiny, 1.0, scales), reach
 
 
 def first_principal_component(
@@ -239,26 +254,31 @@ def first_principal_component(
     total = float(w.sum())
     if total <= 0.0:
         raise InputError("sample_weight sums to zero: no rows to fit the component on")
-    means, scales = _standardisation(x, w)
+    means, scales, reach = _standardisation(x, w)
     if scaling == "center":
         scales = np.ones(k)
+    # the centred values times a power of two (exact) that brings the largest near 1: their
+    # products neither overflow nor underflow, whatever the features' units
+    largest = float(np.max(reach / scales)) if k else 0.0
+    unit = math.ldexp(1.0, -math.frexp(largest)[1]) if 0.0 < largest < math.inf else 1.0
+    inner = scales / unit  # exact (a power of two); the results keep ``scales``
     small = n <= svd_max_rows and n * k * k <= SVD_MAX_WORK
     used = solver if solver != "auto" else ("svd" if small else "covariance")
     # Every product below adds in a fixed order (calib_cli.core.dots), never a BLAS kernel's:
     # the loadings, variances and cut points are the same bits on every machine.
     if used == "svd":
-        z = (x - means) / scales * np.sqrt(w / total)[:, None]
+        z = (x - means) / inner * np.sqrt(w / total)[:, None]
         singular, right = column_svd(z)
         variances = singular**2
         loadings = right[:, 0]
     else:
         cov = np.zeros((k, k))
-        for start in _chunks(n):
-            z = (x[start : start + CHUNK_ROWS] - means) / scales
-            weighted = z * w[start : start + CHUNK_ROWS, None]
-            for i in range(k):
-                for j in range(i, k):
-                    cov[i, j] += dot(weighted[:, i], z[:, j])
+        for start in range(0, n, COVARIANCE_ROWS):
+            rows = slice(start, start + COVARIANCE_ROWS)
+            zt = np.array(((x[rows] - means) / inner).T, order="C")  # a feature per row
+            weighted = zt * w[rows]
+            for i in range(k):  # each entry's products added pairwise along the rows
+                cov[i, i:] += np.sum(weighted[i] * zt[i:], axis=1)
         cov /= total
         cov = np.triu(cov) + np.triu(cov, 1).T  # symmetric by construction
         eigenvalues, vectors = symmetric_eigen(cov)

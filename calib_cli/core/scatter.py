@@ -66,19 +66,31 @@ def gil_free() -> bool:
     return _kernel() is not None
 
 
-@functools.lru_cache(maxsize=8)
+#: The longest runs of ``0, 1, 2, ...`` and of ones made so far, per type: a call takes a view
+#: of their start (calls differ in length: a block's found rows, its missed ones).
+_RUNS: dict[tuple[str, np.dtype[Any]], npt.NDArray[Any]] = {}
+_RUNS_LOCK = threading.Lock()
+
+
+def _run(kind: str, n: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
+    """A read-only view of ``n`` entries: ``0, 1, ...`` (``kind="starts"``) or ones."""
+    with _RUNS_LOCK:
+        held = _RUNS.get((kind, dtype))
+        if held is None or held.size < n:
+            size = max(n, 2 * (0 if held is None else held.size))
+            held = np.arange(size, dtype=dtype) if kind == "starts" else np.ones(size, dtype)
+            held.flags.writeable = False
+            _RUNS[kind, dtype] = held
+    return held[:n]
+
+
 def _column_starts(n: int, dtype: np.dtype[Any]) -> IntArray:
-    """``0, 1, ..., n``: one entry per column (cached: blocks have few sizes)."""
-    starts: IntArray = np.arange(n + 1, dtype=dtype)
-    starts.flags.writeable = False
-    return starts
+    """``0, 1, ..., n``: one entry per column."""
+    return _run("starts", n + 1, dtype)
 
 
-@functools.lru_cache(maxsize=8)
 def _ones(n: int, dtype: np.dtype[Any]) -> npt.NDArray[Any]:
-    ones = np.ones(n, dtype=dtype)
-    ones.flags.writeable = False
-    return ones
+    return _run("ones", n, dtype)
 
 
 def scatter_add(out: npt.NDArray[Any], index: IntArray, values: npt.ArrayLike) -> None:
@@ -127,7 +139,10 @@ def _add(out: npt.NDArray[Any], index: IntArray, values: npt.ArrayLike, *, check
     index = np.ascontiguousarray(index)
     vals = np.ascontiguousarray(vals)
     assert kernel is not None
-    kernel(out.size, n, _column_starts(n, index.dtype), index, _ones(n, out.dtype), vals, out)
+    try:  # the kernel checks its arguments' types and sizes before it writes anything
+        kernel(out.size, n, _column_starts(n, index.dtype), index, _ones(n, out.dtype), vals, out)
+    except (TypeError, ValueError, OverflowError):  # e.g. int32 indices into 2**31 entries
+        np.add.at(out, index, vals)
 
 
 def scatter_columns(

@@ -274,8 +274,9 @@ class SubCounts:
     """The sub-cell row counts one thread adds ahead (:meth:`GridSums.sums_ahead`): int32,
     spilled to int64 before a count could overflow (:data:`SUB_SPILL_ROWS`). Counts are
     integers, so where and in what order they are added never changes them: the summary adds
-    every thread's counts at the end. ``lock``: held while adding, and by the summary while
-    it reads the counts off (:meth:`GridSums.fold_sub_counts`)."""
+    every thread's counts to its own when it reads the sub-cells, when the threads stop
+    counting ahead or when the sub-cells are given up. ``lock``: held while adding, and by the
+    summary while it takes the counts over (:meth:`GridSums._fold_sub_counts`)."""
 
     def __init__(self) -> None:
         self.rows = np.zeros(0, dtype=np.int32)
@@ -283,10 +284,12 @@ class SubCounts:
         self.since = 0
         self.lock = threading.Lock()
 
-    def add(self, fine: IntArray, size: int) -> None:
-        """Count one row in each sub-cell of ``fine`` (all below ``size``)."""
-        if self.rows.size < size:  # room for the slots seen (doubling)
-            grown = np.zeros(max(size, 2 * self.rows.size), dtype=np.int32)
+    def add(self, fine: IntArray, size: int, limit: int) -> None:
+        """Count one row in each sub-cell of ``fine`` (all below ``size``); the array grows
+        by doubling, never past ``limit`` (the summary's own sub-cells: the memory cap
+        counts each thread's at that size)."""
+        if self.rows.size < size:  # room for the slots seen
+            grown = np.zeros(max(size, min(2 * self.rows.size, limit)), dtype=np.int32)
             grown[: self.rows.size] = self.rows
             self.rows = grown
             if self.spill is not None:
@@ -446,7 +449,7 @@ class GridSums:
         #: threads that may count sub-cells ahead (:class:`SubCounts`), for the memory cap
         self.counting_threads = counting_threads
         #: whether threads count sub-cells ahead (not once their counts would pass the cap)
-        self.count_ahead = True
+        self.count_ahead = counting_threads > 0
         self._sub_counts: list[SubCounts] = []  # every thread's (sums_ahead)
         self._own_counts = threading.local()
         self.mantissa_bits = mantissa_bits
@@ -554,8 +557,9 @@ class GridSums:
         return counts
 
     def _fold_sub_counts(self) -> None:
-        """Add every thread's :class:`SubCounts` to the sub-cells' own counts (into the int64
-        spill, where no count can overflow) and empty them. Each is read under its lock, so
+        """Add every thread's :class:`SubCounts` to the sub-cells' own counts (into the int32
+        counts while no count can pass ``SUB_SPILL_ROWS``, else into the int64 spill) and
+        empty them. Each is read under its lock, so
         a thread's block is in or out whole; a thread that finds :attr:`sub_bits` 0 or
         :attr:`count_ahead` False (set before this is called) counts nothing more."""
         for counts in list(self._sub_counts):
@@ -586,14 +590,6 @@ class GridSums:
             if self.sub_spill is not None:
                 counts += self.sub_spill.reshape(-1, k).sum(axis=1)
             self.n_rows[: counts.size] = counts
-
-    def _sub_rows_of(self, slots: IntArray) -> IntArray:
-        """The rows of each sub-cell of ``slots`` (one row of ``2**sub_bits`` per slot)."""
-        k = 1 << self.sub_bits
-        rows: IntArray = self.sub_rows.reshape(-1, k)[slots].astype(np.int64)
-        if self.sub_spill is not None:
-            rows += self.sub_spill.reshape(-1, k)[slots]
-        return rows
 
     def _spill_sub_rows(self, coming: int) -> None:
         """Move the int32 counts to the int64 spill before ``coming`` more rows could make one
@@ -740,7 +736,9 @@ class GridSums:
             if not bits or not self.count_ahead:
                 return False
             fine = (slot << bits) + batch.sub
-            counts.add(fine[~lost] if n_missed else fine, size << bits)
+            # the summary's own sub-cells cover every slot allocated (at least the snapshot's)
+            limit = max(self.sub_rows.size, size << bits)
+            counts.add(fine[~lost] if n_missed else fine, size << bits, limit)
         return True
 
     def _slots(self, batch: TermBatch) -> IntArray:
