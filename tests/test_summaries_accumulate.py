@@ -495,3 +495,39 @@ def test_threads_stop_counting_ahead_when_their_counts_would_pass_the_cap(
     assert got is not None and want is not None
     for name in ("cell", "label", "n_rows"):
         assert getattr(got, name).tobytes() == getattr(want, name).tobytes(), name
+
+
+@pytest.mark.parametrize(
+    ("label", "score", "bad"),
+    [
+        ([0, 1, 1], [0.0, 0.5, 1.0], None),
+        ([0, -1], [0.1, 0.2], "label"),  # -1 seen as uint8 is 255
+        ([0, 2], [0.1, 0.2], "label"),
+        ([0, 1], [-0.1, 0.2], "score"),
+        ([0, 1], [0.1, 1.5], "score"),
+        ([0, 1], [0.1, float("nan")], "score"),
+        ([], [], None),
+    ],
+)
+def test_batch_checks_agree_with_their_definition(
+    label: list[int], score: list[float], bad: str | None
+) -> None:
+    """The checks (one reduction each) refuse exactly what the definition does: labels other
+    than 0 and 1, scores NaN or outside [0, 1]."""
+    from calib_cli.summaries.accumulate import TermBatch, check_batch_values
+
+    y, p = np.array(label, dtype=np.int8), np.array(score, dtype=np.float64)
+    want = (
+        "label"
+        if np.any((y != 0) & (y != 1))
+        else "score"
+        if not np.all((p >= 0.0) & (p <= 1.0))
+        else None
+    )
+    assert want == bad
+    batch = TermBatch(key=np.zeros(y.size, np.int64), label=y, score=p, terms={})
+    if bad is None:
+        check_batch_values(batch, score_column="s", label_column="y")
+    else:
+        with pytest.raises(InputError, match=f"column '{'y' if bad == 'label' else 's'}'"):
+            check_batch_values(batch, score_column="s", label_column="y")

@@ -212,9 +212,9 @@ def symmetric_eigen(a: FloatArray) -> tuple[FloatArray, FloatArray]:
                     continue
                 c, s = _rotation(alpha, beta, gamma)
                 _rotate(m, p, q, c, s)  # columns, then rows: M <- J^T M J
-                mt = m.T.copy()
-                _rotate(mt, p, q, c, s)
-                m = mt.T.copy()
+                mp, mq = m[p].copy(), m[q].copy()
+                m[p] = c * mp - s * mq
+                m[q] = s * mp + c * mq
                 m[p, q] = m[q, p] = 0.0  # zero by construction (rounding aside)
                 _rotate(vectors, p, q, c, s)
                 rotated = True
