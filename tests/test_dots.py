@@ -11,12 +11,14 @@ from hypothesis.extra.numpy import arrays
 
 from calib_cli.core.dots import (
     PAIRWISE_ROWS,
+    cholesky_solve,
     column_svd,
     dot,
     gram,
     inverse,
     matmul,
     rows_dot,
+    shifted_cholesky_solve,
     solve,
     symmetric_eigen,
     weighted_columns,
@@ -119,3 +121,82 @@ def test_jacobi_solvers_neither_overflow_nor_underflow() -> None:
         got, _ = column_svd(x * scale)
         want = np.linalg.svd(x * scale, compute_uv=False)
         np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1), k=st.integers(1, 14), scale=st.sampled_from([1e-6, 1.0, 1e6])
+)
+def test_cholesky_solve_matches_lapack(seed: int, k: int, scale: float) -> None:
+    # a positive-definite system (condition number up to about 1e4), against LAPACK's solve;
+    # a forward error within the condition number times a few units of rounding
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(k, k)))
+    values = np.exp(rng.uniform(0.0, np.log(1e4), k))
+    a = scale * (q * values) @ q.T
+    a = (a + a.T) / 2.0
+    b = rng.normal(size=k)
+    x = cholesky_solve(a, b)
+    assert x is not None
+    exact = np.linalg.solve(a, b)
+    cond = values.max() / values.min()
+    np.testing.assert_allclose(x, exact, rtol=0, atol=64 * k * cond * 2.3e-16 * np.abs(exact).max())
+    same = shifted_cholesky_solve(a, b)
+    assert same is not None and same[1] == 0.0 and np.array_equal(same[0], x)
+
+
+def test_cholesky_solve_hand_worked() -> None:
+    # [[4, 2], [2, 3]] = L L^T with L = [[2, 0], [1, sqrt 2]]; x solves it exactly
+    x = cholesky_solve(np.array([[4.0, 2.0], [2.0, 3.0]]), np.array([2.0, 1.0]))
+    assert x is not None and x.tolist() == [0.5, 0.0]
+    one = cholesky_solve(np.array([[4.0]]), np.array([3.0]))  # (3 / 2) / 2
+    assert one is not None and one.tolist() == [0.75]
+
+
+@pytest.mark.parametrize(
+    "a",
+    [
+        [[1.0, 2.0], [2.0, 1.0]],  # indefinite
+        [[1.0, 1.0], [1.0, 1.0]],  # singular
+        [[0.0, 0.0], [0.0, 0.0]],
+        [[-1.0, 0.0], [0.0, 2.0]],
+    ],
+)
+def test_cholesky_solve_refuses_what_is_not_positive_definite(a: list[list[float]]) -> None:
+    assert cholesky_solve(np.array(a), np.array([1.0, 1.0])) is None
+
+
+@settings(max_examples=80, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(1, 12))
+def test_shifted_cholesky_solve_is_a_descent_direction(seed: int, k: int) -> None:
+    # symmetric matrices with eigenvalues of both signs: (a + tau I) is positive definite for
+    # the tau returned, not for tau / 2 (when tau passed the first shift), and -x with b the
+    # gradient is a descent direction
+    rng = np.random.default_rng(seed)
+    q, _ = np.linalg.qr(rng.normal(size=(k, k)))
+    values = rng.normal(size=k) * np.exp(rng.uniform(-3, 3, k))
+    a = (q * values) @ q.T
+    a = (a + a.T) / 2.0
+    g = rng.normal(size=k)
+    solved = shifted_cholesky_solve(a, g)
+    assert solved is not None
+    x, tau = solved
+    lowest = float(np.linalg.eigvalsh(a).min())
+    if tau == 0.0:
+        assert cholesky_solve(a, g) is not None
+    else:
+        assert lowest + tau > -1e-9 * np.abs(a).max()  # shifted past the lowest eigenvalue
+        diag = np.diagonal(a)
+        first = 1e-3 * np.abs(diag).max() - min(float(diag.min()), 0.0)
+        if tau > first * 1.5:  # doubled at least once: half of it was not enough
+            assert cholesky_solve(a + tau / 2.0 * np.eye(k), g) is None
+        shifted = a + tau * np.eye(k)
+        np.testing.assert_allclose(x, np.linalg.solve(shifted, g), rtol=1e-6, atol=1e-9)
+    assert float(g @ x) > 0.0  # d = -x: g . d < 0
+
+
+def test_shifted_cholesky_solve_refuses_what_is_not_finite() -> None:
+    assert shifted_cholesky_solve(np.array([[np.nan]]), np.array([1.0])) is None
+    assert shifted_cholesky_solve(np.eye(2), np.array([1.0, np.inf])) is None
+    x, tau = shifted_cholesky_solve(np.zeros((2, 2)), np.array([1.0, -2.0]))  # type: ignore[misc]
+    assert tau == 1.0 and x.tolist() == [1.0, -2.0]  # a zero diagonal: the shift starts at 1

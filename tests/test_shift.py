@@ -223,7 +223,7 @@ def test_reference_001_map_is_optimal_and_never_worse_than_the_old_fit(
     args = (
         counts,
         ref.mass_neg,
-        setup.cell_basis,
+        setup.cell_basis.dense(),
         prior_w[keep],
         setup.prior_basis[keep],
         setup.prior_basis[keep] @ setup.reference_fit.heights,

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.integrate import quad
 from scipy.optimize import brentq, check_grad, minimize
 
@@ -448,10 +450,10 @@ def test_map_exact_hessian_matches_differences_of_the_gradient() -> None:
         data = sm._MapData(
             share=prob.counts / total,
             mass_neg=prob.mass_neg,
-            cell_basis=prob.basis,
+            cell_basis=sm.BandedBasis.of(prob.basis),
             prior_weights=prob.prior_w,
             prior_scale=beta / total * prob.prior_w,
-            prior=sm.PriorBasis.of(prob.prior_basis),
+            prior=sm.BandedBasis.of(prob.prior_basis),
             reference_density=prob.reference_density,
             beta_per_count=beta / total,
             power=power,
@@ -468,19 +470,53 @@ def test_map_exact_hessian_matches_differences_of_the_gradient() -> None:
         np.testing.assert_allclose(hessian, numeric, atol=1e-7 * np.abs(hessian).max())
 
 
-def test_prior_basis_gram_is_the_dense_product() -> None:
-    rng = np.random.default_rng(8)
-    nodes = np.sort(np.concatenate(([0.0, 1.0], rng.random(6))))
-    z = np.concatenate(([0.0, 1.0], nodes[1:-1], rng.random(50)))
-    dense = sm.interp_basis(z, nodes)
-    s = rng.random(z.size)
-    banded = sm.PriorBasis.of(dense)
-    assert banded.products is not None
-    np.testing.assert_allclose(banded.gram(s), (dense.T * s) @ dense, rtol=1e-13, atol=1e-15)
-    general = sm.PriorBasis.of(dense @ rng.random((nodes.size, nodes.size)))
-    assert general.products is None
-    np.testing.assert_allclose(general.gram(s), (general.matrix.T * s) @ general.matrix, rtol=1e-13)
-    keep = s > 0.5
-    np.testing.assert_allclose(
-        banded.take(keep).gram(s[keep]), (dense[keep].T * s[keep]) @ dense[keep]
+@settings(max_examples=60, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    kind=st.sampled_from(["hat", "cells", "wide cells", "dense"]),
+    n=st.integers(1, 60),
+)
+def test_banded_basis_products_are_the_dense_ones(seed: int, kind: str, n: int) -> None:
+    # B h, B^T u and B^T diag(s) B by rows' bands, against NumPy's dense products, for hat
+    # functions (two columns per row), cell probabilities (two or three), cells wider than
+    # the node gaps, and a dense matrix (one band of every column).
+    rng = np.random.default_rng(seed)
+    nodes = np.sort(np.concatenate(([0.0, 1.0], rng.random(int(rng.integers(1, 9))))))
+    nodes = np.unique(nodes)
+    if kind == "hat":
+        dense = sm.interp_basis(np.concatenate((nodes, rng.random(n))), nodes)
+    elif kind in ("cells", "wide cells"):
+        edges = np.sort(rng.random(n + 1) ** (1 if kind == "cells" else 0.2))
+        dense = sm.cdf_basis(edges[1:], nodes) - sm.cdf_basis(edges[:-1], nodes)
+    else:
+        dense = rng.random((n, nodes.size))
+    basis = sm.BandedBasis.of(dense)
+    h, u, s = rng.random(nodes.size), rng.normal(size=dense.shape[0]), rng.random(dense.shape[0])
+    scale = 1.0 + np.abs(dense).sum()
+    np.testing.assert_allclose(basis.apply(h), dense @ h, rtol=0, atol=1e-14 * scale)
+    np.testing.assert_allclose(basis.rapply(u), u @ dense, rtol=0, atol=1e-13 * scale)
+    gram = basis.gram(s)
+    np.testing.assert_allclose(gram, (dense.T * s) @ dense, rtol=0, atol=1e-13 * scale)
+    assert np.array_equal(gram, gram.T)  # each pair's product first: exactly symmetric
+    assert np.array_equal(basis.dense(), dense)
+    np.testing.assert_array_equal(  # every non-zero is inside its row's band
+        np.take_along_axis(dense, basis.first[:, None] + np.arange(basis.band.shape[1]), 1),
+        basis.band,
     )
+    assert np.count_nonzero(basis.band) == np.count_nonzero(dense)
+    keep = s > 0.5
+    part = basis.take(keep)
+    np.testing.assert_allclose(
+        part.gram(s[keep]), (dense[keep].T * s[keep]) @ dense[keep], rtol=0, atol=1e-13 * scale
+    )
+    assert sm.BandedBasis.of(basis) is basis
+
+
+def test_banded_basis_of_hat_functions_has_two_columns() -> None:
+    nodes = sm.uniform_nodes(10)
+    basis = sm.BandedBasis.of(sm.interp_basis(np.linspace(0.0, 1.0, 101), nodes))
+    assert basis.band.shape == (101, 2)
+    edges = np.array([0.0, 0.02, 0.05, 0.15, 0.5])  # the third cell straddles the node 0.1
+    cells = sm.BandedBasis.of(sm.cdf_basis(edges[1:], nodes) - sm.cdf_basis(edges[:-1], nodes))
+    assert cells.band.shape[1] == 5  # the last cell, 0.15-0.5, spans columns 1-5
+    assert cells.first.tolist() == [0, 0, 0, 1]

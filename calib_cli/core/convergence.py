@@ -48,8 +48,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.linalg.lapack import dpotrf, dpotrs
 
+from calib_cli.core.dots import dot, shifted_cholesky_solve
 from calib_cli.types import FloatArray
 
 __all__ = [
@@ -212,9 +212,10 @@ def projected_newton(
     first :math:`t = 1`, then the :math:`t` at which a free coordinate first reaches its bound
     (a nearly flat direction otherwise loses the compensation between its coordinates when
     one of them is clipped), then halvings. A Hessian that is not positive definite on the
-    free coordinates (Cholesky fails) is used with its eigenvalues replaced by their absolute
-    values (floored at :math:`10^{-10}` of the largest), so the step is always a descent
-    direction. A coordinate next to its bound that the Newton step would push through it is
+    free coordinates (Cholesky fails) is shifted by the smallest multiple of the identity of a
+    doubling sequence that makes it so (Nocedal and Wright, Algorithm 3.3), so the step is
+    always a descent direction; every step is solved in a fixed order, the same bits on every
+    machine. A coordinate next to its bound that the Newton step would push through it is
     held where it is as well (the step on the others is then the Newton step on that face).
     Near the solution the step is the Newton step with the active set identified, and
     convergence is quadratic. Where the objective's rounding hides the decrease (changes
@@ -297,7 +298,7 @@ def projected_newton(
         for _ in range(_MAX_HALVINGS):
             xt = np.minimum(np.maximum(x + t * d, lo), hi)
             ft, gt, hess_t = fun(xt)
-            decrease = float(g @ (x - xt))
+            decrease = dot(g, x - xt)
             if decrease > 0.0 and ft <= f - _ARMIJO * decrease:
                 step = (xt, ft, gt, hess_t)
                 break
@@ -324,8 +325,12 @@ def _residual(x: FloatArray, grad: FloatArray, lo: FloatArray, hi: FloatArray) -
 def _newton_step(hessian: FloatArray, grad: FloatArray, free: npt.NDArray[np.bool_]) -> FloatArray:
     """``-H_FF^-1 g_F`` on the free coordinates (0 elsewhere).
 
-    By Cholesky when ``H_FF`` is positive definite; otherwise with its eigenvalues taken in
-    absolute value and floored at 1e-10 of the largest (a descent direction either way).
+    By Cholesky factorisation when ``H_FF`` is positive definite; otherwise of
+    ``H_FF + tau I`` with the smallest ``tau`` of a doubling sequence that makes it so
+    (:func:`calib_cli.core.dots.shifted_cholesky_solve`): a descent direction either way. In
+    Python floats, in a fixed order (a LAPACK factorisation's last bits depend on the BLAS
+    kernel, and a fit's path, so its answer, on those bits); an ``H_FF`` that is not finite
+    gives the scaled gradient step.
     """
     d = np.zeros(grad.size)
     if not free.any():
@@ -335,17 +340,12 @@ def _newton_step(hessian: FloatArray, grad: FloatArray, free: npt.NDArray[np.boo
     else:
         index = np.flatnonzero(free)
         sub, gf = hessian[index[:, None], index], grad[index]
-    factor, info = dpotrf(sub, lower=0, clean=0)
-    if info == 0:
-        step, info = dpotrs(factor, gf)
-    if info == 0 and np.isfinite(step).all():
-        d[free] = -step
+    solved = shifted_cholesky_solve(sub, gf)
+    if solved is not None:
+        d[free] = -solved[0]
         return d
-    lam, vec = np.linalg.eigh(sub)
-    size = np.abs(lam)
-    top = float(size.max())
-    size = np.maximum(size, 1e-10 * top) if top > 0.0 else np.ones(size.size)
-    d[free] = -(vec @ ((vec.T @ gf) / size))
+    diag = np.abs(np.diagonal(sub))
+    d[free] = -gf / np.where(np.isfinite(diag) & (diag > 0.0), diag, 1.0)
     return d
 
 

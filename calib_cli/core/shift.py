@@ -487,14 +487,14 @@ class _MapSetup:
     """Matrices of the MAP method that depend only on the grid and the nodes."""
 
     nodes: FloatArray
-    cell_basis: FloatArray
-    fine_basis: FloatArray
+    cell_basis: shift_map.BandedBasis
+    fine_basis: shift_map.BandedBasis
     prior_basis: FloatArray
     reference_fit: PiecewiseLinearFit
     fitted_on: FloatArray
     beta: float
     power: float
-    prior: shift_map.PriorBasis  # prior_basis with its Gram products, built once
+    prior: shift_map.BandedBasis  # prior_basis by rows' bands, built once
 
 
 # --------------------------------------------------------------------------------------------
@@ -1534,10 +1534,12 @@ def _map_setup(
     if not (math.isfinite(power) and power >= 1.0):
         raise InputError(f"map_power must be a number >= 1, got {power!r}")
     edges = ref.cell_edges
-    cell_basis = shift_map.cdf_basis(edges[1:], nodes) - shift_map.cdf_basis(edges[:-1], nodes)
+    cell_basis = shift_map.BandedBasis.of(
+        shift_map.cdf_basis(edges[1:], nodes) - shift_map.cdf_basis(edges[:-1], nodes)
+    )
     fine_edges = _fine_edges_prob(ref)
-    fine_basis = shift_map.cdf_basis(fine_edges[1:], nodes) - shift_map.cdf_basis(
-        fine_edges[:-1], nodes
+    fine_basis = shift_map.BandedBasis.of(
+        shift_map.cdf_basis(fine_edges[1:], nodes) - shift_map.cdf_basis(fine_edges[:-1], nodes)
     )
     prior_basis = shift_map.interp_basis(expit(ref.fine_center), nodes)
     reference_fit = shift_map.fit_piecewise_linear(ref.fine_weight_pos, fine_basis, nodes)
@@ -1550,7 +1552,7 @@ def _map_setup(
         ref.fine_weight_pos,
         float(beta),
         float(power),
-        shift_map.PriorBasis.of(prior_basis),
+        shift_map.BandedBasis.of(prior_basis),
     )
 
 
@@ -1847,27 +1849,26 @@ def estimate_prevalence(
     if ci_method == "profile" and used != "mle":
         raise InputError(f"ci_method 'profile' is only available for method mle, not {used}")
 
-    with shift_map.single_threaded_blas():
-        return _estimate_and_interval(
-            ref,
-            stats,
-            used,
-            requested,
-            warnings,
-            statistic=statistic,
-            pvalue=pvalue,
-            n_bootstrap=n_bootstrap,
-            ci_level=ci_level,
-            ci_method=ci_method,
-            resample_reference=resample_reference,
-            rng=rng,
-            threshold_index=threshold_index,
-            map_nodes=map_nodes,
-            map_beta=map_beta,
-            map_power=map_power,
-            em_tol=em_tol,
-            em_max_iter=em_max_iter,
-        )
+    return _estimate_and_interval(
+        ref,
+        stats,
+        used,
+        requested,
+        warnings,
+        statistic=statistic,
+        pvalue=pvalue,
+        n_bootstrap=n_bootstrap,
+        ci_level=ci_level,
+        ci_method=ci_method,
+        resample_reference=resample_reference,
+        rng=rng,
+        threshold_index=threshold_index,
+        map_nodes=map_nodes,
+        map_beta=map_beta,
+        map_power=map_power,
+        em_tol=em_tol,
+        em_max_iter=em_max_iter,
+    )
 
 
 def _estimate_and_interval(
@@ -1891,7 +1892,7 @@ def _estimate_and_interval(
     em_tol: float,
     em_max_iter: int,
 ) -> ShiftEstimate:
-    """The point estimate, its interval and the warnings (run with single-threaded BLAS)."""
+    """The point estimate, its interval and the warnings."""
     setup = _map_setup(ref, map_nodes, map_beta, map_power) if used == "map" else None
     start = _estimate_mle(ref, stats).prevalence if used == "map" else 0.0
     point = _estimate(

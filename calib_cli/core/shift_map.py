@@ -73,8 +73,10 @@ problem: it maximises the concave :math:`\\sum_k n_k \\log (A v)_k - N\\, w \\cd
 maximum-likelihood density (the same solver, its Hessian
 :math:`A^\\top \\operatorname{diag}(n / (N (Av)^2)) A`).
 
-Small fits run with single-threaded BLAS (``threadpoolctl``, when installed): starting a pool
-of threads costs more than the products of a few thousand numbers it would share out.
+Every product is added in a fixed order and every Newton step solved in Python floats
+(:class:`BandedBasis`, :mod:`calib_cli.core.dots`): a fit's path, so its answer, has the same
+bits on every machine, where BLAS kernels (e.g. OpenBLAS's Haswell and Prescott ones) gave
+heights differing in their second digit along flat directions of the posterior.
 
 References
 ----------
@@ -85,10 +87,8 @@ gradients; its log-height parametrisation is replaced here as explained above).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -101,14 +101,15 @@ from calib_cli.core.convergence import (
     projected_newton,
     with_one_restart,
 )
+from calib_cli.core.dots import dot, rows_dot, weighted_columns
 from calib_cli.core.lazy_scipy import minimize
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray
 
 __all__ = [
+    "BandedBasis",
     "MapFit",
     "PiecewiseLinearFit",
-    "PriorBasis",
     "cdf_basis",
     "check_nodes",
     "fit_map",
@@ -116,7 +117,6 @@ __all__ = [
     "heights",
     "interp_basis",
     "map_objective",
-    "single_threaded_blas",
     "trapezoid_weights",
     "uniform_nodes",
 ]
@@ -132,39 +132,6 @@ _TINY = float(np.finfo(np.float64).tiny)
 #: 1e-15 per count, so no line search resolves components much below 3e-8 (sqrt(2e-15)); the
 #: prevalence then moves by well under 1e-7 of itself.
 TOL = 1e-7
-
-_CONTROLLER: Any = None
-_DEPTH = 0
-
-
-@contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """BLAS limited to one thread inside the block (a no-op without ``threadpoolctl``).
-
-    The products in these fits have a few thousand entries: a BLAS thread pool costs more to
-    wake than it saves, and on a busy machine waiting for its threads dominates the fit.
-    Threads do not change the criterion of convergence, only the time.
-    """
-    global _CONTROLLER, _DEPTH
-    if _DEPTH > 0:  # already inside such a block: nothing to change
-        yield
-        return
-    if _CONTROLLER is None:
-        try:
-            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
-
-            _CONTROLLER = ThreadpoolController()
-        except ImportError:  # pragma: no cover - threadpoolctl comes with scikit-learn
-            _CONTROLLER = False
-    if _CONTROLLER is False:  # pragma: no cover
-        yield
-        return
-    with _CONTROLLER.limit(limits=1, user_api="blas"):
-        _DEPTH += 1
-        try:
-            yield
-        finally:
-            _DEPTH -= 1
 
 
 @dataclass(frozen=True)
@@ -286,7 +253,7 @@ def heights(log_heights: FloatArray, weights: FloatArray) -> FloatArray:
     """
     full = np.concatenate(([0.0], log_heights))
     e = np.exp(full - full.max())
-    result: FloatArray = e / float(weights @ e)
+    result: FloatArray = e / dot(weights, e)
     return result
 
 
@@ -332,7 +299,7 @@ def cdf_basis(z: FloatArray, nodes: FloatArray) -> FloatArray:
 
 def _chain_to_q(grad_h: FloatArray, h: FloatArray, weights: FloatArray) -> FloatArray:
     """Gradient in q_1..q_m from a gradient in the heights: ``h_j (G_j - w_j G.h)``."""
-    full = h * (grad_h - weights * float(grad_h @ h))
+    full = h * (grad_h - weights * dot(grad_h, h))
     result: FloatArray = full[1:]
     return result
 
@@ -440,13 +407,13 @@ def _heights_start(start: FloatArray | None, weights: FloatArray) -> FloatArray:
         return heights(arr, weights)
     if arr.shape != (m1,) or not np.all(np.isfinite(arr)) or np.any(arr < 0.0):
         raise InputError(f"start must hold {m1} non-negative heights, got shape {arr.shape}")
-    total = float(weights @ arr)
+    total = dot(weights, arr)
     return arr / total if total > 0.0 else np.ones(m1)
 
 
 def fit_piecewise_linear(
     counts: FloatArray,
-    cell_basis: FloatArray,
+    cell_basis: FloatArray | BandedBasis,
     nodes: FloatArray,
     *,
     start: FloatArray | None = None,
@@ -508,32 +475,30 @@ def fit_piecewise_linear(
     weights = trapezoid_weights(nodes)
     used = counts > 0.0
     share = counts[used] / total
-    a_used = np.ascontiguousarray(cell_basis[used])
+    a_used = BandedBasis.of(cell_basis).take(used)
     tiny = np.finfo(np.float64).tiny
 
     def objective(v: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
-        prob = np.maximum(a_used @ v, tiny)
+        prob = np.maximum(a_used.apply(v), tiny)
         ratio = share / prob
-        value = float(weights @ v) - float(share @ np.log(prob))
-        grad: FloatArray = weights - ratio @ a_used
+        value = dot(weights, v) - dot(share, np.log(prob))
+        grad: FloatArray = weights - a_used.rapply(ratio)
 
         def hessian() -> FloatArray:
-            result: FloatArray = (a_used.T * (ratio / prob)) @ a_used
-            return result
+            return a_used.gram(ratio / prob)
 
         return value, grad, hessian
 
     m1 = nodes.size
-    with single_threaded_blas():
-        v, conv, _ = _newton_then_lbfgsb(
-            objective,
-            _heights_start(start, weights),
-            lower=np.zeros(m1),
-            upper=np.full(m1, np.inf),
-            tol=tol,
-            max_iter=max_iter,
-        )
-    h = v / float(weights @ v)
+    v, conv, _ = _newton_then_lbfgsb(
+        objective,
+        _heights_start(start, weights),
+        lower=np.zeros(m1),
+        upper=np.full(m1, np.inf),
+        tol=tol,
+        max_iter=max_iter,
+    )
+    h = v / dot(weights, v)
     return PiecewiseLinearFit(
         nodes=nodes,
         log_heights=_log_heights(h),
@@ -578,89 +543,122 @@ def _map_terms(
     ``counts`` must be positive (cells without counts add nothing and are left out).
     """
     total = float(counts.sum())
-    mass_pos = cell_basis @ h
+    mass_pos = rows_dot(cell_basis, h)
     mix = np.maximum((1.0 - alpha) * mass_neg + alpha * mass_pos, np.finfo(np.float64).tiny)
     ratio = counts / mix
-    diff = prior_basis @ h - reference_density
+    diff = rows_dot(prior_basis, h) - reference_density
     gd = _g(diff)
-    penalty = float(prior_weights @ gd**power)
-    value = -(float(counts @ np.log(mix)) - beta * penalty) / total
-    grad_alpha = -float(ratio @ (mass_pos - mass_neg)) / total
-    grad_h: FloatArray = -alpha * (cell_basis.T @ ratio) / total
+    penalty = dot(prior_weights, gd**power)
+    value = -(dot(counts, np.log(mix)) - beta * penalty) / total
+    grad_alpha = -dot(ratio, mass_pos - mass_neg) / total
+    grad_h: FloatArray = -alpha * weighted_columns(ratio, cell_basis) / total
     if beta > 0.0:
         dpen = prior_weights * power * gd ** (power - 1.0) * diff / np.sqrt(1.0 + diff * diff)
-        grad_h = grad_h + beta * (prior_basis.T @ dpen) / total
+        grad_h = grad_h + beta * weighted_columns(dpen, prior_basis) / total
     return _MapTerms(value, grad_alpha, grad_h, penalty)
 
 
 @dataclass(frozen=True)
-class PriorBasis:
-    """The basis ``B`` of the prior's points (:math:`f_1(z_j) = (B h)_j`), ready for products.
+class BandedBasis:
+    """A basis matrix ``B`` of shape (n, m + 1) kept by the band of each row, for products
+    added in a fixed order (the same bits on every machine, unlike a BLAS kernel's).
 
-    Build it with :meth:`of`; :func:`fit_map` accepts it in place of the matrix (a bootstrap
-    builds it once and takes rows with :meth:`take`). When every row has its non-zeros in two
-    adjacent columns (hat functions, :func:`interp_basis`), the Gram matrix
-    :math:`B^\\top \\operatorname{diag}(s) B` is tridiagonal, its diagonal ``s @ (B * B)``
-    and its off-diagonal ``s @ (B[:, :-1] * B[:, 1:])``: ``products`` holds those columns,
-    one matrix-vector product instead of a product of (m + 1, n) by (n, m + 1).
+    Each row's non-zeros lie in ``width`` adjacent columns from ``first``: two for hat
+    functions (:func:`interp_basis`), two or three for a cell's probabilities (differences of
+    :func:`cdf_basis`) when cells are narrower than the node gaps. Then ``B h`` takes
+    ``width`` multiply-adds per row, :math:`B^\\top u` and the Gram matrix
+    :math:`B^\\top \\operatorname{diag}(s) B` one ``numpy.bincount`` (which adds in the order
+    of the rows), instead of products over the whole matrix. Build it with :meth:`of`;
+    :func:`fit_map` and :func:`fit_piecewise_linear` accept it in place of the matrix (a
+    bootstrap builds it once and takes rows with :meth:`take`).
 
     Attributes
     ----------
-    matrix : ndarray of shape (n, m + 1)
-        ``B``.
-    products : ndarray of shape (n, 2m + 1) or None
-        ``[B * B, B[:, :-1] * B[:, 1:]]`` when ``B`` is banded so, else None.
+    columns : int
+        ``m + 1``.
+    first : ndarray of shape (n,)
+        Each row's first column of its band (the band stays inside the matrix).
+    band : ndarray of shape (n, width)
+        ``B[i, first[i] + t]``.
 
     Examples
     --------
-    >>> basis = PriorBasis.of(interp_basis(np.array([0.25, 0.5]), uniform_nodes(2)))
+    >>> basis = BandedBasis.of(interp_basis(np.array([0.25, 0.5]), uniform_nodes(2)))
     >>> basis.gram(np.array([1.0, 2.0])).tolist()
     [[0.25, 0.25, 0.0], [0.25, 2.25, 0.0], [0.0, 0.0, 0.0]]
+    >>> basis.apply(np.array([1.0, 3.0, 5.0])).tolist(), basis.rapply(np.array([1.0, 1.0])).tolist()
+    ([2.0, 3.0], [0.5, 1.5, 0.0])
     """
 
-    matrix: FloatArray
-    products: FloatArray | None
+    columns: int
+    first: npt.NDArray[np.intp]
+    band: FloatArray
+    _column_index: npt.NDArray[np.intp] = field(repr=False)
+    _pair_index: npt.NDArray[np.intp] = field(repr=False)
+    _pairs: FloatArray = field(repr=False)
 
     @classmethod
-    def of(cls, basis: FloatArray) -> PriorBasis:
-        """From the matrix ``B`` (the products only when its rows are banded as above)."""
+    def of(cls, basis: FloatArray | BandedBasis) -> BandedBasis:
+        """From the matrix ``B`` (or ``B`` already banded, returned as it is)."""
+        if isinstance(basis, BandedBasis):
+            return basis
         matrix = np.ascontiguousarray(basis, dtype=np.float64)
-        m1 = matrix.shape[1]
+        n, m1 = matrix.shape
         nonzero = matrix != 0.0
         first = np.argmax(nonzero, axis=1)
         last = m1 - 1 - np.argmax(nonzero[:, ::-1], axis=1)
-        if m1 < 2 or not np.all(last - first <= 1):
-            return cls(matrix, None)
-        return cls(matrix, np.hstack((matrix * matrix, matrix[:, :-1] * matrix[:, 1:])))
+        last = np.where(nonzero.any(axis=1), last, first)
+        width = int(np.max(last - first)) + 1 if n else 1
+        first = np.minimum(first, m1 - width).astype(np.intp)
+        columns = first[:, None] + np.arange(width)
+        band = np.ascontiguousarray(np.take_along_axis(matrix, columns, axis=1))
+        # each pair's product first (the same bits for (a, b) and (b, a)), times s later
+        pairs = (band[:, :, None] * band[:, None, :]).reshape(n, width * width)
+        pair_index = (columns[:, :, None] * m1 + columns[:, None, :]).reshape(n, width * width)
+        return cls(int(m1), first, band, columns, pair_index, pairs)
 
-    def take(self, rows: npt.NDArray[np.bool_]) -> PriorBasis:
-        """The basis of a subset of the points (a boolean mask)."""
-        products = None if self.products is None else self.products[rows]
-        return PriorBasis(self.matrix[rows], products)
+    def dense(self) -> FloatArray:
+        """``B`` as a matrix."""
+        out = np.zeros((self.first.size, self.columns))
+        np.put_along_axis(out, self._column_index, self.band, axis=1)
+        return out
+
+    def take(self, rows: npt.NDArray[np.bool_]) -> BandedBasis:
+        """The basis of a subset of the rows (a boolean mask)."""
+        index = np.flatnonzero(rows)
+        return BandedBasis(
+            self.columns,
+            self.first.take(index),
+            self.band.take(index, axis=0),
+            self._column_index.take(index, axis=0),
+            self._pair_index.take(index, axis=0),
+            self._pairs.take(index, axis=0),
+        )
 
     def apply(self, h: FloatArray) -> FloatArray:
-        """``B h``."""
-        result: FloatArray = self.matrix @ h
-        return result
+        """``B h``: each row's band, its few columns added in order (NumPy's sum along a
+        row: in order below eight terms, pairwise above, on every machine)."""
+        out: FloatArray = np.add.reduce(self.band * h[self._column_index], axis=1)
+        return out
 
     def rapply(self, u: FloatArray) -> FloatArray:
-        """``u B`` (that is ``B^T u``)."""
-        result: FloatArray = u @ self.matrix
-        return result
+        """``u B`` (that is ``B^T u``): each column's terms added in the order of the rows."""
+        sums = np.bincount(
+            self._column_index.ravel(),
+            weights=(self.band * u[:, None]).ravel(),
+            minlength=self.columns,
+        )
+        out: FloatArray = sums.astype(np.float64, copy=False)  # float64 already (weights)
+        return out
 
     def gram(self, s: FloatArray) -> FloatArray:
-        """``B^T diag(s) B``, shape (m + 1, m + 1)."""
-        if self.products is None:
-            dense: FloatArray = (self.matrix.T * s) @ self.matrix
-            return dense
-        m1 = self.matrix.shape[1]
-        sums = s @ self.products
-        out = np.diag(sums[:m1])
-        band = np.arange(m1 - 1)
-        out[band, band + 1] = sums[m1:]
-        out[band + 1, band] = sums[m1:]
-        result: FloatArray = out
-        return result
+        """``B^T diag(s) B``, shape (m + 1, m + 1): each entry's terms added in the order of
+        the rows (exactly symmetric)."""
+        m1 = self.columns
+        terms = (self._pairs * s[:, None]).ravel()
+        sums = np.bincount(self._pair_index.ravel(), weights=terms, minlength=m1 * m1)
+        out: FloatArray = sums.astype(np.float64, copy=False).reshape(m1, m1)
+        return out
 
 
 @dataclass(frozen=True)
@@ -674,10 +672,10 @@ class _MapData:
 
     share: FloatArray
     mass_neg: FloatArray
-    cell_basis: FloatArray
+    cell_basis: BandedBasis
     prior_weights: FloatArray
     prior_scale: FloatArray
-    prior: PriorBasis
+    prior: BandedBasis
     reference_density: FloatArray
     beta_per_count: float
     power: float
@@ -703,23 +701,23 @@ def _map_derivatives(
     alpha first (computed once, on the first call).
     """
     power, cell_basis = data.power, data.cell_basis
-    delta = cell_basis @ h - data.mass_neg
+    delta = cell_basis.apply(h) - data.mass_neg
     mix = np.maximum(data.mass_neg + alpha * delta, _TINY)
     ratio = data.share / mix
-    grad_alpha = -float(ratio @ delta)
-    grad_h: FloatArray = (-alpha) * (ratio @ cell_basis)
-    value = -float(data.share @ np.log(mix))
+    grad_alpha = -dot(ratio, delta)
+    grad_h: FloatArray = (-alpha) * cell_basis.rapply(ratio)
+    value = -dot(data.share, np.log(mix))
     lifted: FloatArray | None = None
     if data.beta_per_count > 0.0:
         diff = data.prior.apply(h) - data.reference_density
         root = np.sqrt(1.0 + diff * diff)
         gd = diff * diff / (root + 1.0)
         if power == 1.0:
-            value += data.beta_per_count * float(data.prior_weights @ gd)
+            value += data.beta_per_count * dot(data.prior_weights, gd)
             grad_h += data.prior.rapply(data.prior_scale * (diff / root))
         else:
             lifted = gd if power == 2.0 else gd ** (power - 1.0)
-            value += data.beta_per_count * float(data.prior_weights @ (lifted * gd))
+            value += data.beta_per_count * dot(data.prior_weights, lifted * gd)
             grad_h += data.prior.rapply((power * data.prior_scale) * lifted * (diff / root))
     cache: list[FloatArray] = []
 
@@ -728,11 +726,11 @@ def _map_derivatives(
             return cache[0]
         share = ratio / mix
         out = np.empty((h.size + 1, h.size + 1))
-        out[0, 0] = float(share @ (delta * delta))
-        cross = (alpha * share * delta - ratio) @ cell_basis
+        out[0, 0] = dot(share, delta * delta)
+        cross = cell_basis.rapply(alpha * share * delta - ratio)
         out[0, 1:] = cross
         out[1:, 0] = cross
-        block = (alpha * alpha) * ((cell_basis.T * share) @ cell_basis)
+        block = (alpha * alpha) * cell_basis.gram(share)
         if data.beta_per_count > 0.0:
             if lifted is None:  # p = 1
                 second = 1.0 / (root * root * root)
@@ -814,9 +812,9 @@ def _map_scale(curvature: FloatArray, s: float) -> FloatArray:
 def fit_map(
     counts: FloatArray,
     mass_neg: FloatArray,
-    cell_basis: FloatArray,
+    cell_basis: FloatArray | BandedBasis,
     prior_weights: FloatArray,
-    prior_basis: FloatArray | PriorBasis,
+    prior_basis: FloatArray | BandedBasis,
     reference: PiecewiseLinearFit,
     *,
     beta: float,
@@ -842,7 +840,8 @@ def fit_map(
     (:func:`_map_derivatives` in :math:`(\\alpha, h)`, carried to :math:`v` through
     :math:`h = v / S`; eleven coordinates with the default nodes, so a dense factorisation per
     iteration is cheap). When its point fails the criterion, one restart from it by L-BFGS-B.
-    ``prior_basis`` is ``B`` (shape (n_prior, m + 1)) or a :class:`PriorBasis` of it.
+    ``cell_basis`` and ``prior_basis`` (``B``, shape (n_prior, m + 1)) may be given as
+    :class:`BandedBasis`.
 
     Returns
     -------
@@ -874,14 +873,14 @@ def fit_map(
     tol, max_iter = _check_budget(tol, max_iter)
     nodes = reference.nodes
     weights = trapezoid_weights(nodes)
-    prior = prior_basis if isinstance(prior_basis, PriorBasis) else PriorBasis.of(prior_basis)
+    prior = BandedBasis.of(prior_basis)
     reference_density = prior.apply(reference.heights)
     used = counts > 0.0
     total = float(counts.sum())
     data = _MapData(
         share=counts[used] / total,
         mass_neg=mass_neg[used],
-        cell_basis=np.ascontiguousarray(cell_basis[used]),
+        cell_basis=BandedBasis.of(cell_basis).take(used),
         prior_weights=prior_weights,
         prior_scale=(beta / total) * prior_weights,
         prior=prior,
@@ -900,15 +899,13 @@ def fit_map(
         sh = np.asarray(start_heights, dtype=np.float64)
         if sh.shape == v0.shape and np.all(np.isfinite(sh)) and sh[pin] > 0.0:
             v0 = np.maximum(sh, 0.0) * (pinned / float(sh[pin]))
-    s0 = float(weights @ v0)
-    with single_threaded_blas():
-        start = _map_derivatives(a0, v0 / s0, data) if np.any(used) else None
-        curvature = np.diagonal(start[3]()) if start is not None else None
+    s0 = dot(weights, v0)
+    start = _map_derivatives(a0, v0 / s0, data) if np.any(used) else None
+    curvature = np.diagonal(start[3]()) if start is not None else None
     # Coordinates y = x / d, d from the Gauss-Newton diagonal at the start (see _map_scale).
     unit = _map_scale(curvature, s0)[keep] if curvature is not None else np.ones(keep.size)
     unit_outer = np.outer(unit, unit)
-    # dh/dv restricted to the free heights: (I - h w^T) / S on the columns of free nodes
-    eye_free, weights_free = np.eye(nodes.size)[:, free], weights[free]
+    weights_free = weights[free]
     weights_outer = np.outer(weights_free, weights_free)
     y0 = np.concatenate(([a0], v0[free])) / unit
 
@@ -916,7 +913,7 @@ def fit_map(
         v = np.empty(nodes.size)
         v[pin] = pinned
         v[free] = y[1:] * unit[1:]
-        s = float(weights @ v)
+        s = dot(weights, v)
         return float(y[0] * unit[0]), v / s, s
 
     def objective(y: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
@@ -927,23 +924,33 @@ def fit_map(
         else:
             derivatives = _map_derivatives(alpha, h, data)
         value, grad_alpha, grad_h, hessian_ah = derivatives
-        gh = float(grad_h @ h)
+        gh = dot(grad_h, h)
         grad = np.concatenate(([grad_alpha], ((grad_h - weights * gh) / s)[free])) * unit
 
         def hessian() -> FloatArray:
-            # h = v / S: dh/dv = J = (I - h w^T) / S, and the curvature of h itself adds
-            # (2 (G.h) w w^T - G w^T - w G^T) / S^2 (G the gradient in h); only the rows and
-            # columns of alpha and the free heights are formed.
+            # h = v / S: dh/dv = J = (I - h w^T) / S (its columns of the free nodes), and the
+            # curvature of h itself adds (2 (G.h) w w^T - G w^T - w G^T) / S^2 (G the
+            # gradient in h). With M the Hessian in h (symmetric), c its alpha row:
+            # c J = (c - (c.h) w^T) / S, J^T M J = (M - w (Mh)^T - (Mh) w^T + (h.Mh) w w^T) / S^2,
+            # products in a fixed order; only the free rows and columns are formed.
             full = hessian_ah()
-            jac = (eye_free - np.outer(h, weights_free)) / s
-            out = np.empty((jac.shape[1] + 1, jac.shape[1] + 1))
+            row, block = full[0, 1:], full[1:, 1:]
+            mh_all = np.add.reduce(block * h, axis=1)  # NumPy's sum along each row
+            mh = mh_all[free]
+            out = np.empty((weights_free.size + 1, weights_free.size + 1))
             out[0, 0] = full[0, 0]
-            cross = full[0, 1:] @ jac
+            cross = (row[free] - dot(row, h) * weights_free) / s
             out[0, 1:] = cross
             out[1:, 0] = cross
+            turn = np.outer(mh, weights_free)
             bend = np.outer(grad_h[free], weights_free)
-            out[1:, 1:] = jac.T @ full[1:, 1:] @ jac + (
-                (2.0 * gh) * weights_outer - bend - bend.T
+            out[1:, 1:] = (
+                block[free][:, free]
+                - turn
+                - turn.T
+                + (dot(h, mh_all) + 2.0 * gh) * weights_outer
+                - bend
+                - bend.T
             ) / (s * s)
             result: FloatArray = out * unit_outer
             return result
@@ -956,12 +963,11 @@ def fit_map(
     lower = np.zeros(nodes.size)
     upper = np.concatenate(([1.0 / unit[0]], np.full(nodes.size - 1, np.inf)))
     fun = objective if np.any(used) else no_data
-    with single_threaded_blas():
-        x, conv, value = _newton_then_lbfgsb(
-            fun, y0, lower=lower, upper=upper, tol=tol, max_iter=max_iter
-        )
-        alpha, h, _ = unpack(x)
-    penalty = float(prior_weights @ _g(prior.apply(h) - reference_density) ** power)
+    x, conv, value = _newton_then_lbfgsb(
+        fun, y0, lower=lower, upper=upper, tol=tol, max_iter=max_iter
+    )
+    alpha, h, _ = unpack(x)
+    penalty = dot(prior_weights, _g(prior.apply(h) - reference_density) ** power)
     fit = MapFit(
         nodes=nodes,
         heights=h,
