@@ -199,6 +199,18 @@ def _commands() -> dict[str, Command]:
                 str(d / "iso.parquet"),
             ],
         ],
+        "recalibrate --method auto: fit (cross-validated choice)": lambda f, ref, d: [
+            [
+                CALIB,
+                "recalibrate",
+                "--fit",
+                str(f),
+                "--method",
+                "auto",
+                "--save-model",
+                str(d / "auto.json"),
+            ]
+        ],
         f"estimate-shift --batch-col day ({BATCHES} batches)": lambda f, ref, d: [
             [
                 CALIB,

@@ -424,3 +424,26 @@ def test_fit_summary_saves_the_model_and_refuses_a_coarse_grid(
     assert len(lines) == 1
     assert lines[0].startswith(f"error: {summary}: --method histogram needs a summary on a grid")
     assert not (tmp_path / "h.json").exists()
+
+
+def test_auto_streams_a_big_fit_file_through_the_installed_command(
+    run_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
+) -> None:
+    # the installed calib, --engine streaming on a CSV fit file: the comparison in hashed folds
+    # with each log loss's bound, in the printed table and in the report, and the saved model
+    # of the chosen method records how it was chosen
+    model, report = tmp_path / "m.json", tmp_path / "r.json"
+    args = ["recalibrate", "--fit", str(overconfident["fit"]), "--method", "auto"]
+    args += ["--engine", "streaming", "--save-model", str(model), "--report", str(report)]
+    done = run_calib(args)
+    assert done.returncode == 0, done.stderr
+    stderr = done.stderr.decode()
+    assert "cross-validation on the summary's cells (hashed folds)" in stderr
+    assert "bound" in stderr and "chosen" in stderr
+    figures = json.loads(report.read_text())
+    assert figures["auto"]["folds"] == "hashed" and figures["auto"]["n_folds"] == 5
+    bounds = [row["cv_log_loss_bound"] for row in figures["auto"]["candidates"]]
+    assert all(0.0 <= b < 1e-3 for b in bounds)
+    saved = json.loads(model.read_text())
+    assert saved["kind"] == figures["auto"]["chosen"]
+    assert saved["fitted_on"]["engine"]["chosen_by"]["folds"] == "hashed"

@@ -178,23 +178,85 @@ def test_cross_fit_is_refused_with_the_streaming_engine(tmp_path: Path) -> None:
         )
 
 
-def test_method_auto_is_refused_streaming_and_kept_in_memory_by_auto(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    source = _write(_frame(), tmp_path / "fit.parquet")
-    with pytest.raises(UsageError, match="--method auto fits in memory only"):
-        run_recalibrate(
+@pytest.mark.parametrize("kind", ["skewed", "rare", "ties", "uniform"])
+def test_method_auto_streams_and_fits_what_it_chose_as_if_named(tmp_path: Path, kind: str) -> None:
+    """--method auto with the streaming engine: cross-validation on the fit file's summary in
+    hashed folds, each log loss with its bound; the model saved is the chosen method's
+    streaming fit exactly (the same JSON but for the record of the choice), and the choice
+    is the in-memory one wherever memory's winner leads by more than the folds can move."""
+    source = _write(_frame(20_000, seed=3, kind=kind), tmp_path / "fit.parquet")
+    results, models = {}, {}
+    for engine in ("memory", "streaming"):
+        models[engine] = tmp_path / f"auto_{engine}.json"
+        results[engine] = run_recalibrate(
             RecalibrateRequest(
-                fit=str(source), save_model=str(tmp_path / "m.json"), engine="streaming"
+                fit=str(source), method="auto", save_model=str(models[engine]), engine=engine
             )
         )
-    # --engine auto on a file "too big for memory" keeps auto's cross-validation in memory
+    stream, memory = results["streaming"].choice, results["memory"].choice
+    assert stream is not None and memory is not None
+    assert (stream.folds, stream.n_folds, memory.folds) == ("hashed", 5, "stratified")
+    assert [c.method for c in stream.candidates] == [c.method for c in memory.candidates]
+    for row in stream.candidates:
+        assert 0.0 <= row.cv_log_loss_bound < 1e-3 * row.cv_log_loss
+    for row in memory.candidates:
+        assert row.cv_log_loss_bound == 0.0
+    losses = sorted(c.cv_log_loss for c in memory.candidates)
+    if losses[1] - losses[0] > 0.01 * losses[0]:
+        assert stream.chosen == memory.chosen
+    # the chosen method's model, as --method <chosen> --engine streaming fits it
+    named = tmp_path / "named.json"
+    run_recalibrate(
+        RecalibrateRequest(
+            fit=str(source), method=stream.chosen, save_model=str(named), engine="streaming"
+        )
+    )
+    saved, expected = json.loads(models["streaming"].read_text()), json.loads(named.read_text())
+    chosen_by = saved["fitted_on"]["engine"].pop("chosen_by")
+    assert chosen_by == {
+        "method": "auto",
+        "folds": "hashed",
+        "n_folds": 5,
+        "grid": {"kind": "relative-tails", "mantissa_bits": 12},
+    }
+    assert saved == expected
+
+
+def test_method_auto_is_streamed_by_engine_auto_on_a_big_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --engine auto on a file "too big for memory": auto's cross-validation runs on a summary
     from calib_cli.workflows import common
 
+    source = _write(_frame(), tmp_path / "fit.parquet")
     monkeypatch.setattr(common, "STREAMING_ROWS", 1)
-    run_recalibrate(RecalibrateRequest(fit=str(source), save_model=str(tmp_path / "m.json")))
+    result = run_recalibrate(
+        RecalibrateRequest(fit=str(source), save_model=str(tmp_path / "m.json"))
+    )
     saved = json.loads((tmp_path / "m.json").read_text())
-    assert "engine" not in saved["fitted_on"]
+    assert saved["fitted_on"]["engine"]["chosen_by"]["folds"] == "hashed"
+    assert result.choice is not None and result.choice.folds == "hashed"
+    payload = recalibrate_payload(result)
+    assert payload["auto"]["folds"] == "hashed"
+    assert all(c["cv_log_loss_bound"] >= 0.0 for c in payload["auto"]["candidates"])
+
+
+def test_method_auto_streaming_reads_the_same_folds_for_the_same_seed(tmp_path: Path) -> None:
+    source = _write(_frame(6000, seed=4), tmp_path / "fit.csv")
+    tables = []
+    for i, seed in enumerate((7, 7, 8)):
+        result = run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source),
+                method="auto",
+                engine="streaming",
+                seed=seed,
+                save_model=str(tmp_path / f"m{i}.json"),
+            )
+        )
+        assert result.choice is not None
+        tables.append([c.cv_log_loss for c in result.choice.candidates])
+    assert tables[0] == tables[1] and tables[0] != tables[2]
 
 
 def _held_out_log_loss(steps: Any, scores: Any, labels: Any) -> float:

@@ -17,20 +17,35 @@ point inside the cell, whose relative width is :math:`2^{-m}`: for the logistic 
 changes to second order in the width (:math:`O(4^{-m})`), for the step fits only the rows of
 the cells where the exact fit puts a knot move. README ("Out of core") states the measured
 held-out log-loss differences.
+
+``auto`` on a summary grouped by fold (:func:`choose_method_on_cells`) fits each candidate on
+the cells of all folds but one and scores it on that fold's cells, each class of a cell at its
+mean score. Every map calib fits is monotone in the score (Platt in its logit, beta with
+non-negative coefficients, isotonic, the histogram made non-decreasing), so each row's
+out-of-fold probability lies between the map's values at its cell's smallest and largest
+score, and its loss between the losses there: the rows' cross-validated log loss lies in an
+interval the cells give exactly, whose width is reported as the comparison's bound.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.fit_support import FitFacts, require_fit_support
+from calib_cli.core.metrics import brier_score, log_loss
 from calib_cli.core.platt import PlattParams
-from calib_cli.core.selection import CalibratorParams, fit_calibrator
+from calib_cli.core.selection import (
+    CalibratorParams,
+    MethodChoice,
+    MethodScore,
+    apply_calibrator,
+    fit_calibrator,
+)
 from calib_cli.errors import InputError
 from calib_cli.types import FittedMethod, FloatArray, IntArray
 
@@ -127,11 +142,14 @@ def fit_on_cells(
     *,
     options: Mapping[str, Any] | None = None,
     what: str = "the scores",
+    check_support: bool = True,
 ) -> CalibratorParams:
     """Fit ``method`` on the cells of a summary of probability scores (module docstring).
 
     Data that cannot support the fit are refused first, as the fit on rows refuses them
-    (:func:`~calib_cli.core.fit_support.require_fit_support`; ``what`` names the scores).
+    (:func:`~calib_cli.core.fit_support.require_fit_support`; ``what`` names the scores),
+    unless ``check_support`` is false (a cross-validation's training part, which the fit on
+    rows does not check either: ``auto`` checks the whole data once).
 
     >>> c = CellSums(np.array([1, 1, 2, 2]), np.array([0, 1, 0, 1]),
     ...              np.array([30.0, 10.0, 10.0, 30.0]), np.array([6.0, 2.0, 8.0, 24.0]),
@@ -143,7 +161,8 @@ def fit_on_cells(
     opts = dict(options or {})
     if not np.any(cells.weight > 0.0):
         raise InputError("the summary's weights sum to 0: no row carries weight")
-    require_fit_support(method, cell_facts(cells), n_bins=opts.get("n_bins"), what=what)
+    if check_support:
+        require_fit_support(method, cell_facts(cells), n_bins=opts.get("n_bins"), what=what)
     if method == "platt":
         x, y, w = class_points(cells, logit=True)
         fitted = fit_calibrator("platt", x, y, sample_weight=w, score_kind="logit", **opts)
@@ -156,3 +175,97 @@ def fit_on_cells(
         return fit_calibrator("beta", x, y, sample_weight=w, **opts)
     x, y, w = pooled_points(cells)
     return fit_calibrator(method, x, y, sample_weight=w, **opts)
+
+
+def concat_cells(parts: Sequence[CellSums]) -> CellSums:
+    """The cells of several summaries as one (keys may repeat: each is a weighted point).
+
+    >>> a = CellSums(np.array([1]), np.array([0]), np.array([2.0]), np.array([0.4]),
+    ...              np.array([-0.8]), np.array([0.2]), np.array([0.2]))
+    >>> concat_cells([a, a]).weight.tolist()
+    [2.0, 2.0]
+    """
+    return CellSums(
+        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(CellSums)}
+    )
+
+
+def choose_method_on_cells(
+    folds: Sequence[CellSums],
+    *,
+    candidates: Sequence[FittedMethod],
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+    what: str = "the scores",
+) -> MethodChoice:
+    """``auto`` on a summary grouped by fold: each candidate is fitted (:func:`fit_on_cells`)
+    on the cells of every fold but one and scored on that fold's cells, each class of a cell
+    at its mean score; the weighted log loss and Brier score of those out-of-fold
+    probabilities are the same functions as in memory
+    (:func:`calib_cli.core.selection.choose_method`), and the lowest log loss wins (the
+    earlier candidate on a tie). As in memory, the training parts are not checked for the
+    candidates' minimum rows (the caller checks the whole data).
+
+    ``cv_log_loss_bound``: each map is monotone (module docstring), so a row's out-of-fold
+    probability lies between the map's values at its cell's smallest and largest score; the
+    rows' log loss lies between the log losses of every point at its worse and at its better
+    end, and the bound is that interval's width (the value at the means lies in it too). A
+    fold of no weight is skipped; a training part the method cannot be fitted on is refused
+    as in memory (``fold k of n: ...``).
+
+    >>> rng = np.random.default_rng(0)
+    >>> scores = rng.uniform(0.05, 0.95, 400)
+    >>> labels = (rng.random(400) < scores).astype(np.int8)
+    >>> parts = []
+    >>> for k in range(2):
+    ...     rows = np.arange(400) % 2 == k
+    ...     s, y = scores[rows], labels[rows]
+    ...     parts.append(CellSums(np.arange(s.size), y, np.ones(s.size), s,
+    ...                           np.log(s / (1 - s)), s, s))
+    >>> choice = choose_method_on_cells(parts, candidates=("platt", "beta"))
+    >>> choice.chosen in ("platt", "beta"), choice.candidates[0].cv_log_loss_bound
+    (True, 0.0)
+    """
+    if len(folds) < 2:
+        raise InputError(f"cross-validation needs at least 2 folds, got {len(folds)}")
+    if not candidates:
+        raise InputError("candidates must name at least one method")
+    table = []
+    for method in candidates:
+        opts = dict((options or {}).get(method, {}))
+        y_parts, p_parts, w_parts, low_parts, high_parts = [], [], [], [], []
+        for k, test in enumerate(folds):
+            live = test.weight > 0.0
+            if not np.any(live):
+                continue
+            train = concat_cells([f for j, f in enumerate(folds) if j != k])
+            try:
+                params = fit_on_cells(method, train, options=opts, what=what, check_support=False)
+            except InputError as exc:
+                raise InputError(f"fold {k + 1} of {len(folds)}: {exc}") from None
+            x, y, w = class_points(test, logit=False)
+            ends = (
+                apply_calibrator(params, test.score_min[live]),
+                apply_calibrator(params, test.score_max[live]),
+            )
+            y_parts.append(y)
+            w_parts.append(w)
+            p_parts.append(apply_calibrator(params, x))
+            low_parts.append(np.minimum(*ends))
+            high_parts.append(np.maximum(*ends))
+        y, p, w = np.concatenate(y_parts), np.concatenate(p_parts), np.concatenate(w_parts)
+        low, high = np.concatenate(low_parts), np.concatenate(high_parts)
+        # a positive's loss is largest at the lower probability, a negative's at the higher
+        worst = log_loss(y, np.where(y == 1.0, low, high), sample_weight=w)
+        best = log_loss(y, np.where(y == 1.0, high, low), sample_weight=w)
+        table.append(
+            MethodScore(
+                method=method,
+                cv_log_loss=log_loss(y, p, sample_weight=w),
+                cv_brier=brier_score(y, p, sample_weight=w),
+                cv_log_loss_bound=max(worst - best, 0.0),
+            )
+        )
+    chosen = min(range(len(table)), key=lambda i: (table[i].cv_log_loss, i))
+    return MethodChoice(
+        chosen=table[chosen].method, n_folds=len(folds), candidates=tuple(table), folds="hashed"
+    )

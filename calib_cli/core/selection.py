@@ -75,11 +75,17 @@ class MethodScore:
         Weighted log loss of the out-of-fold calibrated probabilities.
     cv_brier : float
         Weighted Brier score of the out-of-fold calibrated probabilities.
+    cv_log_loss_bound : float
+        How far the rows' out-of-fold log loss can be from ``cv_log_loss``: 0 when every row
+        was evaluated (in memory); on a summary's cells (each class of a cell evaluated at
+        its mean score) the width of the interval that the rows' value lies in
+        (:func:`calib_cli.core.cells.choose_method_on_cells`).
     """
 
     method: str
     cv_log_loss: float
     cv_brier: float
+    cv_log_loss_bound: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,11 +100,16 @@ class MethodChoice:
         Number of cross-validation folds (the same folds for every candidate).
     candidates : tuple of MethodScore
         One row per candidate, in the order given.
+    folds : {"stratified", "hashed"}
+        How rows were dealt to folds: shuffled and dealt round robin within each class (in
+        memory), or by a hash of the seed and the row's number (on a streaming summary, where
+        the classes' counts are not known before the pass).
     """
 
     chosen: str
     n_folds: int
     candidates: tuple[MethodScore, ...]
+    folds: str = "stratified"
 
 
 def _check_method(method: str) -> FittedMethod:

@@ -755,18 +755,25 @@ def calibration_effect_table(effect: FileEffect, *, title: str) -> RenderableTyp
 
 def method_choice_table(choice: MethodChoice) -> RenderableType:
     """The ``auto`` comparison: cross-validated log loss and Brier per method."""
+    on_cells = choice.folds == "hashed"
     rows = [
         [
             row.method,
             fmt(row.cv_log_loss, 5),
+            *([fmt(row.cv_log_loss_bound, 2)] if on_cells else []),
             fmt(row.cv_brier, 5),
             "chosen" if row.method == choice.chosen else "",
         ]
         for row in choice.candidates
     ]
+    title = f"auto: {choice.n_folds}-fold cross-validated comparison"
+    if on_cells:
+        title = (
+            f"auto: {choice.n_folds}-fold cross-validation on the summary's cells (hashed folds)"
+        )
     return row_table(
-        f"auto: {choice.n_folds}-fold cross-validated comparison",
-        ("method", "CV log loss", "CV Brier", ""),
+        title,
+        ("method", "CV log loss", *(["bound"] if on_cells else []), "CV Brier", ""),
         rows,
         bold_rows=frozenset(i for i, row in enumerate(rows) if row[-1]),
     )
