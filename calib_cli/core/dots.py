@@ -189,8 +189,9 @@ def _cholesky_solve(rows: list[list[float]], b: list[float], shift: float) -> Fl
         for t in range(i + 1, k):
             total -= low[t][i] * y[t]
         y[i] = total / low[i][i]
-    out = np.array(y, dtype=np.float64)
-    return out if np.isfinite(out).all() else None
+    if not all(map(math.isfinite, y)):
+        return None
+    return np.array(y, dtype=np.float64)
 
 
 #: :func:`shifted_cholesky_solve`'s first shift, relative to the largest diagonal entry.
@@ -216,12 +217,12 @@ def shifted_cholesky_solve(a: FloatArray, b: FloatArray) -> tuple[FloatArray, fl
     """
     arr = np.asarray(a, dtype=np.float64)
     vec = np.asarray(b, dtype=np.float64)
-    if not (np.isfinite(arr).all() and np.isfinite(vec).all()):
-        return None
     rows, rhs = arr.tolist(), vec.tolist()
-    x = _cholesky_solve(rows, rhs, 0.0)
+    x = _cholesky_solve(rows, rhs, 0.0)  # a non-finite entry fails it
     if x is not None:
         return x, 0.0
+    if not (np.isfinite(arr).all() and np.isfinite(vec).all()):
+        return None
     diag = np.diagonal(arr)
     top = float(np.max(np.abs(diag))) if diag.size else 0.0
     beta = SHIFT_START * top if top > 0.0 else 1.0

@@ -592,10 +592,10 @@ class BandedBasis:
 
     columns: int
     first: npt.NDArray[np.intp]
-    band: FloatArray
-    _column_index: npt.NDArray[np.intp] = field(repr=False)
-    _pair_index: npt.NDArray[np.intp] = field(repr=False)
-    _pairs: FloatArray = field(repr=False)
+    _band_t: FloatArray = field(repr=False)  # (width, n): the band's columns, contiguous
+    _columns_t: npt.NDArray[np.intp] = field(repr=False)  # (width, n)
+    _pair_index: npt.NDArray[np.intp] = field(repr=False)  # (n, width^2)
+    _pairs: FloatArray = field(repr=False)  # (n, width^2)
 
     @classmethod
     def of(cls, basis: FloatArray | BandedBasis) -> BandedBasis:
@@ -611,16 +611,28 @@ class BandedBasis:
         width = int(np.max(last - first)) + 1 if n else 1
         first = np.minimum(first, m1 - width).astype(np.intp)
         columns = first[:, None] + np.arange(width)
-        band = np.ascontiguousarray(np.take_along_axis(matrix, columns, axis=1))
+        band = np.take_along_axis(matrix, columns, axis=1)
         # each pair's product first (the same bits for (a, b) and (b, a)), times s later
         pairs = (band[:, :, None] * band[:, None, :]).reshape(n, width * width)
         pair_index = (columns[:, :, None] * m1 + columns[:, None, :]).reshape(n, width * width)
-        return cls(int(m1), first, band, columns, pair_index, pairs)
+        return cls(
+            int(m1),
+            first,
+            np.ascontiguousarray(band.T),
+            np.ascontiguousarray(columns.T),
+            pair_index,
+            pairs,
+        )
+
+    @property
+    def band(self) -> FloatArray:
+        """``B[i, first[i] + t]``, shape (n, width)."""
+        return self._band_t.T
 
     def dense(self) -> FloatArray:
         """``B`` as a matrix."""
         out = np.zeros((self.first.size, self.columns))
-        np.put_along_axis(out, self._column_index, self.band, axis=1)
+        np.put_along_axis(out, self._columns_t.T, self._band_t.T, axis=1)
         return out
 
     def take(self, rows: npt.NDArray[np.bool_]) -> BandedBasis:
@@ -629,24 +641,23 @@ class BandedBasis:
         return BandedBasis(
             self.columns,
             self.first.take(index),
-            self.band.take(index, axis=0),
-            self._column_index.take(index, axis=0),
+            self._band_t.take(index, axis=1),
+            self._columns_t.take(index, axis=1),
             self._pair_index.take(index, axis=0),
             self._pairs.take(index, axis=0),
         )
 
     def apply(self, h: FloatArray) -> FloatArray:
-        """``B h``: each row's band, its few columns added in order (NumPy's sum along a
-        row: in order below eight terms, pairwise above, on every machine)."""
-        out: FloatArray = np.add.reduce(self.band * h[self._column_index], axis=1)
+        """``B h``: each row's band, its columns added in order (a sum along the band's
+        columns, which NumPy adds one after the other)."""
+        out: FloatArray = np.add.reduce(self._band_t * h[self._columns_t], axis=0)
         return out
 
     def rapply(self, u: FloatArray) -> FloatArray:
-        """``u B`` (that is ``B^T u``): each column's terms added in the order of the rows."""
+        """``u B`` (that is ``B^T u``): each column's terms added in a fixed order (the band's
+        first column over the rows, then its second, ...)."""
         sums = np.bincount(
-            self._column_index.ravel(),
-            weights=(self.band * u[:, None]).ravel(),
-            minlength=self.columns,
+            self._columns_t.ravel(), weights=(self._band_t * u).ravel(), minlength=self.columns
         )
         out: FloatArray = sums.astype(np.float64, copy=False)  # float64 already (weights)
         return out
