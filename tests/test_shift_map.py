@@ -520,3 +520,48 @@ def test_banded_basis_of_hat_functions_has_two_columns() -> None:
     cells = sm.BandedBasis.of(sm.cdf_basis(edges[1:], nodes) - sm.cdf_basis(edges[:-1], nodes))
     assert cells.band.shape[1] == 5  # the last cell, 0.15-0.5, spans columns 1-5
     assert cells.first.tolist() == [0, 0, 0, 1]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_hessian_in_v_is_the_chain_rule_through_h(seed: int) -> None:
+    # _hessian_in_v against the dense chain rule J^T M J + the curvature of h = v / S, and
+    # against central differences of the gradient in (alpha, v_free) of a smooth function
+    rng = np.random.default_rng(seed)
+    m1 = int(rng.integers(3, 12))
+    weights = sm.trapezoid_weights(np.sort(np.concatenate(([0.0, 1.0], rng.random(m1 - 2)))))
+    free = np.ones(m1, dtype=bool)
+    free[int(rng.integers(m1))] = False
+    # f(alpha, h) = a quadratic with a symmetric Hessian; its gradient in h is G
+    q = rng.normal(size=(m1 + 1, m1 + 1))
+    full = q @ q.T
+    lin = rng.normal(size=m1 + 1)
+    v = rng.uniform(0.2, 2.0, m1)
+    alpha = 0.3
+
+    def grad_in_v(x: np.ndarray) -> np.ndarray:
+        vv = v.copy()
+        vv[free] = x[1:]
+        s = float(weights @ vv)
+        z = np.concatenate(([x[0]], vv / s))
+        g = lin + full @ z  # gradient in (alpha, h)
+        gh = g[1:]
+        return np.concatenate(([g[0]], ((gh - weights * float(gh @ (vv / s))) / s)[free]))
+
+    s = float(weights @ v)
+    h = v / s
+    z = np.concatenate(([alpha], h))
+    grad_h = (lin + full @ z)[1:]
+    got = sm._hessian_in_v(full, grad_h, h, weights, free, s)
+    jac = (np.eye(m1)[:, free] - np.outer(h, weights[free])) / s
+    gh = float(grad_h @ h)
+    wf = weights[free]
+    bend = np.outer(grad_h[free], wf)
+    dense = np.empty_like(got)
+    dense[0, 0] = full[0, 0]
+    dense[0, 1:] = dense[1:, 0] = full[0, 1:] @ jac
+    dense[1:, 1:] = jac.T @ full[1:, 1:] @ jac + (2 * gh * np.outer(wf, wf) - bend - bend.T) / s**2
+    np.testing.assert_allclose(got, dense, rtol=1e-12, atol=1e-12 * np.abs(dense).max())
+    x = np.concatenate(([alpha], v[free]))
+    steps = np.eye(x.size) * 1e-6
+    numeric = np.column_stack([(grad_in_v(x + e) - grad_in_v(x - e)) / 2e-6 for e in steps])
+    np.testing.assert_allclose(got, numeric, rtol=1e-5, atol=1e-6 * np.abs(got).max())

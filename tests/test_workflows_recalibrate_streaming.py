@@ -433,3 +433,41 @@ def test_streaming_isotonic_refines_through_finer_grids_under_a_small_key_budget
         params["streaming"]["y_knots"], params["memory"]["y_knots"], rtol=0, atol=1e-12
     )
     assert saved["fitted_on"]["engine"]["refinement_passes"] >= 3
+
+
+def test_method_auto_streaming_with_weights_a_prior_and_three_folds(tmp_path: Path) -> None:
+    # weights (some 0) and a prior correction fitted with the map: the comparison has 3
+    # folds, and the model is the chosen method's as if named, chain included
+    frame = _frame(12_000, seed=5, kind="uniform")
+    rng = np.random.default_rng(6)
+    frame = frame.with_columns(w=pl.Series(rng.choice([0.0, 1.0, 2.5], frame.height)))
+    source = _write(frame, tmp_path / "fit.parquet")
+    common = {"fit": str(source), "engine": "streaming", "weight_col": "w"}
+    common |= {"negative_rate": 0.5, "fit_data": "population"}
+    result = run_recalibrate(
+        RecalibrateRequest(**common, method="auto", folds=3, save_model=str(tmp_path / "auto.json"))
+    )
+    assert result.choice is not None and result.choice.n_folds == 3
+    named = tmp_path / "named.json"
+    run_recalibrate(
+        RecalibrateRequest(**common, method=result.choice.chosen, save_model=str(named))
+    )
+    saved = json.loads((tmp_path / "auto.json").read_text())
+    assert saved["fitted_on"]["engine"].pop("chosen_by")["n_folds"] == 3
+    assert saved == json.loads(named.read_text())
+
+
+def test_method_auto_streaming_refuses_folds_that_leave_a_class_out(tmp_path: Path) -> None:
+    # hashed folds are not stratified: with 10 positives in 2 folds, seed 574 deals all of
+    # them to fold 2 (found by search); memory's stratified folds fit the same file
+    labels = np.array([1] * 10 + [0] * 30)
+    frame = pl.DataFrame({"score": np.linspace(0.05, 0.95, 40), "label": labels})
+    source = _write(frame, tmp_path / "fit.csv")
+    request = {"fit": str(source), "method": "auto", "folds": 2, "seed": 574}
+    with pytest.raises(InputError, match=r"every positive row fell in fold 2 of 2.*engine memory"):
+        run_recalibrate(
+            RecalibrateRequest(**request, engine="streaming", save_model=str(tmp_path / "s.json"))
+        )
+    run_recalibrate(
+        RecalibrateRequest(**request, engine="memory", save_model=str(tmp_path / "m.json"))
+    )

@@ -214,8 +214,8 @@ def projected_newton(
     one of them is clipped), then halvings. A Hessian that is not positive definite on the
     free coordinates (Cholesky fails) is shifted by the smallest multiple of the identity of a
     doubling sequence that makes it so (Nocedal and Wright, Algorithm 3.3), so the step is
-    always a descent direction; every step is solved in a fixed order, the same bits on every
-    machine. A coordinate next to its bound that the Newton step would push through it is
+    always a descent direction; every step is solved in a fixed order, the same bits under
+    every BLAS kernel. A coordinate next to its bound that the Newton step would push through it is
     held where it is as well (the step on the others is then the Newton step on that face).
     Near the solution the step is the Newton step with the active set identified, and
     convergence is quadratic. Where the objective's rounding hides the decrease (changes

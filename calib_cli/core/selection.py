@@ -76,10 +76,12 @@ class MethodScore:
     cv_brier : float
         Weighted Brier score of the out-of-fold calibrated probabilities.
     cv_log_loss_bound : float
-        How far the rows' out-of-fold log loss can be from ``cv_log_loss``: 0 when every row
-        was evaluated (in memory); on a summary's cells (each class of a cell evaluated at
-        its mean score) the width of the interval that the rows' value lies in
-        (:func:`calib_cli.core.cells.choose_method_on_cells`).
+        How far the out-of-fold log loss of the same fitted maps over every row can be from
+        ``cv_log_loss``: 0 when every row was evaluated (in memory); on a summary's cells
+        (each class of a cell evaluated at its mean score) the width of the interval that the
+        rows' value lies in (:func:`calib_cli.core.cells.choose_method_on_cells`). The maps
+        themselves are fitted on cells, as the streaming engine fits them, so maps fitted on
+        the rows would score differently again (by the cell fit's own error).
     """
 
     method: str

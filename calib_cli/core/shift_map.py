@@ -75,8 +75,10 @@ maximum-likelihood density (the same solver, its Hessian
 
 Every product is added in a fixed order and every Newton step solved in Python floats
 (:class:`BandedBasis`, :mod:`calib_cli.core.dots`): a fit's path, so its answer, has the same
-bits on every machine, where BLAS kernels (e.g. OpenBLAS's Haswell and Prescott ones) gave
-heights differing in their second digit along flat directions of the posterior.
+bits under every BLAS kernel, where OpenBLAS's Haswell and Prescott kernels gave heights
+differing in their second digit along flat directions of the posterior. The exception is the
+L-BFGS-B restart of a fit whose Newton run stalls (SciPy's, through BLAS), which no fit of
+the tests or of ``bench/bench_map.py`` has needed.
 
 References
 ----------
@@ -561,14 +563,15 @@ def _map_terms(
 @dataclass(frozen=True)
 class BandedBasis:
     """A basis matrix ``B`` of shape (n, m + 1) kept by the band of each row, for products
-    added in a fixed order (the same bits on every machine, unlike a BLAS kernel's).
+    added in a fixed order (the same bits under every BLAS kernel, unlike a BLAS product).
 
     Each row's non-zeros lie in ``width`` adjacent columns from ``first``: two for hat
     functions (:func:`interp_basis`), two or three for a cell's probabilities (differences of
-    :func:`cdf_basis`) when cells are narrower than the node gaps. Then ``B h`` takes
-    ``width`` multiply-adds per row, :math:`B^\\top u` and the Gram matrix
-    :math:`B^\\top \\operatorname{diag}(s) B` one ``numpy.bincount`` (which adds in the order
-    of the rows), instead of products over the whole matrix. Build it with :meth:`of`;
+    :func:`cdf_basis`) when cells are narrower than the node gaps; ``width`` is the widest
+    row's (up to every column: then the products are dense ones, in a fixed order still).
+    Then ``B h`` takes ``width`` multiply-adds per row, :math:`B^\\top u` and the Gram matrix
+    :math:`B^\\top \\operatorname{diag}(s) B` one ``numpy.bincount`` each (which adds its
+    terms in the order given), instead of products over the whole matrix. Build it with :meth:`of`;
     :func:`fit_map` and :func:`fit_piecewise_linear` accept it in place of the matrix (a
     bootstrap builds it once and takes rows with :meth:`take`).
 
@@ -820,6 +823,42 @@ def _map_scale(curvature: FloatArray, s: float) -> FloatArray:
     return result
 
 
+def _hessian_in_v(
+    full: FloatArray,
+    grad_h: FloatArray,
+    h: FloatArray,
+    weights: FloatArray,
+    free: npt.NDArray[np.bool_],
+    s: float,
+) -> FloatArray:
+    """The Hessian in ``(alpha, v_free)`` from the one in ``(alpha, h)`` (``full``), with
+    ``h = v / S``, ``S = w . v``: ``dh/dv = J = (I - h w^T) / S`` (its columns of the free
+    nodes), and the curvature of ``h`` itself adds ``(2 (G.h) w w^T - G w^T - w G^T) / S^2``
+    (``G`` the gradient in ``h``). With ``M`` the (symmetric) block in ``h`` and ``c`` its
+    alpha row: ``c J = (c - (c.h) w^T) / S`` and
+    ``J^T M J = (M - w (Mh)^T - (Mh) w^T + (h.Mh) w w^T) / S^2``: products of vectors in a
+    fixed order, only the free rows and columns formed."""
+    row, block = full[0, 1:], full[1:, 1:]
+    weights_free = weights[free]
+    mh_all = np.add.reduce(block * h, axis=1)  # NumPy's sum along each row
+    turn = np.outer(mh_all[free], weights_free)
+    bend = np.outer(grad_h[free], weights_free)
+    out = np.empty((weights_free.size + 1, weights_free.size + 1))
+    out[0, 0] = full[0, 0]
+    cross = (row[free] - dot(row, h) * weights_free) / s
+    out[0, 1:] = cross
+    out[1:, 0] = cross
+    out[1:, 1:] = (
+        block[free][:, free]
+        - turn
+        - turn.T
+        + (dot(h, mh_all) + 2.0 * dot(grad_h, h)) * np.outer(weights_free, weights_free)
+        - bend
+        - bend.T
+    ) / (s * s)
+    return out
+
+
 def fit_map(
     counts: FloatArray,
     mass_neg: FloatArray,
@@ -916,8 +955,6 @@ def fit_map(
     # Coordinates y = x / d, d from the Gauss-Newton diagonal at the start (see _map_scale).
     unit = _map_scale(curvature, s0)[keep] if curvature is not None else np.ones(keep.size)
     unit_outer = np.outer(unit, unit)
-    weights_free = weights[free]
-    weights_outer = np.outer(weights_free, weights_free)
     y0 = np.concatenate(([a0], v0[free])) / unit
 
     def unpack(y: FloatArray) -> tuple[float, FloatArray, float]:
@@ -939,31 +976,9 @@ def fit_map(
         grad = np.concatenate(([grad_alpha], ((grad_h - weights * gh) / s)[free])) * unit
 
         def hessian() -> FloatArray:
-            # h = v / S: dh/dv = J = (I - h w^T) / S (its columns of the free nodes), and the
-            # curvature of h itself adds (2 (G.h) w w^T - G w^T - w G^T) / S^2 (G the
-            # gradient in h). With M the Hessian in h (symmetric), c its alpha row:
-            # c J = (c - (c.h) w^T) / S, J^T M J = (M - w (Mh)^T - (Mh) w^T + (h.Mh) w w^T) / S^2,
-            # products in a fixed order; only the free rows and columns are formed.
-            full = hessian_ah()
-            row, block = full[0, 1:], full[1:, 1:]
-            mh_all = np.add.reduce(block * h, axis=1)  # NumPy's sum along each row
-            mh = mh_all[free]
-            out = np.empty((weights_free.size + 1, weights_free.size + 1))
-            out[0, 0] = full[0, 0]
-            cross = (row[free] - dot(row, h) * weights_free) / s
-            out[0, 1:] = cross
-            out[1:, 0] = cross
-            turn = np.outer(mh, weights_free)
-            bend = np.outer(grad_h[free], weights_free)
-            out[1:, 1:] = (
-                block[free][:, free]
-                - turn
-                - turn.T
-                + (dot(h, mh_all) + 2.0 * gh) * weights_outer
-                - bend
-                - bend.T
-            ) / (s * s)
-            result: FloatArray = out * unit_outer
+            result: FloatArray = (
+                _hessian_in_v(hessian_ah(), grad_h, h, weights, free, s) * unit_outer
+            )
             return result
 
         return value, grad, hessian

@@ -760,7 +760,7 @@ def method_choice_table(choice: MethodChoice) -> RenderableType:
         [
             row.method,
             fmt(row.cv_log_loss, 5),
-            *([fmt(row.cv_log_loss_bound, 2)] if on_cells else []),
+            *([f"{row.cv_log_loss_bound:.1e}"] if on_cells else []),
             fmt(row.cv_brier, 5),
             "chosen" if row.method == choice.chosen else "",
         ]

@@ -37,7 +37,12 @@ from calib_cli.core.chain import (
     fitted_scores_name,
 )
 from calib_cli.core.effects import AUC_CHANGE_TOLERANCE, auc_change, recalibration_effect
-from calib_cli.core.fit_support import min_class_rows, require_fit_support, supported_methods
+from calib_cli.core.fit_support import (
+    FitFacts,
+    min_class_rows,
+    require_fit_support,
+    supported_methods,
+)
 from calib_cli.core.metrics import CalibrationEffect, EffectFigures
 from calib_cli.core.prior import base_rate_looks_sampled, prior_shift_log_odds
 from calib_cli.core.selection import CalibratorParams, MethodChoice
@@ -1105,6 +1110,7 @@ def _stream_choose(run: _Run, scan: StreamInput, map_input: BatchMap | None) -> 
     what = fitted_scores_name(run.prior, request.fit_data)
     with io.naming(scan.name):
         require_fit_support("auto", facts, n_bins=n_bins, what=what)
+        _require_both_classes_outside_each_fold(folds, facts)
         candidates = supported_methods(FITTED_METHODS, facts, n_bins=n_bins)
         choice = choose_method_on_cells(
             folds, candidates=candidates, options=run.options, what=what
@@ -1112,6 +1118,27 @@ def _stream_choose(run: _Run, scan: StreamInput, map_input: BatchMap | None) -> 
     run.choice = choice
     run.warn_left_out(scan.name, choice, facts.positives, facts.negatives)
     return cast("FittedMethod", choice.chosen)
+
+
+def _require_both_classes_outside_each_fold(folds: list[CellSums], facts: FitFacts) -> None:
+    """Hashed folds are not stratified: a class of a few rows can fall in one fold, leaving
+    that fold's training part (the other folds) without it. Refused with what to do."""
+    for k, fold in enumerate(folds):
+        live = fold.weight > 0.0
+        positives = float(np.sum(fold.weight[live & (fold.label == 1)]))
+        negatives = float(np.sum(fold.weight[live & (fold.label == 0)]))
+        for name, total, inside in (
+            ("positive", facts.positives, positives),
+            ("negative", facts.negatives, negatives),
+        ):
+            if total > 0.0 and inside >= total:
+                fewer = "fewer --folds, " if len(folds) > 2 else ""
+                raise InputError(
+                    f"--method auto: every {name} row fell in fold {k + 1} of {len(folds)}, so "
+                    f"the other folds have none to fit on (streamed folds are dealt by a hash of "
+                    f"the row's number, not stratified by label): use {fewer}another --seed, "
+                    f"or --engine memory"
+                )
 
 
 def _no_cells() -> CellSums:
