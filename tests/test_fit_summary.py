@@ -298,8 +298,9 @@ def test_the_fit_effect_before_is_the_summarys_exact_figures(tmp_path: Path) -> 
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({}, "--fit-summary needs --method platt, isotonic, beta or histogram"),
-        ({"method": "auto"}, "--fit-summary needs --method platt"),
+        ({}, "--fit-summary with --method auto needs folds: .* --fold-col"),
+        ({"method": "auto"}, "--fit-summary with --method auto needs folds"),
+        ({"method": "platt", "fold_col": "fold"}, "--method platt needs none"),
         ({"method": "prior"}, "--method prior fits nothing"),
         ({"method": "platt", "score_kind": "logit"}, "--score-kind logit scores need --fit FILE"),
         ({"method": "platt", "negative_rate": 0.1}, "needs --fit-data sampled"),
@@ -535,3 +536,103 @@ def test_refining_the_open_cells_always_ends_at_the_fit_on_the_rows(
     exact = fit_isotonic(scores, labels, sample_weight=weights, **options)
     np.testing.assert_allclose(fit.params.x_knots, exact.x_knots, rtol=1e-12, atol=1e-15)
     np.testing.assert_allclose(fit.params.y_knots, exact.y_knots, rtol=0, atol=1e-12)
+
+
+def _fold_file(tmp_path: Path, n: int = 20_000) -> Path:
+    scores, labels = _rows("skewed", n, 11)
+    fold = (np.arange(n) * 7919) % 5  # a fold column, as an engine's hash of a key gives
+    path = tmp_path / "folds.parquet"
+    pl.DataFrame(
+        {"id": np.arange(n), "score": scores, "label": labels, "fold": fold}
+    ).write_parquet(path)
+    return path
+
+
+def test_auto_on_summaries_cross_validates_on_their_fold_groups(tmp_path: Path) -> None:
+    """--fit-summary --method auto --fold-col: each candidate fitted on the other groups'
+    cells and scored on the group's: each log loss within its bound plus the cell fit's own
+    error of the in-memory cross-validation on the rows with the same folds (maps fitted on
+    the rows: the reference), the same choice, and the chosen method's model as if named."""
+    from calib_cli.core.metrics import log_loss
+    from calib_cli.core.selection import apply_calibrator, fit_calibrator
+
+    source = _fold_file(tmp_path)
+    summary = _summarize(source, tmp_path / "s.parquet", by="fold", grid_bits=20)
+    result, saved, warnings = _fit(
+        tmp_path, "auto", fit_summaries=(str(summary),), method="auto", fold_col="fold"
+    )
+    choice = result.choice
+    assert choice is not None and (choice.folds, choice.n_folds) == ("groups", 5)
+    assert [c.method for c in choice.candidates] == ["platt", "isotonic", "beta", "histogram"]
+    frame = pl.read_parquet(source)
+    scores, labels, fold = (frame[c].to_numpy() for c in ("score", "label", "fold"))
+    exact = {}
+    for method in ("platt", "isotonic", "beta", "histogram"):
+        p = np.empty(scores.size)
+        for k in range(5):
+            train, test = fold != k, fold == k
+            params = (
+                fit_calibrator(method, scores[train], labels[train], n_bins=10)
+                if (method == "histogram")
+                else fit_calibrator(method, scores[train], labels[train])
+            )
+            p[test] = apply_calibrator(params, scores[test])
+        exact[method] = log_loss(labels, p)
+    for row in choice.candidates:
+        assert abs(row.cv_log_loss - exact[row.method]) <= row.cv_log_loss_bound + 2e-5, row
+    assert choice.chosen == min(exact, key=lambda m: exact[m])
+    chosen_by = saved["fitted_on"]["engine"].pop("chosen_by")
+    assert chosen_by["folds"] == "groups" and chosen_by["fold_col"] == "fold"
+    _, named, _ = _fit(tmp_path, "named", fit_summaries=(str(summary),), method=choice.chosen)
+    assert saved == named
+    assert not warnings or all("left out" not in w for w in warnings)
+
+
+def test_auto_on_a_12_bit_summary_leaves_the_histogram_out_and_says_so(tmp_path: Path) -> None:
+    summary = _summarize(_fold_file(tmp_path, 8000), tmp_path / "s.parquet", by="fold")
+    result, _, warnings = _fit(
+        tmp_path, "auto", fit_summaries=(str(summary),), method="auto", fold_col="fold"
+    )
+    assert [c.method for c in result.choice.candidates] == ["platt", "isotonic", "beta"]
+    assert any("left out histogram" in w and "--grid-bits 20" in w for w in warnings)
+
+
+def test_auto_on_summaries_refuses_another_fold_column_and_a_single_group(tmp_path: Path) -> None:
+    source = _fold_file(tmp_path, 4000)
+    by_fold = _summarize(source, tmp_path / "a.parquet", by="fold")
+    with pytest.raises(
+        InputError, match="--fold-col 'day', but the summaries have the --by column 'fold'"
+    ):
+        _fit(tmp_path, "x", fit_summaries=(str(by_fold),), method="auto", fold_col="day")
+    pooled = _summarize(source, tmp_path / "b.parquet")
+    with pytest.raises(InputError, match="the summaries have no --by column"):
+        _fit(tmp_path, "y", fit_summaries=(str(pooled),), method="auto", fold_col="fold")
+    with pytest.raises(UsageError, match="--fit FILE deals its own folds"):
+        _fit(tmp_path, "z", fit=str(source), method="auto", fold_col="fold")
+
+
+def test_auto_on_a_duckdb_summary_with_hashed_folds(tmp_path: Path) -> None:
+    """The README's recipe: folds made in the engine by a hash of a key, the summary query of
+    summarize --emit-sql --by fold run in DuckDB, and auto on it: the choice and the model
+    of the same recipe summarised by calib."""
+    source = _fold_file(tmp_path, 6000)
+    con = duckdb.connect()
+    con.execute(
+        f"CREATE VIEW t AS SELECT score, label, hash(id) % 5 AS fold FROM read_parquet('{source}')"
+    )
+    query = SummaryQuery(table="t", by="fold")
+    engine = tmp_path / "engine.parquet"
+    con.execute(
+        f"COPY ({summary_sql(query, dialect_name='duckdb')}) TO '{engine}' (FORMAT parquet)"
+    )
+    rows = tmp_path / "rows.parquet"
+    con.execute(f"COPY (SELECT * FROM t) TO '{rows}' (FORMAT parquet)")
+    ours = _summarize(rows, tmp_path / "calib.parquet", by="fold")
+    a, model_a, _ = _fit(
+        tmp_path, "a", fit_summaries=(str(engine),), method="auto", fold_col="fold"
+    )
+    b, model_b, _ = _fit(tmp_path, "b", fit_summaries=(str(ours),), method="auto", fold_col="fold")
+    assert a.choice.chosen == b.choice.chosen and a.choice.n_folds == 5
+    for x, y in zip(a.choice.candidates, b.choice.candidates, strict=True):
+        assert x.cv_log_loss == pytest.approx(y.cv_log_loss, rel=1e-9)
+    assert model_a["kind"] == model_b["kind"] == a.choice.chosen

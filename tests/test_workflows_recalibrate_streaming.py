@@ -464,7 +464,7 @@ def test_method_auto_streaming_refuses_folds_that_leave_a_class_out(tmp_path: Pa
     frame = pl.DataFrame({"score": np.linspace(0.05, 0.95, 40), "label": labels})
     source = _write(frame, tmp_path / "fit.csv")
     request = {"fit": str(source), "method": "auto", "folds": 2, "seed": 574}
-    with pytest.raises(InputError, match=r"every positive row fell in fold 2 of 2.*engine memory"):
+    with pytest.raises(InputError, match=r"every positive row is in fold 2 of 2.*engine memory"):
         run_recalibrate(
             RecalibrateRequest(**request, engine="streaming", save_model=str(tmp_path / "s.json"))
         )

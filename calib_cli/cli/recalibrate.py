@@ -161,6 +161,14 @@ def recalibrate(
         typer.Option("--bins", min=1, help="Histogram: number of bins.", show_default="10"),
     ] = None,
     folds: Annotated[int, typer.Option("--folds", min=2, help="auto: cross-validation folds.")] = 5,
+    fold_col: Annotated[
+        str | None,
+        typer.Option(
+            "--fold-col",
+            help="--fit-summary with auto: the summaries' --by column whose groups are the "
+            "cross-validation folds.",
+        ),
+    ] = None,
     input_format: InputFormatOpt = None,
     separator: SeparatorOpt = None,
     decimal_comma: DecimalCommaOpt = False,
@@ -221,6 +229,7 @@ def recalibrate(
             refine_sql=refine_sql,
             refine_dialect=chosen_or_none(sql_dialect),
             refine_table=table,
+            fold_col=fold_col,
         )
         with session.progress(f"recalibrate {file or fit}") as step:
             result = run_recalibrate(request, warn=session.warn, progress=step)

@@ -196,11 +196,12 @@ def choose_method_on_cells(
     candidates: Sequence[FittedMethod],
     options: Mapping[str, Mapping[str, Any]] | None = None,
     what: str = "the scores",
+    dealt: str = "hashed",
 ) -> MethodChoice:
-    """``auto`` on a summary grouped by fold: each candidate is fitted (:func:`fit_on_cells`)
-    on the cells of every fold but one and scored on that fold's cells, each class of a cell
-    at its mean score; the weighted log loss and Brier score of those out-of-fold
-    probabilities are the same functions as in memory
+    """``auto`` on a summary grouped by fold (``dealt`` says how, for the report): each
+    candidate is fitted (:func:`fit_on_cells`) on the cells of every fold but one and scored
+    on that fold's cells, each class of a cell at its mean score; the weighted log loss and
+    Brier score of those out-of-fold probabilities are the same functions as in memory
     (:func:`calib_cli.core.selection.choose_method`), and the lowest log loss wins (the
     earlier candidate on a tie). As in memory, the training parts are not checked for the
     candidates' minimum rows (the caller checks the whole data).
@@ -267,5 +268,5 @@ def choose_method_on_cells(
         )
     chosen = min(range(len(table)), key=lambda i: (table[i].cv_log_loss, i))
     return MethodChoice(
-        chosen=table[chosen].method, n_folds=len(folds), candidates=tuple(table), folds="hashed"
+        chosen=table[chosen].method, n_folds=len(folds), candidates=tuple(table), folds=dealt
     )

@@ -102,10 +102,11 @@ class MethodChoice:
         Number of cross-validation folds (the same folds for every candidate).
     candidates : tuple of MethodScore
         One row per candidate, in the order given.
-    folds : {"stratified", "hashed"}
+    folds : {"stratified", "hashed", "groups"}
         How rows were dealt to folds: shuffled and dealt round robin within each class (in
-        memory), or by a hash of the seed and the row's number (on a streaming summary, where
-        the classes' counts are not known before the pass).
+        memory), by a hash of the seed and the row's number (on a streaming summary, where
+        the classes' counts are not known before the pass), or by the ``--by`` groups of
+        summary files (``--fit-summary --fold-col``).
     """
 
     chosen: str

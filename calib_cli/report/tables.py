@@ -755,7 +755,7 @@ def calibration_effect_table(effect: FileEffect, *, title: str) -> RenderableTyp
 
 def method_choice_table(choice: MethodChoice) -> RenderableType:
     """The ``auto`` comparison: cross-validated log loss and Brier per method."""
-    on_cells = choice.folds == "hashed"
+    on_cells = choice.folds in ("hashed", "groups")
     rows = [
         [
             row.method,
@@ -767,9 +767,13 @@ def method_choice_table(choice: MethodChoice) -> RenderableType:
         for row in choice.candidates
     ]
     title = f"auto: {choice.n_folds}-fold cross-validated comparison"
-    if on_cells:
+    if choice.folds == "hashed":
         title = (
             f"auto: {choice.n_folds}-fold cross-validation on the summary's cells (hashed folds)"
+        )
+    elif choice.folds == "groups":
+        title = (
+            f"auto: {choice.n_folds}-fold cross-validation on the cells (folds: --fold-col groups)"
         )
     return row_table(
         title,

@@ -206,6 +206,9 @@ class RecalibrateRequest:
     refine_sql: str | None = None
     refine_dialect: str | None = None
     refine_table: str | None = None
+    #: ``--fold-col``: with ``fit_summaries`` and ``auto``, the summaries' ``--by`` column
+    #: whose groups are the cross-validation folds
+    fold_col: str | None = None
 
     @property
     def prior_given(self) -> bool:
@@ -281,6 +284,11 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
         )
     if summaries is not None:
         _plan_summary_fit(request)
+    elif request.fold_col is not None:
+        raise UsageError(
+            "--fold-col names the folds of --fit-summary summaries (their --by column) for "
+            "--method auto; --fit FILE deals its own folds (--folds)"
+        )
     _plan_refinement(request)
     if model is not None:
         if method is not None:
@@ -328,11 +336,16 @@ def _plan_refinement(request: RecalibrateRequest) -> None:
 
 def _plan_summary_fit(request: RecalibrateRequest) -> None:
     """What a fit on summaries cannot do, refused before any file is read (exit 2)."""
-    if request.method in (None, "auto"):
+    if request.method in (None, "auto") and request.fold_col is None:
         raise UsageError(
-            "--fit-summary needs --method platt, isotonic, beta or histogram: auto compares "
-            "them by cross-validation in folds of rows, which a summary does not hold "
-            "(--fit FILE --method auto streams a big file)"
+            "--fit-summary with --method auto needs folds: summarise with --by a fold column "
+            "(e.g. pmod(xxhash64(id), 5) in Spark, hash(id) % 5 in DuckDB) and name it with "
+            "--fold-col; or name the method (platt, isotonic, beta, histogram), or fit with "
+            "--fit FILE --method auto (a big file streams)"
+        )
+    if request.fold_col is not None and request.method not in (None, "auto"):
+        raise UsageError(
+            f"--fold-col gives --method auto its folds; --method {request.method} needs none"
         )
     if request.score_kind != "probability":
         raise UsageError(
@@ -491,18 +504,17 @@ class _Run:
         if fitted.choice is not None:
             self.choice = fitted.choice
             positives = float(np.sum(weights[labels == 1.0]))
-            self.warn_left_out(
-                source.name, fitted.choice, positives, float(np.sum(weights)) - positives
-            )
+            compared = [score.method for score in fitted.choice.candidates]
+            self.warn_left_out(source.name, compared, positives, float(np.sum(weights)) - positives)
         return fitted
 
     def warn_left_out(
-        self, name: str, choice: MethodChoice, positives: float, negatives: float
+        self, name: str, compared: Sequence[str], positives: float, negatives: float
     ) -> None:
-        """Say which methods ``auto`` left out for want of rows of a class."""
+        """Say which methods ``auto`` left out for want of rows of a class (``compared``:
+        the ones the data meet)."""
         if self.request.score_kind != "probability":
             return
-        compared = [score.method for score in choice.candidates]
         n_bins = self.options["histogram"]["n_bins"]
         left = [m for m in FITTED_METHODS if m not in compared]
         if not left:
@@ -1110,19 +1122,28 @@ def _stream_choose(run: _Run, scan: StreamInput, map_input: BatchMap | None) -> 
     what = fitted_scores_name(run.prior, request.fit_data)
     with io.naming(scan.name):
         require_fit_support("auto", facts, n_bins=n_bins, what=what)
-        _require_both_classes_outside_each_fold(folds, facts)
+        _require_both_classes_outside_each_fold(
+            folds,
+            facts,
+            why="streamed folds are dealt by a hash of the row's number, not stratified by label",
+            remedy=f"use {'fewer --folds, ' if len(folds) > 2 else ''}another --seed, or "
+            "--engine memory",
+        )
         candidates = supported_methods(FITTED_METHODS, facts, n_bins=n_bins)
         choice = choose_method_on_cells(
             folds, candidates=candidates, options=run.options, what=what
         )
     run.choice = choice
-    run.warn_left_out(scan.name, choice, facts.positives, facts.negatives)
+    run.warn_left_out(scan.name, candidates, facts.positives, facts.negatives)
     return cast("FittedMethod", choice.chosen)
 
 
-def _require_both_classes_outside_each_fold(folds: list[CellSums], facts: FitFacts) -> None:
-    """Hashed folds are not stratified: a class of a few rows can fall in one fold, leaving
-    that fold's training part (the other folds) without it. Refused with what to do."""
+def _require_both_classes_outside_each_fold(
+    folds: Sequence[CellSums], facts: FitFacts, *, why: str, remedy: str, names: Sequence[str] = ()
+) -> None:
+    """Folds not stratified by label (hashed, or a summary's groups) can hold every row of a
+    small class in one fold, leaving that fold's training part (the other folds) without it.
+    Refused with ``why`` and ``remedy``."""
     for k, fold in enumerate(folds):
         live = fold.weight > 0.0
         positives = float(np.sum(fold.weight[live & (fold.label == 1)]))
@@ -1132,12 +1153,10 @@ def _require_both_classes_outside_each_fold(folds: list[CellSums], facts: FitFac
             ("negative", facts.negatives, negatives),
         ):
             if total > 0.0 and inside >= total:
-                fewer = "fewer --folds, " if len(folds) > 2 else ""
+                fold_name = f"fold {k + 1} of {len(folds)}" + (f" ({names[k]!r})" if names else "")
                 raise InputError(
-                    f"--method auto: every {name} row fell in fold {k + 1} of {len(folds)}, so "
-                    f"the other folds have none to fit on (streamed folds are dealt by a hash of "
-                    f"the row's number, not stratified by label): use {fewer}another --seed, "
-                    f"or --engine memory"
+                    f"--method auto: every {name} row is in {fold_name}, so the other folds "
+                    f"have none to fit on ({why}): {remedy}"
                 )
 
 
@@ -1171,6 +1190,69 @@ class _SummaryFit:
     label_col: str
     weight_col: str | None
     record: dict[str, Any]
+
+
+def _summary_choose(
+    run: _Run, merged: ScoreSummary, name: str
+) -> tuple[FittedMethod, dict[str, Any]]:
+    """``auto`` on summary files whose ``--by`` groups are the folds (``--fold-col``): each
+    candidate the data and the grid allow is cross-validated on the groups' cells
+    (:func:`calib_cli.core.cells.choose_method_on_cells`); returns the chosen method and the
+    record of the choice."""
+    request = run.request
+    column = request.fold_col
+    if merged.group_column != column:
+        held = (
+            "no --by column"
+            if merged.group_column is None
+            else f"the --by column {merged.group_column!r}"
+        )
+        raise InputError(
+            f"{name}: --fold-col {column!r}, but the summaries have {held}: summarise with "
+            f"--by {column}"
+        )
+    if len(merged.groups) < 2:
+        raise InputError(
+            f"{name}: --fold-col {column!r} has {len(merged.groups)} group: cross-validation "
+            "needs at least 2 folds"
+        )
+    folds = [_cells(merged.select_group(group)) for group in merged.groups]
+    facts = cell_facts(concat_cells(folds))
+    n_bins = run.options["histogram"]["n_bins"]
+    what = fitted_scores_name(run.prior, request.fit_data)
+    with io.naming(name):
+        require_fit_support("auto", facts, n_bins=n_bins, what=what)
+        _require_both_classes_outside_each_fold(
+            folds,
+            facts,
+            why=f"the folds are the summaries' {column!r} groups",
+            remedy="use another fold column",
+            names=[str(g) for g in merged.groups],
+        )
+        supported = supported_methods(FITTED_METHODS, facts, n_bins=n_bins)
+        coarse = [m for m in supported if merged.mantissa_bits < FIT_MANTISSA_BITS[m]]
+        candidates = tuple(m for m in supported if m not in coarse)
+        if not candidates:
+            raise InputError(_coarse_grid_message(name, coarse[0], merged.mantissa_bits))
+        choice = choose_method_on_cells(
+            folds, candidates=candidates, options=run.options, what=what, dealt="groups"
+        )
+    run.choice = choice
+    run.warn_left_out(name, supported, facts.positives, facts.negatives)
+    for method in coarse:
+        run.warn(
+            f"{name}: --method auto left out {method}: it needs a summary on a grid of at "
+            f"least {FIT_MANTISSA_BITS[method]} mantissa bits, and this one has "
+            f"{merged.mantissa_bits} (summarise with --grid-bits {FIT_MANTISSA_BITS[method]})"
+        )
+    record = {
+        "method": "auto",
+        "folds": "groups",
+        "fold_col": column,
+        "n_folds": choice.n_folds,
+        "grid": {"kind": "relative-tails", "mantissa_bits": merged.mantissa_bits},
+    }
+    return cast("FittedMethod", choice.chosen), record
 
 
 def _summary_column(request: RecalibrateRequest, loaded: Mapping[str, Any]) -> str:
@@ -1365,7 +1447,11 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
     merged, files = loaded[column]
     name = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"
     summary = merged.pooled()
-    method = cast("FittedMethod", run.plan.method)  # a fitted method: _plan_summary_fit
+    chosen_by = None
+    if run.plan.method == "auto":  # with --fold-col: _plan_summary_fit
+        method, chosen_by = _summary_choose(run, merged, name)
+    else:
+        method = cast("FittedMethod", run.plan.method)
     if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
         raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
     cells = _cells(summary)
@@ -1380,6 +1466,8 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         "groups": len(merged.groups),
         "grid": grid,
     }
+    if chosen_by is not None:
+        record["chosen_by"] = chosen_by
     with io.naming(name):
         fitted: CalibratorParams
         if method == "isotonic":
