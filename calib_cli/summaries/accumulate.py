@@ -457,13 +457,15 @@ class GridSums:
         self.weighted = weighted
         self.page_bits = page_bits
         self.n_pages = ((2 * half_cell(mantissa_bits) + n_bins) >> page_bits) + 1
-        self.table = np.full(self.n_pages, -1, dtype=np.int64)  # (group, page) -> page slot
         #: with more groups than a table of TABLE_ENTRIES holds: sorted (group, page) keys and
-        #: their slots, searched
+        #: their slots, searched (then no table: with a page per key on a 20-bit grid it would
+        #: have 2^31 entries, 17 GB)
         self.known: tuple[IntArray, IntArray] | None = None
         if search:
             self.table = np.zeros(0, dtype=np.int64)
             self.known = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+        else:
+            self.table = np.full(self.n_pages, -1, dtype=np.int64)  # (group, page) -> slot
         self.page_key: list[IntArray] = []  # per page slot: group * n_pages + page
         self.n_used = 0
         self.capacity = 0

@@ -522,6 +522,11 @@ def summarize_lazy_many(
     return {name: summary for name, (summary, _) in out.items()}
 
 
+#: The finest grid whose keys are kept in pages of 256 cells (a table lookup per row); finer
+#: grids keep a page per key, found by a search (memory: the occupied keys only).
+PAGED_MAX_BITS = 12
+
+
 def summarize_lazy_sub_cells(
     scan: pl.LazyFrame,
     score_columns: Sequence[str],
@@ -560,19 +565,20 @@ def summarize_lazy_sub_cells(
         raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
     bits = check_mantissa_bits(mantissa_bits)
     sub_bits = min(sub_bits, MAX_MANTISSA_BITS - bits)
-    # One group: pages of 256 keys in a table (a few dozen pages for real scores). Groups
-    # (perhaps thousands, each with few keys): a page per key, searched, so that memory is
-    # the keys, not pages times groups.
-    grouped = group_column is not None
+    # One group on the default grid: pages of 256 keys in a table (a few dozen pages for real
+    # scores). Groups (perhaps thousands, each with few keys), or a finer grid (at 20 bits a
+    # page of 256 cells holds one or two occupied keys, and slots for all 256: 7 GB at 1e7
+    # rows): a page per key, searched, so that memory is the keys.
+    searched = group_column is not None or bits > PAGED_MAX_BITS
     sums = {
         name: GridSums(
             mantissa_bits=bits,
             n_bins=len(edges) - 1,
             weighted=weight_column is not None,
-            page_bits=0 if grouped else 8,
-            search=grouped,
+            page_bits=0 if searched else 8,
+            search=searched,
             sub_bits=sub_bits,
-            counting_threads=0 if grouped else WORKERS,
+            counting_threads=0 if searched else WORKERS,
         )
         for name in names
     }
