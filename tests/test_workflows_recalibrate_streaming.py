@@ -281,7 +281,8 @@ def _compare_fits(tmp_path: Path, kind: str, n: int) -> dict[str, float]:
         gaps[method] = abs(losses[1] - losses[0]) / losses[0]
     fitted_on = json.loads(model.read_text())["fitted_on"]
     assert fitted_on["engine"]["fitted_on"] == "summary"
-    assert fitted_on["engine"]["grid"]["mantissa_bits"] == 20  # histogram, the last
+    # histogram, the last: a 12-bit summary made exact by reading the edges' cells again
+    assert fitted_on["engine"]["grid"]["mantissa_bits"] == 12 and fitted_on["engine"]["exact"]
     return gaps
 
 
@@ -471,3 +472,60 @@ def test_method_auto_streaming_refuses_folds_that_leave_a_class_out(tmp_path: Pa
     run_recalibrate(
         RecalibrateRequest(**request, engine="memory", save_model=str(tmp_path / "m.json"))
     )
+
+
+@pytest.mark.parametrize("kind", ["skewed", "rare", "ties", "uniform"])
+@pytest.mark.parametrize(("bins", "weights"), [(10, False), (7, True), (30, False)])
+def test_the_streamed_histogram_is_the_fit_on_the_rows(
+    tmp_path: Path, kind: str, bins: int, weights: bool
+) -> None:
+    """A 12-bit summary, then the cells the equal-mass edges fall in read again until each
+    edge is a single score: the edges and rates of the in-memory fit, bit for bit, with unit
+    and integer weights (sums of integers are exact in any order), and one row's weight
+    never counted twice (one class's rows at one score can lie between the other's)."""
+    frame = _frame(30_000, seed=7, kind=kind)
+    if weights:
+        frame = frame.with_columns(w=pl.Series(np.random.default_rng(8).integers(1, 4, 30_000)))
+    source = _write(frame, tmp_path / "fit.parquet")
+    params, engines = [], []
+    for engine in ("memory", "streaming"):
+        model = tmp_path / f"{engine}.json"
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source),
+                method="histogram",
+                bins=bins,
+                weight_col="w" if weights else None,
+                save_model=str(model),
+                engine=engine,
+            )
+        )
+        saved = json.loads(model.read_text())
+        params.append(saved["params"])
+        engines.append(saved["fitted_on"].get("engine"))
+    assert params[1] == params[0]
+    assert engines[1]["exact"] and engines[1]["grid"]["mantissa_bits"] == 12
+    if kind == "ties":  # every 12-bit cell one score: nothing to read again
+        assert engines[1]["refinement_passes"] == 0
+    else:
+        assert engines[1]["refinement_passes"] >= 1 and engines[1]["resolved_cells"] >= 1
+
+
+def test_the_streamed_histogram_after_a_prior_correction(tmp_path: Path) -> None:
+    # --fit-data population: the map is fitted on prior-corrected scores, which the
+    # refinement passes compute again from the rows
+    source = _write(_frame(20_000, seed=9, kind="skewed"), tmp_path / "fit.csv")
+    saved = []
+    for engine in ("memory", "streaming"):
+        model = tmp_path / f"{engine}.json"
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source),
+                method="histogram",
+                negative_rate=0.25,
+                save_model=str(model),
+                engine=engine,
+            )
+        )
+        saved.append(json.loads(model.read_text())["params"])
+    assert saved[1] == saved[0]

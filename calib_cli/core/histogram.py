@@ -36,9 +36,9 @@ import numpy.typing as npt
 from calib_cli.core.checks import check_fit_data, check_scores
 from calib_cli.core.lazy_scipy import isotonic_regression
 from calib_cli.errors import InputError
-from calib_cli.types import FloatArray
+from calib_cli.types import FloatArray, IntArray
 
-__all__ = ["HistogramParams", "apply_histogram", "fit_histogram"]
+__all__ = ["HistogramParams", "apply_histogram", "fit_histogram", "fit_histogram_points"]
 
 
 @dataclass(frozen=True)
@@ -60,17 +60,45 @@ class HistogramParams:
     rates: FloatArray
 
 
-def _equal_mass_edges(x: FloatArray, w: FloatArray, n_bins: int) -> FloatArray:
-    """Inner edges at weighted quantiles: the first score whose cumulative weight passes k/n."""
-    order = np.argsort(x)
-    xs = x[order]
-    cumulative = np.cumsum(w[order])
+def _equal_mass_edges(xs: FloatArray, cumulative: FloatArray, n_bins: int) -> IntArray:
+    """Inner edges at weighted quantiles of scores in order (``xs`` non-decreasing,
+    ``cumulative`` their running weight): the position of the first score whose cumulative
+    weight passes each ``k / n``."""
     levels = cumulative[-1] * np.arange(1, n_bins) / n_bins
-    index = np.searchsorted(cumulative, levels, side="right")
-    inner = np.unique(xs[np.minimum(index, xs.shape[0] - 1)])
-    # An edge at the smallest score would leave the first bin empty; edges are inside (0, 1].
-    kept: FloatArray = inner[(inner > xs[0]) & (inner > 0.0)]
+    index: IntArray = np.minimum(np.searchsorted(cumulative, levels, side="right"), xs.shape[0] - 1)
+    return index
+
+
+def _inner_edges(xs: FloatArray, index: IntArray) -> FloatArray:
+    """The distinct edges at ``index``, inside (0, 1) and above the smallest score ``xs[0]``
+    (an edge there would leave the first bin empty)."""
+    inner = np.unique(xs[index])
+    kept: FloatArray = inner[(inner > xs[0]) & (inner > 0.0) & (inner < 1.0)]
     return kept
+
+
+def _binned(
+    x: FloatArray, y: FloatArray, w: FloatArray, inner: FloatArray, strength: float
+) -> HistogramParams:
+    """Each bin's weight and positives, their smoothed rates made non-decreasing."""
+    edges = np.concatenate(([0.0], inner, [1.0]))
+    bins = np.searchsorted(inner, x, side="right")
+    n_found = inner.shape[0] + 1
+    count = np.bincount(bins, weights=w, minlength=n_found)
+    positives = np.bincount(bins, weights=w * y, minlength=n_found)
+    base_rate = float(positives.sum() / count.sum())
+    smoothed = (positives + strength * base_rate) / (count + strength)
+    rates = np.asarray(isotonic_regression(smoothed, weights=count + strength).x)
+    return HistogramParams(edges=edges, rates=rates)
+
+
+def _check_options(n_bins: int, prior_strength: float) -> tuple[int, float]:
+    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
+        raise InputError(f"n_bins must be a positive integer, got {n_bins!r}")
+    strength = float(prior_strength)
+    if not (math.isfinite(strength) and strength >= 0.0):
+        raise InputError(f"prior_strength must be a non-negative number, got {prior_strength!r}")
+    return int(n_bins), strength
 
 
 def fit_histogram(
@@ -115,25 +143,54 @@ def fit_histogram(
     >>> apply_histogram(params, [0.0, 0.59, 0.6, 1.0]).tolist()
     [0.25, 0.25, 0.75, 0.75]
     """
-    if isinstance(n_bins, bool) or not isinstance(n_bins, int | np.integer) or n_bins < 1:
-        raise InputError(f"n_bins must be a positive integer, got {n_bins!r}")
-    strength = float(prior_strength)
-    if not (math.isfinite(strength) and strength >= 0.0):
-        raise InputError(f"prior_strength must be a non-negative number, got {prior_strength!r}")
+    n, strength = _check_options(n_bins, prior_strength)
     x, y, w = check_fit_data(scores, y_true, sample_weight)
     used = w > 0.0
     x, y, w = x[used], y[used], w[used]
-    inner = _equal_mass_edges(x, w, int(n_bins))
-    inner = inner[inner < 1.0]
-    edges = np.concatenate(([0.0], inner, [1.0]))
-    bins = np.searchsorted(inner, x, side="right")
-    n_found = inner.shape[0] + 1
-    count = np.bincount(bins, weights=w, minlength=n_found)
-    positives = np.bincount(bins, weights=w * y, minlength=n_found)
-    base_rate = float(positives.sum() / count.sum())
-    smoothed = (positives + strength * base_rate) / (count + strength)
-    rates = np.asarray(isotonic_regression(smoothed, weights=count + strength).x)
-    return HistogramParams(edges=edges, rates=rates)
+    order = np.argsort(x)
+    xs = x[order]
+    inner = _inner_edges(xs, _equal_mass_edges(xs, np.cumsum(w[order]), n))
+    return _binned(x, y, w, inner, strength)
+
+
+def fit_histogram_points(
+    x: FloatArray,
+    y: FloatArray,
+    w: FloatArray,
+    exact: npt.NDArray[np.bool_],
+    *,
+    n_bins: int = 10,
+    prior_strength: float = 1.0,
+) -> HistogramParams | npt.NDArray[np.bool_]:
+    """:func:`fit_histogram` on weighted points in score order, some of which stand for
+    several distinct scores (``exact`` false: a summary's cell, at its smallest score, one
+    point per class), the others for rows of one score.
+
+    The fit on the rows depends on the scores of the rows at which the cumulative weight
+    passes each ``k / n`` (the edges) and on which bin each row falls in. If every edge falls
+    on an exact point, that is this fit: an edge is a score of an exact point, so it never
+    lies inside an inexact point's cell, whose rows all share one bin. Otherwise returns the
+    mask of the inexact points an edge fell on: the rows of their cells (every class) must be
+    read (as exact points) and the fit made again.
+
+    ``x`` must be non-decreasing (points of one score or cell adjacent), weights positive.
+
+    >>> x = np.array([0.1, 0.2, 0.2, 0.6, 0.9])
+    >>> y, w = np.array([0.0, 0.0, 1.0, 1.0, 1.0]), np.array([2.0, 1.0, 1.0, 1.0, 1.0])
+    >>> params = fit_histogram_points(x, y, w, np.ones(5, bool), n_bins=2, prior_strength=0.0)
+    >>> params.edges.tolist(), params.rates.tolist()
+    ([0.0, 0.2, 1.0], [0.0, 0.75])
+    >>> fit_histogram_points(x, y, w, np.array([1, 0, 0, 1, 1], bool), n_bins=2).tolist()
+    [False, False, True, False, False]
+    """
+    n, strength = _check_options(n_bins, prior_strength)
+    index = _equal_mass_edges(x, np.cumsum(w), n)
+    landed = np.zeros(x.shape[0], dtype=bool)
+    landed[index] = True
+    inexact: npt.NDArray[np.bool_] = landed & ~exact
+    if inexact.any():
+        return inexact
+    return _binned(x, y, w, _inner_edges(x, index), strength)
 
 
 def apply_histogram(params: HistogramParams, scores: npt.ArrayLike) -> FloatArray:

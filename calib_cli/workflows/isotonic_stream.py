@@ -157,12 +157,12 @@ def _refined_units(rows: CellRows, bits: int) -> _Units:
     return _units(rows.bin, rows.cell, bits, sums, rows.label.astype(np.int64), rows.n_rows, None)
 
 
-def _finer_bits(bits: int, cells: int, rows: int) -> int:
+def finer_bits(bits: int, cells: int, rows: int) -> int:
     """The grid a pass reads ``cells`` open cells of the ``bits`` grid on: single scores when
     their ``rows`` fit the key budget, else as many more bits as keep 2 keys per sub-cell
     under it (at least one).
 
-    >>> _finer_bits(12, 100, 50_000), _finer_bits(12, 25_000, 70_000_000)
+    >>> finer_bits(12, 100, 50_000), finer_bits(12, 25_000, 70_000_000)
     (52, 15)
     """
     if 2 * rows <= KEY_BUDGET:
@@ -209,7 +209,7 @@ def fit_isotonic_streaming(
         plans: dict[int, dict[int, tuple[IntArray, IntArray]]] = {}
         for bits in np.unique(units.bits[need]).tolist():
             chosen = need & (units.bits == bits)
-            to_bits = _finer_bits(bits, int(chosen.sum()), int(units.n_rows[chosen].sum()))
+            to_bits = finer_bits(bits, int(chosen.sum()), int(units.n_rows[chosen].sum()))
             plans.setdefault(to_bits, {})[bits] = (units.bin[chosen], units.cell[chosen])
         refined = [units.take(~need)]
         for to_bits, keys in plans.items():
@@ -331,7 +331,7 @@ def fit_isotonic_summary(
             lower=lower,
             upper=upper,
             rows=rows,
-            to_bits=_finer_bits(coarsest, int(need.sum()), rows),
+            to_bits=finer_bits(coarsest, int(need.sum()), rows),
         )
     return IsotonicSummaryFit(
         params=params,

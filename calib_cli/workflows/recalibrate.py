@@ -82,6 +82,7 @@ from calib_cli.workflows.common import (
     read_scored_table,
     whole_option,
 )
+from calib_cli.workflows.histogram_stream import HistogramStreamFit, fit_histogram_streaming
 from calib_cli.workflows.isotonic_stream import (
     ISOTONIC_MANTISSA_BITS,
     IsotonicStreamFit,
@@ -95,8 +96,9 @@ ISOTONIC_EPS = 1e-6
 #: The grid of the summary a streaming fit is made on, by method. Platt and beta move rows
 #: to a point inside their cell, which changes the loss to second order in its width: held-out
 #: log loss within 3e-11 of the in-memory fit at 12 bits (200,000 rows, README "Out of
-#: core"). The histogram's edges cut cells, so it needs the finer grid (1.5e-5 at 12 bits,
-#: below 1e-6 at 20). Isotonic starts on 12 bits and is made exact by refinement passes
+#: core"). The histogram's edges cut cells, so a summary file must be on the finer grid (1.5e-5
+#: at 12 bits, below 1e-6 at 20); the streaming fit instead reads again the cells its edges fall
+#: in (STREAM_FIT_BITS). Isotonic starts on 12 bits and is made exact by refinement passes
 #: (:mod:`calib_cli.workflows.isotonic_stream`).
 FIT_MANTISSA_BITS: dict[str, int] = {
     "platt": 12,
@@ -104,6 +106,10 @@ FIT_MANTISSA_BITS: dict[str, int] = {
     "histogram": 20,
     "isotonic": ISOTONIC_MANTISSA_BITS,
 }
+#: The grid of the summary the streaming engine fits on, by method: the histogram's 12-bit
+#: summary is made exact by reading again the cells its edges fall in
+#: (:mod:`calib_cli.workflows.histogram_stream`), where a summary file cannot be read again.
+STREAM_FIT_BITS: dict[str, int] = {**FIT_MANTISSA_BITS, "histogram": 12}
 #: The clipping of the summary's logits: Platt's and beta's own ``eps``.
 FIT_EPS = 1e-12
 #: The grid ``auto``'s cross-validation is run on with the streaming engine: each class of a
@@ -118,14 +124,22 @@ def _summary_provenance(
     method: str,
     isotonic: IsotonicStreamFit | None = None,
     choice: MethodChoice | None = None,
+    histogram: HistogramStreamFit | None = None,
 ) -> dict[str, Any]:
     """``fitted_on.engine`` of a fit made on a summary: the engine and its grid (for the
     isotonic fit, exact by refinement: its passes and the cells it resolved; for a method
     ``auto`` chose, how the comparison was made)."""
     if not on_summary:
         return {}
-    grid = {"kind": "relative-tails", "mantissa_bits": FIT_MANTISSA_BITS[method]}
+    grid = {"kind": "relative-tails", "mantissa_bits": STREAM_FIT_BITS[method]}
     engine: dict[str, Any] = {"kind": "streaming", "fitted_on": "summary", "grid": grid}
+    if histogram is not None:
+        engine |= {
+            "exact": True,
+            "refinement_passes": histogram.refinement_passes,
+            "cells": histogram.cells,
+            "resolved_cells": histogram.resolved_cells,
+        }
     if choice is not None:
         engine["chosen_by"] = {
             "method": "auto",
@@ -454,6 +468,8 @@ class _Run:
         self.invalid_rows: list[InvalidRows] = []
         #: a streaming isotonic fit: how its refinement went (for the saved model)
         self.isotonic_stream: IsotonicStreamFit | None = None
+        #: a streaming histogram fit: likewise
+        self.histogram_stream: HistogramStreamFit | None = None
 
     def check_fit_rate(self, name: str, positives: float, negatives: float) -> None:
         """Warn when --fit-data population meets fit data whose base rate is the sampled
@@ -745,6 +761,7 @@ def run_recalibrate(
             run.choice.chosen if run.choice is not None else run.plan.method,
             run.isotonic_stream,
             run.choice,
+            run.histogram_stream,
         )
         if summary_fit is not None:
             name, rows, engine_record = summary_fit.name, summary_fit.rows, summary_fit.record
@@ -1072,7 +1089,7 @@ def _stream_fit(
     summary = summarize_for_fit(
         scan,
         map_input,
-        mantissa_bits=FIT_MANTISSA_BITS[method],
+        mantissa_bits=STREAM_FIT_BITS[method],
         eps=FIT_EPS,
         n_folds=None,
         seed=request.seed,
@@ -1089,6 +1106,13 @@ def _stream_fit(
                 scan, map_input, summary, options=run.options["isotonic"]
             )
             fitted = run.isotonic_stream.params
+        elif method == "histogram":  # exact: the cells the edges fall in are read again
+            n_bins = run.options["histogram"]["n_bins"]
+            require_fit_support(method, cell_facts(cells), n_bins=n_bins, what=what)
+            run.histogram_stream = fit_histogram_streaming(
+                scan, map_input, summary, options=run.options["histogram"]
+            )
+            fitted = run.histogram_stream.params
         else:
             fitted = fit_on_cells(method, cells, options=run.options.get(method, {}), what=what)
     steps: tuple[Step, ...] = (fitted,)
