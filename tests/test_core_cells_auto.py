@@ -42,17 +42,7 @@ def _fold_cells(
         summary = summarize_arrays(
             labels[rows], scores[rows], sample_weight=weights[rows], mantissa_bits=bits, eps=1e-12
         )
-        out.append(
-            CellSums(
-                cell=summary.cell,
-                label=summary.label,
-                weight=summary.weight,
-                score_sum=summary.score_sum,
-                logit_sum=summary.logit_sum,
-                score_min=summary.score_min,
-                score_max=summary.score_max,
-            )
-        )
+        out.append(summary.cells())
     return out
 
 

@@ -7,12 +7,15 @@ import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+
+if TYPE_CHECKING:  # the fits' module (SciPy): imported when fitting, not at start
+    from calib_cli.core.cells import CellSums
 from calib_cli.core.special import special as scipy_special
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import (
@@ -199,6 +202,21 @@ class ScoreSummary:
         arrays = {c: self.column(c)[keep] for c in _ARRAY_COLUMNS}
         arrays["group"] = np.zeros(int(np.sum(keep)), dtype=np.int32)
         return replace(self, groups=(name,), **arrays)
+
+    def cells(self) -> CellSums:
+        """The (cell, class) sums a calibrator is fitted on
+        (:class:`calib_cli.core.cells.CellSums`; every group's keys, as they are)."""
+        from calib_cli.core.cells import CellSums  # the fits' module: imported when fitting
+
+        return CellSums(
+            cell=self.cell,
+            label=self.label,
+            weight=self.weight,
+            score_sum=self.score_sum,
+            logit_sum=self.logit_sum,
+            score_min=self.score_min,
+            score_max=self.score_max,
+        )
 
     def pooled(self) -> ScoreSummary:
         """All groups as one (``group_column`` None): the summary of every row."""

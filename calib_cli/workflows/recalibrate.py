@@ -1054,18 +1054,6 @@ def _stream_apply(
     return _stream_effect(run, scan, steps, destination)
 
 
-def _cells(summary: ScoreSummary) -> CellSums:
-    return CellSums(
-        cell=summary.cell,
-        label=summary.label,
-        weight=summary.weight,
-        score_sum=summary.score_sum,
-        logit_sum=summary.logit_sum,
-        score_min=summary.score_min,
-        score_max=summary.score_max,
-    )
-
-
 def _stream_fit(
     run: _Run, path: str, strata_column: str | None
 ) -> tuple[StreamInput, tuple[Step, ...], FileEffect]:
@@ -1094,7 +1082,7 @@ def _stream_fit(
         n_folds=None,
         seed=request.seed,
     )
-    cells = _cells(summary)
+    cells = summary.cells()
     positives = float(np.sum(cells.weight[cells.label == 1]))
     run.check_fit_rate(scan.name, positives, float(np.sum(cells.weight)) - positives)
     what = fitted_scores_name(prior, request.fit_data)
@@ -1138,7 +1126,7 @@ def _stream_choose(run: _Run, scan: StreamInput, map_input: BatchMap | None) -> 
         seed=request.seed,
     )
     folds = [
-        _cells(summary.select_group(str(k))) if str(k) in summary.groups else _no_cells()
+        summary.select_group(str(k)).cells() if str(k) in summary.groups else _no_cells()
         for k in range(request.folds)
     ]
     facts = cell_facts(concat_cells(folds))
@@ -1240,7 +1228,7 @@ def _summary_choose(
             f"{name}: --fold-col {column!r} has {len(merged.groups)} group: cross-validation "
             "needs at least 2 folds"
         )
-    folds = [_cells(merged.select_group(group)) for group in merged.groups]
+    folds = [merged.select_group(group).cells() for group in merged.groups]
     facts = cell_facts(concat_cells(folds))
     n_bins = run.options["histogram"]["n_bins"]
     what = fitted_scores_name(run.prior, request.fit_data)
@@ -1478,7 +1466,7 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         method = cast("FittedMethod", run.plan.method)
     if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
         raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
-    cells = _cells(summary)
+    cells = summary.cells()
     if not np.any(cells.weight > 0.0):
         raise InputError(f"{name}: the summary's weights sum to 0: no row carries weight")
     what = fitted_scores_name(prior, request.fit_data)
