@@ -123,7 +123,7 @@ def test_an_empty_fold_is_skipped_and_a_thin_training_part_refused() -> None:
     cells = _fold_cells(scores, labels, np.ones(3000), fold, 2, 12)
     empty = CellSums(*(np.zeros(0) for _ in range(7)))  # type: ignore[arg-type]
     with_empty = choose_method_on_cells([*cells, empty], candidates=("platt",))
-    assert with_empty.n_folds == 3
+    assert with_empty.n_folds == 2  # the folds scored: the empty one is not
     # fold 2 is empty: folds 0 and 1 are each scored by a map fitted on the other and fold 2
     plain = choose_method_on_cells(cells, candidates=("platt",))
     assert with_empty.candidates[0].cv_log_loss == pytest.approx(

@@ -636,3 +636,23 @@ def test_auto_on_a_duckdb_summary_with_hashed_folds(tmp_path: Path) -> None:
     for x, y in zip(a.choice.candidates, b.choice.candidates, strict=True):
         assert x.cv_log_loss == pytest.approx(y.cv_log_loss, rel=1e-9)
     assert model_a["kind"] == model_b["kind"] == a.choice.chosen
+
+
+def test_fold_columns_with_missing_values_or_too_many_groups_are_refused(tmp_path: Path) -> None:
+    n = 3000
+    scores, labels = _rows("skewed", n, 12)
+    fold = np.arange(n) % 5
+    frame = pl.DataFrame({"score": scores, "label": labels, "fold": fold, "id": np.arange(n)})
+    missing = frame.with_columns(
+        fold=pl.when(pl.col("id") < 10).then(None).otherwise(pl.col("fold"))
+    )
+    path = tmp_path / "m.parquet"
+    missing.write_parquet(path)
+    summary = _summarize(path, tmp_path / "ms.parquet", by="fold")
+    with pytest.raises(InputError, match="--fold-col 'fold' is missing on some rows"):
+        _fit(tmp_path, "a", fit_summaries=(str(summary),), method="auto", fold_col="fold")
+    path = tmp_path / "ids.parquet"
+    frame.write_parquet(path)
+    summary = _summarize(path, tmp_path / "is.parquet", by="id")
+    with pytest.raises(InputError, match="has 3000 groups: cross-validation takes 2 to 100"):
+        _fit(tmp_path, "b", fit_summaries=(str(summary),), method="auto", fold_col="id")

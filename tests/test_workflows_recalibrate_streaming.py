@@ -504,7 +504,8 @@ def test_the_streamed_histogram_is_the_fit_on_the_rows(
         params.append(saved["params"])
         engines.append(saved["fitted_on"].get("engine"))
     assert params[1] == params[0]
-    assert engines[1]["exact"] and engines[1]["grid"]["mantissa_bits"] == 12
+    # exact is recorded without weights only (fractional ones can round a crossing)
+    assert engines[1]["exact"] is (not weights) and engines[1]["grid"]["mantissa_bits"] == 12
     if kind == "ties":  # every 12-bit cell one score: nothing to read again
         assert engines[1]["refinement_passes"] == 0
     else:

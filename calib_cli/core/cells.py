@@ -267,6 +267,7 @@ def choose_method_on_cells(
             )
         )
     chosen = min(range(len(table)), key=lambda i: (table[i].cv_log_loss, i))
+    scored = sum(1 for fold in folds if np.any(fold.weight > 0.0))
     return MethodChoice(
-        chosen=table[chosen].method, n_folds=len(folds), candidates=tuple(table), folds=dealt
+        chosen=table[chosen].method, n_folds=scored, candidates=tuple(table), folds=dealt
     )

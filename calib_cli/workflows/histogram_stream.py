@@ -26,9 +26,9 @@ from calib_cli.summaries import ScoreSummary
 from calib_cli.types import FloatArray, IntArray
 from calib_cli.workflows.isotonic_stream import finer_bits
 
-#: Refinement passes after which the fit gives up (each pass takes the open cells at least
-#: three bits finer, and 52 bits are single scores).
-MAX_PASSES = 20
+#: Refinement passes after which the fit gives up: each pass takes the cells at least one bit
+#: finer (single scores when their rows fit the key budget), and 52 bits are single scores.
+MAX_PASSES = 64
 
 
 @dataclass(frozen=True)
@@ -108,14 +108,14 @@ def fit_histogram_streaming(
             return HistogramStreamFit(
                 params=found, refinement_passes=passes, cells=n_cells, resolved_cells=resolved
             )
-        if passes == MAX_PASSES:  # pragma: no cover - the grids end at single scores
+        if passes == MAX_PASSES:  # pragma: no cover - 40 passes reach 52 bits from 12
             raise RuntimeError(f"the histogram refinement did not end in {MAX_PASSES} passes")
         # every point of the cells the edges fell in (both classes) is read again
-        key = np.stack((points.bits, points.bin, points.cell))
-        wanted = np.unique(key[:, found], axis=1)
-        found = np.zeros(points.x.size, dtype=bool)
-        for column in wanted.T:
-            found |= np.all(key == column[:, None], axis=0)
+        _, cell_of = np.unique(
+            np.stack((points.bits, points.bin, points.cell)), axis=1, return_inverse=True
+        )
+        cell_of = cell_of.reshape(-1)
+        found = np.isin(cell_of, cell_of[found])
         refined = [points.take(~found)]
         for from_bits in np.unique(points.bits[found]).tolist():
             chosen = found & (points.bits == from_bits)

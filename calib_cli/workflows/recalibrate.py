@@ -117,6 +117,9 @@ FIT_EPS = 1e-12
 #: (1-2e-5 at 12 bits on 1e7-1e8 rows: 1e-4 of the log loss); the chosen method is then fitted
 #: on its own grid.
 AUTO_MANTISSA_BITS = 12
+#: The most ``--fold-col`` groups cross-validation takes (each fold's training part is the
+#: other groups' cells: the work grows with the square of the groups).
+MAX_FOLD_GROUPS = 100
 
 
 def _summary_provenance(
@@ -125,6 +128,7 @@ def _summary_provenance(
     isotonic: IsotonicStreamFit | None = None,
     choice: MethodChoice | None = None,
     histogram: HistogramStreamFit | None = None,
+    weighted: str | None = None,
 ) -> dict[str, Any]:
     """``fitted_on.engine`` of a fit made on a summary: the engine and its grid (for the
     isotonic fit, exact by refinement: its passes and the cells it resolved; for a method
@@ -135,7 +139,9 @@ def _summary_provenance(
     engine: dict[str, Any] = {"kind": "streaming", "fitted_on": "summary", "grid": grid}
     if histogram is not None:
         engine |= {
-            "exact": True,
+            # the edges and bins of the rows; with weights, their cumulative sums in another
+            # order can round a k/n crossing that falls exactly on a cell's boundary otherwise
+            "exact": weighted is None,
             "refinement_passes": histogram.refinement_passes,
             "cells": histogram.cells,
             "resolved_cells": histogram.resolved_cells,
@@ -762,6 +768,7 @@ def run_recalibrate(
             run.isotonic_stream,
             run.choice,
             run.histogram_stream,
+            request.weight_col,
         )
         if summary_fit is not None:
             name, rows, engine_record = summary_fit.name, summary_fit.rows, summary_fit.record
@@ -1165,7 +1172,7 @@ def _require_both_classes_outside_each_fold(
             ("negative", facts.negatives, negatives),
         ):
             if total > 0.0 and inside >= total:
-                fold_name = f"fold {k + 1} of {len(folds)}" + (f" ({names[k]!r})" if names else "")
+                fold_name = f"fold {names[k]!r}" if names else f"fold {k + 1} of {len(folds)}"
                 raise InputError(
                     f"--method auto: every {name} row is in {fold_name}, so the other folds "
                     f"have none to fit on ({why}): {remedy}"
@@ -1223,10 +1230,16 @@ def _summary_choose(
             f"{name}: --fold-col {column!r}, but the summaries have {held}: summarise with "
             f"--by {column}"
         )
-    if len(merged.groups) < 2:
+    if None in merged.groups:
         raise InputError(
-            f"{name}: --fold-col {column!r} has {len(merged.groups)} group: cross-validation "
-            "needs at least 2 folds"
+            f"{name}: --fold-col {column!r} is missing on some rows: every row must be in a "
+            "fold (give them one in the engine, e.g. coalesce the key before hashing it)"
+        )
+    if not 2 <= len(merged.groups) <= MAX_FOLD_GROUPS:
+        raise InputError(
+            f"{name}: --fold-col {column!r} has {len(merged.groups)} groups: cross-validation "
+            f"takes 2 to {MAX_FOLD_GROUPS} folds (make the column a fold number, e.g. "
+            "hash(id) % 5)"
         )
     folds = [merged.select_group(group).cells() for group in merged.groups]
     facts = cell_facts(concat_cells(folds))
@@ -1238,7 +1251,7 @@ def _summary_choose(
             folds,
             facts,
             why=f"the folds are the summaries' {column!r} groups",
-            remedy="use another fold column",
+            remedy="deal the folds otherwise (another key or modulus), or name the method",
             names=[str(g) for g in merged.groups],
         )
         supported = supported_methods(FITTED_METHODS, facts, n_bins=n_bins)
