@@ -199,6 +199,18 @@ def _commands() -> dict[str, Command]:
                 str(d / "iso.parquet"),
             ],
         ],
+        "recalibrate --method histogram: fit (exact)": lambda f, ref, d: [
+            [
+                CALIB,
+                "recalibrate",
+                "--fit",
+                str(f),
+                "--method",
+                "histogram",
+                "--save-model",
+                str(d / "histogram.json"),
+            ]
+        ],
         "recalibrate --method auto: fit (cross-validated choice)": lambda f, ref, d: [
             [
                 CALIB,
