@@ -398,8 +398,8 @@ def test_fit_summary_saves_the_model_and_refuses_a_coarse_grid(
     invoke_calib: RunCalib, overconfident: dict[str, Path], tmp_path: Path
 ) -> None:
     """--fit-summary wired: the model the workflow fits from the summary, saved; a histogram
-    on a 12-bit summary refused with exit 65 and one line naming the bits (in-process checks:
-    test_fit_summary.py)."""
+    on a 12-bit summary whose edges fall in cells of several scores refused with exit 65 and
+    one line naming the bits (in-process checks: test_fit_summary.py)."""
     from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
 
     summary = tmp_path / "s.parquet"
@@ -415,6 +415,13 @@ def test_fit_summary_saves_the_model_and_refuses_a_coarse_grid(
         RecalibrateRequest(fit_summaries=(str(summary),), method="platt", save_model=str(expected))
     )
     assert json.loads(model.read_text()) == json.loads(expected.read_text())
+    dense = tmp_path / "dense.parquet"  # 100 rows per 12-bit cell near 0.5
+    rng = np.random.default_rng(5)
+    scores = rng.uniform(0.45, 0.55, 100_000)
+    labels = (rng.random(100_000) < scores).astype(np.int64)
+    pl.DataFrame({"score": scores, "label": labels}).write_parquet(dense)
+    summary = tmp_path / "dense_summary.parquet"
+    run_summarize(SummarizeRequest(files=(str(dense),), output=str(summary)))
     refused = invoke_calib(
         ["recalibrate", "--fit-summary", str(summary), "--method", "histogram",
          "--save-model", str(tmp_path / "h.json")]

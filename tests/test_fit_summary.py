@@ -656,3 +656,26 @@ def test_fold_columns_with_missing_values_or_too_many_groups_are_refused(tmp_pat
     summary = _summarize(path, tmp_path / "is.parquet", by="id")
     with pytest.raises(InputError, match="has 3000 groups: cross-validation takes 2 to 100"):
         _fit(tmp_path, "b", fit_summaries=(str(summary),), method="auto", fold_col="id")
+
+
+@pytest.mark.parametrize("kind", ["ties", "sparse"])
+def test_a_histogram_on_a_12_bit_summary_when_every_edge_is_one_score(
+    tmp_path: Path, kind: str
+) -> None:
+    """A 12-bit summary gives the histogram of the rows exactly when each equal-mass edge
+    falls on a cell of one distinct score: rounded scores (ties), or few rows per cell; the
+    model is the in-memory fit's, recorded exact."""
+    if kind == "ties":
+        source = _file(tmp_path, "ties", n=8000)
+    else:
+        rng = np.random.default_rng(3)
+        z = rng.normal(-2.0, 1.5, 6000)  # an over-confident score over many binades
+        scores = 1.0 / (1.0 + np.exp(-2.5 * z))
+        labels = (rng.random(6000) < 1.0 / (1.0 + np.exp(-z))).astype(np.int64)
+        source = tmp_path / "sparse.parquet"
+        pl.DataFrame({"score": scores, "label": labels}).write_parquet(source)
+    summary = _summarize(source, tmp_path / "s.parquet")
+    _, saved, _ = _fit(tmp_path, "summary", fit_summaries=(str(summary),), method="histogram")
+    _, rows, _ = _fit(tmp_path, "rows", fit=str(source), method="histogram", engine="memory")
+    assert saved["params"] == rows["params"]
+    assert saved["fitted_on"]["engine"]["exact"] is True

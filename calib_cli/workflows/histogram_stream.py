@@ -79,27 +79,7 @@ def fit_histogram_streaming(
     """The histogram fit of the rows behind ``summary`` (one group), exact by refinement
     passes over ``scan`` (``fn`` maps the scores as the summary's pass did, or is None;
     ``options``: ``n_bins``, ``prior_strength``)."""
-    live = summary.weight > 0.0
-    bits = summary.mantissa_bits
-    points = _sorted(
-        [
-            _Points(
-                x=summary.score_min[live],
-                y=summary.label[live].astype(np.float64),
-                w=summary.weight[live],
-                exact=_one_score(
-                    summary.bin[live],
-                    summary.cell[live],
-                    summary.score_min[live],
-                    summary.score_max[live],
-                ),
-                bits=np.full(int(live.sum()), bits, dtype=np.int64),
-                bin=summary.bin[live].astype(np.int64),
-                cell=summary.cell[live].astype(np.int64),
-                n_rows=summary.n_rows[live].astype(np.int64),
-            )
-        ]
-    )
+    points = _summary_points(summary)
     n_cells = len({(int(b), int(c)) for b, c in zip(points.bin, points.cell, strict=True)})
     passes = resolved = 0
     while True:
@@ -143,6 +123,42 @@ def fit_histogram_streaming(
             resolved += keys.shape[1]
         passes += 1
         points = _sorted(refined)
+
+
+def fit_histogram_if_exact(
+    summary: ScoreSummary, *, options: Mapping[str, Any]
+) -> HistogramParams | None:
+    """The histogram fit of the rows behind a summary file (one group) when its cells alone
+    give it, i.e. every equal-mass edge falls on a cell of one distinct score (discrete or
+    rounded scores); else None (the rows of the edges' cells would be needed)."""
+    points = _summary_points(summary)
+    found = fit_histogram_points(points.x, points.y, points.w, points.exact, **dict(options))
+    return found if isinstance(found, HistogramParams) else None
+
+
+def _summary_points(summary: ScoreSummary) -> _Points:
+    """Each key of positive weight as a point at its smallest score."""
+    live = summary.weight > 0.0
+    bits = summary.mantissa_bits
+    return _sorted(
+        [
+            _Points(
+                x=summary.score_min[live],
+                y=summary.label[live].astype(np.float64),
+                w=summary.weight[live],
+                exact=_one_score(
+                    summary.bin[live],
+                    summary.cell[live],
+                    summary.score_min[live],
+                    summary.score_max[live],
+                ),
+                bits=np.full(int(live.sum()), bits, dtype=np.int64),
+                bin=summary.bin[live].astype(np.int64),
+                cell=summary.cell[live].astype(np.int64),
+                n_rows=summary.n_rows[live].astype(np.int64),
+            )
+        ]
+    )
 
 
 def _one_score(

@@ -82,7 +82,11 @@ from calib_cli.workflows.common import (
     read_scored_table,
     whole_option,
 )
-from calib_cli.workflows.histogram_stream import HistogramStreamFit, fit_histogram_streaming
+from calib_cli.workflows.histogram_stream import (
+    HistogramStreamFit,
+    fit_histogram_if_exact,
+    fit_histogram_streaming,
+)
 from calib_cli.workflows.isotonic_stream import (
     ISOTONIC_MANTISSA_BITS,
     IsotonicStreamFit,
@@ -1296,17 +1300,16 @@ def _summary_column(request: RecalibrateRequest, loaded: Mapping[str, Any]) -> s
 def _coarse_grid_message(name: str, method: str, bits: int) -> str:
     needed = FIT_MANTISSA_BITS[method]
     why = (
-        "its equal-mass bin edges cut cells, and at 12 bits that moves held-out log loss "
-        "by about 1.5e-5"
+        "its equal-mass bin edges fall in cells of several scores here, and at 12 bits that "
+        "moves held-out log loss by about 1.5e-5"
         if method == "histogram"
         else "the logistic fits hold each cell's rows at one point"
     )
     return (
         f"{name}: --method {method} needs a summary on a grid of at least {needed} mantissa "
-        f"bits ({why}); this summary's grid has {bits} (calib summarize and summarize "
-        "--emit-sql write 12; summarize_arrays(..., mantissa_bits=20) and "
-        "SummaryQuery(mantissa_bits=20) in Python make finer ones): fit on the rows instead "
-        "(--fit FILE, which streams a summary of the grid it needs), or choose "
+        f"bits ({why}); this summary's grid has {bits}: summarise with --grid-bits {needed} "
+        "(calib summarize, or summarize --emit-sql in the engine), fit on the rows instead "
+        "(--fit FILE, exact and streamed), or choose "
         + ", ".join(m for m in FITTED_METHODS if FIT_MANTISSA_BITS[m] <= bits)
     )
 
@@ -1477,8 +1480,18 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         method, chosen_by = _summary_choose(run, merged, name)
     else:
         method = cast("FittedMethod", run.plan.method)
+    exact_histogram = None
     if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
-        raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
+        if method == "histogram":  # exact all the same when every edge is a cell's one score
+            require_fit_support(
+                method,
+                cell_facts(summary.cells()),
+                n_bins=run.options["histogram"]["n_bins"],
+                what=fitted_scores_name(prior, request.fit_data),
+            )
+            exact_histogram = fit_histogram_if_exact(summary, options=run.options["histogram"])
+        if exact_histogram is None:
+            raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
     cells = summary.cells()
     if not np.any(cells.weight > 0.0):
         raise InputError(f"{name}: the summary's weights sum to 0: no row carries weight")
@@ -1495,7 +1508,10 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         record["chosen_by"] = chosen_by
     with io.naming(name):
         fitted: CalibratorParams
-        if method == "isotonic":
+        if exact_histogram is not None:
+            fitted = exact_histogram
+            record["exact"] = summary.weight_column is None
+        elif method == "isotonic":
             require_fit_support(method, cell_facts(cells), what=what)
             refinements = _refinements(request, summary)
             iso = fit_isotonic_summary(
