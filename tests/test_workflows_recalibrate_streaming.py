@@ -56,6 +56,18 @@ def _write(frame: pl.DataFrame, path: Path) -> Path:
     return path
 
 
+def _models(tmp_path: Path, source: Path, **options: Any) -> dict[str, dict[str, Any]]:
+    """The model each engine saves for ``--fit source`` with ``options``."""
+    saved = {}
+    for engine in ("memory", "streaming"):
+        model = tmp_path / f"{engine}.json"
+        run_recalibrate(
+            RecalibrateRequest(fit=str(source), save_model=str(model), engine=engine, **options)
+        )
+        saved[engine] = json.loads(model.read_text())
+    return saved
+
+
 @pytest.mark.parametrize("fmt", ["csv", "parquet", "arrow"])
 @pytest.mark.parametrize("how", ["prior", "model", "chain"])
 def test_streaming_and_memory_write_the_same_bytes(tmp_path: Path, fmt: str, how: str) -> None:
@@ -379,21 +391,9 @@ def test_streaming_isotonic_is_the_exact_fit(tmp_path: Path, kind: str, strict: 
         weight=pl.Series(np.random.default_rng(4).integers(0, 3, 10_000), dtype=pl.Float64)
     )
     source = _write(frame, tmp_path / f"fit_{kind}.parquet")
-    params = {}
-    for engine in ("memory", "streaming"):
-        model = tmp_path / f"{engine}.json"
-        run_recalibrate(
-            RecalibrateRequest(
-                fit=str(source),
-                method="isotonic",
-                strict=strict,
-                weight_col="weight",
-                save_model=str(model),
-                engine=engine,
-            )
-        )
-        saved = json.loads(model.read_text())
-        params[engine] = saved["params"]
+    models = _models(tmp_path, source, method="isotonic", strict=strict, weight_col="weight")
+    params = {engine: saved["params"] for engine, saved in models.items()}
+    saved = models["streaming"]
     if strict:  # block centres: weighted means, summed in another order
         np.testing.assert_allclose(
             params["streaming"]["x_knots"], params["memory"]["x_knots"], rtol=1e-12
@@ -487,22 +487,11 @@ def test_the_streamed_histogram_is_the_fit_on_the_rows(
     if weights:
         frame = frame.with_columns(w=pl.Series(np.random.default_rng(8).integers(1, 4, 30_000)))
     source = _write(frame, tmp_path / "fit.parquet")
-    params, engines = [], []
-    for engine in ("memory", "streaming"):
-        model = tmp_path / f"{engine}.json"
-        run_recalibrate(
-            RecalibrateRequest(
-                fit=str(source),
-                method="histogram",
-                bins=bins,
-                weight_col="w" if weights else None,
-                save_model=str(model),
-                engine=engine,
-            )
-        )
-        saved = json.loads(model.read_text())
-        params.append(saved["params"])
-        engines.append(saved["fitted_on"].get("engine"))
+    models = _models(
+        tmp_path, source, method="histogram", bins=bins, weight_col="w" if weights else None
+    )
+    params = [models[e]["params"] for e in ("memory", "streaming")]
+    engines = [models[e]["fitted_on"].get("engine") for e in ("memory", "streaming")]
     assert params[1] == params[0]
     # exact is recorded without weights only (fractional ones can round a crossing)
     assert engines[1]["exact"] is (not weights) and engines[1]["grid"]["mantissa_bits"] == 12
@@ -516,17 +505,5 @@ def test_the_streamed_histogram_after_a_prior_correction(tmp_path: Path) -> None
     # --fit-data population: the map is fitted on prior-corrected scores, which the
     # refinement passes compute again from the rows
     source = _write(_frame(20_000, seed=9, kind="skewed"), tmp_path / "fit.csv")
-    saved = []
-    for engine in ("memory", "streaming"):
-        model = tmp_path / f"{engine}.json"
-        run_recalibrate(
-            RecalibrateRequest(
-                fit=str(source),
-                method="histogram",
-                negative_rate=0.25,
-                save_model=str(model),
-                engine=engine,
-            )
-        )
-        saved.append(json.loads(model.read_text())["params"])
-    assert saved[1] == saved[0]
+    models = _models(tmp_path, source, method="histogram", negative_rate=0.25)
+    assert models["streaming"]["params"] == models["memory"]["params"]
