@@ -166,6 +166,46 @@ def test_weights_count_as_rows_and_zero_weight_rows_do_not_count() -> None:
 # ---------------------------------------------------- recalibrate: both engines alike
 
 
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_fractional_weights_a_rounding_short_of_the_minimum_count_as_the_minimum(
+    tmp_path: Path, engine: Engine
+) -> None:
+    # 100 positives of weight 0.1 sum to 9.999999999999998 in one order, 10 in another: the
+    # engines add them in different orders, and each said "10 positive rows; needs at least
+    # 10" or fitted. A count within 1e-9 of a whole number now is that number in both.
+    rng = np.random.default_rng(2)
+    n = 2000
+    labels = np.zeros(n, dtype=np.int64)
+    labels[:100] = 1
+    frame = pl.DataFrame(
+        {"score": rng.random(n), "label": labels, "w": np.where(labels == 1, 0.1, 1.0)}
+    )
+    source = tmp_path / "w.parquet"
+    frame.write_parquet(source)
+    assert sum([0.1] * 100) < 10.0  # the rounding the rule settles
+    run_recalibrate(
+        RecalibrateRequest(
+            fit=str(source),
+            method="platt",
+            weight_col="w",
+            engine=engine,
+            save_model=str(tmp_path / "m.json"),
+        )
+    )
+    with pytest.raises(
+        InputError, match="the labels have 10 positive rows; beta needs at least 20"
+    ):
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source),
+                method="beta",
+                weight_col="w",
+                engine=engine,
+                save_model=str(tmp_path / "b.json"),
+            )
+        )
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize(

@@ -163,10 +163,22 @@ def _shown(value: float) -> str:
     return f"{value:.10g}"
 
 
+def _settled(count: float) -> float:
+    """A weighted count within 1e-9 (relative) of a whole number taken as that number: sums of
+    fractional weights (ten rows of 0.1) land a rounding away from it, on either side
+    depending on the order of addition, which differs between the engines.
+
+    >>> _settled(sum([0.1] * 100)), _settled(12.5)
+    (10.0, 12.5)
+    """
+    whole = round(count)
+    return float(whole) if abs(count - whole) <= 1e-9 * max(1.0, count) else count
+
+
 def _class_rows(count: float, name: str) -> str:
     """``12 positive rows``: a weighted count shown as a whole number when it is one."""
-    whole = round(count)
-    shown = str(whole) if abs(count - whole) <= 1e-9 * max(1.0, count) else f"{count:.4g}"
+    settled = _settled(count)
+    shown = str(round(settled)) if settled == round(settled) else f"{count:.4g}"
     return f"{shown} {name} {'row' if shown == '1' else 'rows'}"
 
 
@@ -196,7 +208,7 @@ def require_fit_support(
             raise InputError(f"{start}: the labels have no {name} rows (with positive weight)")
     needed = min_class_rows(method, n_bins=n_bins)
     for count, name in ((facts.positives, "positive"), (facts.negatives, "negative")):
-        if count < needed:
+        if _settled(count) < needed:
             whose = method if method != "auto" else "platt, the least demanding method,"
             raise InputError(
                 f"{start}: the labels have {_class_rows(count, name)}; "
@@ -238,7 +250,7 @@ def supported_methods(
     >>> supported_methods(("platt", "beta"), FitFacts(0.1, 0.9, 15.0, 100.0))
     ('platt',)
     """
-    smaller = min(facts.positives, facts.negatives)
+    smaller = _settled(min(facts.positives, facts.negatives))
     return tuple(
         method for method in candidates if smaller >= min_class_rows(method, n_bins=n_bins)
     )
