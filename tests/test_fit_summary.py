@@ -679,3 +679,35 @@ def test_a_histogram_on_a_12_bit_summary_when_every_edge_is_one_score(
     _, rows, _ = _fit(tmp_path, "rows", fit=str(source), method="histogram", engine="memory")
     assert saved["params"] == rows["params"]
     assert saved["fitted_on"]["engine"]["exact"] is True
+
+
+def test_auto_on_a_12_bit_summary_keeps_the_histogram_when_its_fit_is_exact(
+    tmp_path: Path,
+) -> None:
+    # scores on a hundredth: every 12-bit cell is one score, so the histogram's fit on the
+    # summary is the fit on the rows, and auto compares it (left out only when it is not)
+    scores, labels = _rows("ties", 8000, 13)
+    source = tmp_path / "ties.parquet"
+    pl.DataFrame({"score": scores, "label": labels, "fold": np.arange(8000) % 4}).write_parquet(
+        source
+    )
+    summary = _summarize(source, tmp_path / "s.parquet", by="fold")
+    result, saved, warnings = _fit(
+        tmp_path, "auto", fit_summaries=(str(summary),), method="auto", fold_col="fold"
+    )
+    assert [c.method for c in result.choice.candidates] == [
+        "platt",
+        "isotonic",
+        "beta",
+        "histogram",
+    ]
+    assert not any("left out" in w for w in warnings)
+    hist = next(c for c in result.choice.candidates if c.method == "histogram")
+    assert hist.cv_log_loss_bound == 0.0  # one score per cell: the rows exactly
+    _, named, _ = _fit(
+        tmp_path, "named", fit_summaries=(str(summary),), method=result.choice.chosen
+    )
+    assert saved["params"] == named["params"]
+    _, rows, _ = _fit(tmp_path, "rows", fit=str(source), method="histogram", engine="memory")
+    _, from_summary, _ = _fit(tmp_path, "h", fit_summaries=(str(summary),), method="histogram")
+    assert from_summary["params"] == rows["params"]

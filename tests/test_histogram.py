@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy.optimize import isotonic_regression
 
-from calib_cli.core.histogram import HistogramParams, apply_histogram, fit_histogram
+from calib_cli.core.histogram import (
+    HistogramParams,
+    apply_histogram,
+    fit_histogram,
+    fit_histogram_points,
+)
 from calib_cli.errors import InputError
 
 
@@ -97,3 +104,57 @@ def test_inputs_not_mutated_and_bad_options_refused() -> None:
         fit_histogram(scores, y, prior_strength=-1.0)
     with pytest.raises(InputError, match="outside \\[0, 1\\]"):
         fit_histogram([0.1, 1.1], [0, 1])
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    n=st.integers(5, 400),
+    n_bins=st.integers(1, 25),
+    n_cells=st.integers(1, 60),
+    distinct=st.integers(2, 400),
+    weighted=st.booleans(),
+)
+def test_points_of_cells_refined_where_edges_fall_give_the_fit_on_the_rows(
+    seed: int, n: int, n_bins: int, n_cells: int, distinct: int, weighted: bool
+) -> None:
+    """fit_histogram_points' contract, as the streaming fit uses it: rows grouped in cells
+    (contiguous score ranges), each (cell, class) one point at its smallest score, exact when
+    the cell holds one score; the cells of the points it returns are replaced by their rows'
+    distinct scores until it returns a fit, which is fit_histogram's on the rows."""
+    rng = np.random.default_rng(seed)
+    x = np.round(rng.random(n) * distinct) / distinct  # ties on purpose
+    y = (rng.random(n) < x).astype(float)
+    y[:2] = (0.0, 1.0)  # both classes
+    w = rng.integers(1, 4, n).astype(float) if weighted else np.ones(n)
+    cuts = np.sort(rng.random(n_cells - 1))
+    cell = np.searchsorted(cuts, x, side="right").astype(np.int64)
+
+    def points(keys: np.ndarray) -> tuple[np.ndarray, ...]:
+        # one point per (key, class): its weight, smallest score; exact if the key's cell
+        # holds one distinct score over both classes
+        out = []
+        for k in np.unique(keys):
+            rows = keys == k
+            one = x[rows].min() == x[rows].max()
+            for label in (0.0, 1.0):
+                sel = rows & (y == label)
+                if sel.any():
+                    out.append((x[sel].min(), label, w[sel].sum(), one, k))
+        out.sort(key=lambda p: (p[0], p[1]))
+        return tuple(np.array(c) for c in zip(*out, strict=True))
+
+    keys = cell.copy()
+    expected = fit_histogram(x, y, sample_weight=w, n_bins=n_bins)
+    for _ in range(3):
+        px, py, pw, exact, pkey = points(keys)
+        found = fit_histogram_points(px, py, pw, exact.astype(bool), n_bins=n_bins)
+        if isinstance(found, HistogramParams):
+            np.testing.assert_array_equal(found.edges, expected.edges)
+            np.testing.assert_array_equal(found.rates, expected.rates)
+            return
+        # the cells the edges fell in, read again: each distinct score its own key
+        for k in np.unique(pkey[found]):
+            rows = keys == k
+            keys[rows] = 10_000 + np.searchsorted(np.unique(x), x[rows]) + 1000 * 10_000 * k
+    raise AssertionError("one refinement to single scores must be enough")

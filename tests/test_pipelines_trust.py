@@ -183,27 +183,23 @@ def test_fractional_weights_a_rounding_short_of_the_minimum_count_as_the_minimum
     source = tmp_path / "w.parquet"
     frame.write_parquet(source)
     assert sum([0.1] * 100) < 10.0  # the rounding the rule settles
-    run_recalibrate(
-        RecalibrateRequest(
-            fit=str(source),
-            method="platt",
-            weight_col="w",
-            engine=engine,
-            save_model=str(tmp_path / "m.json"),
-        )
-    )
-    with pytest.raises(
-        InputError, match="the labels have 10 positive rows; beta needs at least 20"
-    ):
+
+    def fit(method: FittedMethod) -> None:
         run_recalibrate(
             RecalibrateRequest(
                 fit=str(source),
-                method="beta",
+                method=method,
                 weight_col="w",
                 engine=engine,
-                save_model=str(tmp_path / "b.json"),
+                save_model=str(tmp_path / f"{method}.json"),
             )
         )
+
+    fit("platt")  # needs 10 of each class: the 100 rows of 0.1 are 10
+    with pytest.raises(
+        InputError, match="the labels have 10 positive rows; beta needs at least 20"
+    ):
+        fit("beta")
 
 
 @pytest.mark.parametrize("engine", ENGINES)

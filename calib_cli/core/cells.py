@@ -230,30 +230,33 @@ def choose_method_on_cells(
         raise InputError(f"cross-validation needs at least 2 folds, got {len(folds)}")
     if not candidates:
         raise InputError("candidates must name at least one method")
+    # what does not depend on the candidate, once: each scored fold's training cells (the
+    # other folds) and its points (each class of a cell at its mean, and the cell's ends)
+    scored = [k for k, fold in enumerate(folds) if np.any(fold.weight > 0.0)]
+    trains = {k: concat_cells([f for j, f in enumerate(folds) if j != k]) for k in scored}
+    points = {k: class_points(folds[k], logit=False) for k in scored}
+    ends = {
+        k: (folds[k].score_min[folds[k].weight > 0.0], folds[k].score_max[folds[k].weight > 0.0])
+        for k in scored
+    }
+    y = np.concatenate([points[k][1] for k in scored])
+    w = np.concatenate([points[k][2] for k in scored])
     table = []
     for method in candidates:
         opts = dict((options or {}).get(method, {}))
-        y_parts, p_parts, w_parts, low_parts, high_parts = [], [], [], [], []
-        for k, test in enumerate(folds):
-            live = test.weight > 0.0
-            if not np.any(live):
-                continue
-            train = concat_cells([f for j, f in enumerate(folds) if j != k])
+        p_parts, low_parts, high_parts = [], [], []
+        for k in scored:
             try:
-                params = fit_on_cells(method, train, options=opts, what=what, check_support=False)
+                params = fit_on_cells(
+                    method, trains[k], options=opts, what=what, check_support=False
+                )
             except InputError as exc:
                 raise InputError(f"fold {k + 1} of {len(folds)}: {exc}") from None
-            x, y, w = class_points(test, logit=False)
-            ends = (
-                apply_calibrator(params, test.score_min[live]),
-                apply_calibrator(params, test.score_max[live]),
-            )
-            y_parts.append(y)
-            w_parts.append(w)
-            p_parts.append(apply_calibrator(params, x))
-            low_parts.append(np.minimum(*ends))
-            high_parts.append(np.maximum(*ends))
-        y, p, w = np.concatenate(y_parts), np.concatenate(p_parts), np.concatenate(w_parts)
+            at_low, at_high = (apply_calibrator(params, e) for e in ends[k])
+            p_parts.append(apply_calibrator(params, points[k][0]))
+            low_parts.append(np.minimum(at_low, at_high))
+            high_parts.append(np.maximum(at_low, at_high))
+        p = np.concatenate(p_parts)
         low, high = np.concatenate(low_parts), np.concatenate(high_parts)
         # a positive's loss is largest at the lower probability, a negative's at the higher
         worst = log_loss(y, np.where(y == 1.0, low, high), sample_weight=w)
@@ -267,7 +270,6 @@ def choose_method_on_cells(
             )
         )
     chosen = min(range(len(table)), key=lambda i: (table[i].cv_log_loss, i))
-    scored = sum(1 for fold in folds if np.any(fold.weight > 0.0))
     return MethodChoice(
-        chosen=table[chosen].method, n_folds=scored, candidates=tuple(table), folds=dealt
+        chosen=table[chosen].method, n_folds=len(scored), candidates=tuple(table), folds=dealt
     )

@@ -162,9 +162,10 @@ def fit_histogram_points(
     n_bins: int = 10,
     prior_strength: float = 1.0,
 ) -> HistogramParams | npt.NDArray[np.bool_]:
-    """:func:`fit_histogram` on weighted points in score order, some of which stand for
-    several distinct scores (``exact`` false: a summary's cell, at its smallest score, one
-    point per class), the others for rows of one score.
+    """:func:`fit_histogram` on weighted points in score order: a summary's (cell, class) key
+    each, at its smallest score, ``exact`` when its cell holds one distinct score over every
+    class (one class's rows at one score can lie between the other class's rows, so a key of
+    one score is not enough).
 
     The fit on the rows depends on the scores of the rows at which the cumulative weight
     passes each ``k / n`` (the edges) and on which bin each row falls in. If every edge falls

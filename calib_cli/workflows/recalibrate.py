@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
@@ -132,7 +132,7 @@ def _summary_provenance(
     isotonic: IsotonicStreamFit | None = None,
     choice: MethodChoice | None = None,
     histogram: HistogramStreamFit | None = None,
-    weighted: str | None = None,
+    weight_col: str | None = None,
 ) -> dict[str, Any]:
     """``fitted_on.engine`` of a fit made on a summary: the engine and its grid (for the
     isotonic fit, exact by refinement: its passes and the cells it resolved; for a method
@@ -145,7 +145,7 @@ def _summary_provenance(
         engine |= {
             # the edges and bins of the rows; with weights, their cumulative sums in another
             # order can round a k/n crossing that falls exactly on a cell's boundary otherwise
-            "exact": weighted is None,
+            "exact": weight_col is None,
             "refinement_passes": histogram.refinement_passes,
             "cells": histogram.cells,
             "resolved_cells": histogram.resolved_cells,
@@ -1140,25 +1140,48 @@ def _stream_choose(run: _Run, scan: StreamInput, map_input: BatchMap | None) -> 
         summary.select_group(str(k)).cells() if str(k) in summary.groups else _no_cells()
         for k in range(request.folds)
     ]
+    choice = _choose_on_folds(
+        run,
+        folds,
+        scan.name,
+        dealt="hashed",
+        why="streamed folds are dealt by a hash of the row's number, not stratified by label",
+        remedy=f"use {'fewer --folds, ' if len(folds) > 2 else ''}another --seed, or "
+        "--engine memory",
+    )
+    return cast("FittedMethod", choice.chosen)
+
+
+def _choose_on_folds(
+    run: _Run,
+    folds: Sequence[CellSums],
+    name: str,
+    *,
+    dealt: str,
+    why: str,
+    remedy: str,
+    names: Sequence[str] = (),
+    fits_on_grid: Callable[[FittedMethod], bool] = lambda method: True,
+) -> MethodChoice:
+    """``auto`` on cells grouped by fold, for both kinds of folds: the data checked for any
+    fit and for a class held whole by one fold (``why`` and ``remedy`` say what to do), every
+    candidate the data meet (and ``fits_on_grid``: the final fit can be made on the cells'
+    grid, else left out with a warning) cross-validated, the choice kept on ``run``."""
+    request = run.request
     facts = cell_facts(concat_cells(folds))
     n_bins = run.options["histogram"]["n_bins"]
     what = fitted_scores_name(run.prior, request.fit_data)
-    with io.naming(scan.name):
+    with io.naming(name):
         require_fit_support("auto", facts, n_bins=n_bins, what=what)
-        _require_both_classes_outside_each_fold(
-            folds,
-            facts,
-            why="streamed folds are dealt by a hash of the row's number, not stratified by label",
-            remedy=f"use {'fewer --folds, ' if len(folds) > 2 else ''}another --seed, or "
-            "--engine memory",
-        )
-        candidates = supported_methods(FITTED_METHODS, facts, n_bins=n_bins)
+        _require_both_classes_outside_each_fold(folds, facts, why=why, remedy=remedy, names=names)
+        supported = supported_methods(FITTED_METHODS, facts, n_bins=n_bins)
+        candidates = tuple(m for m in supported if fits_on_grid(m))  # platt always
         choice = choose_method_on_cells(
-            folds, candidates=candidates, options=run.options, what=what
+            folds, candidates=candidates, options=run.options, what=what, dealt=dealt
         )
     run.choice = choice
-    run.warn_left_out(scan.name, candidates, facts.positives, facts.negatives)
-    return cast("FittedMethod", choice.chosen)
+    run.warn_left_out(name, supported, facts.positives, facts.negatives)
+    return choice
 
 
 def _require_both_classes_outside_each_fold(
@@ -1245,35 +1268,33 @@ def _summary_choose(
             f"takes 2 to {MAX_FOLD_GROUPS} folds (make the column a fold number, e.g. "
             "hash(id) % 5)"
         )
-    folds = [merged.select_group(group).cells() for group in merged.groups]
-    facts = cell_facts(concat_cells(folds))
-    n_bins = run.options["histogram"]["n_bins"]
-    what = fitted_scores_name(run.prior, request.fit_data)
-    with io.naming(name):
-        require_fit_support("auto", facts, n_bins=n_bins, what=what)
-        _require_both_classes_outside_each_fold(
-            folds,
-            facts,
-            why=f"the folds are the summaries' {column!r} groups",
-            remedy="deal the folds otherwise (another key or modulus), or name the method",
-            names=[str(g) for g in merged.groups],
+    bits = merged.mantissa_bits
+    pooled = merged.pooled()
+
+    def fits_on_grid(method: FittedMethod) -> bool:
+        if bits >= FIT_MANTISSA_BITS[method]:
+            return True
+        exact = method == "histogram" and (
+            fit_histogram_if_exact(pooled, options=run.options["histogram"]) is not None
         )
-        supported = supported_methods(FITTED_METHODS, facts, n_bins=n_bins)
-        coarse = [m for m in supported if merged.mantissa_bits < FIT_MANTISSA_BITS[m]]
-        candidates = tuple(m for m in supported if m not in coarse)
-        if not candidates:
-            raise InputError(_coarse_grid_message(name, coarse[0], merged.mantissa_bits))
-        choice = choose_method_on_cells(
-            folds, candidates=candidates, options=run.options, what=what, dealt="groups"
-        )
-    run.choice = choice
-    run.warn_left_out(name, supported, facts.positives, facts.negatives)
-    for method in coarse:
-        run.warn(
-            f"{name}: --method auto left out {method}: it needs a summary on a grid of at "
-            f"least {FIT_MANTISSA_BITS[method]} mantissa bits, and this one has "
-            f"{merged.mantissa_bits} (summarise with --grid-bits {FIT_MANTISSA_BITS[method]})"
-        )
+        if not exact:
+            run.warn(
+                f"{name}: --method auto left out {method}: it needs a summary on a grid of at "
+                f"least {FIT_MANTISSA_BITS[method]} mantissa bits, and this one has {bits} "
+                f"(summarise with --grid-bits {FIT_MANTISSA_BITS[method]})"
+            )
+        return exact
+
+    choice = _choose_on_folds(
+        run,
+        [merged.select_group(group).cells() for group in merged.groups],
+        name,
+        dealt="groups",
+        why=f"the folds are the summaries' {column!r} groups",
+        remedy="deal the folds otherwise (another key or modulus), or name the method",
+        names=[str(g) for g in merged.groups],
+        fits_on_grid=fits_on_grid,
+    )
     record = {
         "method": "auto",
         "folds": "groups",
@@ -1480,22 +1501,19 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         method, chosen_by = _summary_choose(run, merged, name)
     else:
         method = cast("FittedMethod", run.plan.method)
-    exact_histogram = None
-    if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
-        if method == "histogram":  # exact all the same when every edge is a cell's one score
-            require_fit_support(
-                method,
-                cell_facts(summary.cells()),
-                n_bins=run.options["histogram"]["n_bins"],
-                what=fitted_scores_name(prior, request.fit_data),
-            )
-            exact_histogram = fit_histogram_if_exact(summary, options=run.options["histogram"])
-        if exact_histogram is None:
-            raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
     cells = summary.cells()
     if not np.any(cells.weight > 0.0):
         raise InputError(f"{name}: the summary's weights sum to 0: no row carries weight")
     what = fitted_scores_name(prior, request.fit_data)
+    exact_histogram = None
+    if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
+        if method == "histogram":  # exact all the same when every edge is a cell's one score
+            n_bins = run.options["histogram"]["n_bins"]
+            with io.naming(name):
+                require_fit_support(method, cell_facts(cells), n_bins=n_bins, what=what)
+            exact_histogram = fit_histogram_if_exact(summary, options=run.options["histogram"])
+        if exact_histogram is None:
+            raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
     grid = {"kind": "relative-tails", "mantissa_bits": summary.mantissa_bits}
     record: dict[str, Any] = {
         "kind": "summary",
