@@ -185,12 +185,14 @@ def _python_lines_executed(call: Callable[[], object]) -> int:
 
 @pytest.mark.parametrize("method", METHODS)
 def test_no_python_loop_over_rows(method: str) -> None:
-    # A 100-fold larger fit executes about as many Python lines: all per-row work is in NumPy
-    # and SciPy (so 10 million rows cost seconds; a row loop would add ~1e7 line events).
+    # A 100-fold larger fit executes few more Python lines: all per-row work is in NumPy and
+    # SciPy (so 10 million rows cost seconds; a row loop would add at least a line a row).
+    # The elementary functions' loops over blocks of 32,768 values add a few lines a block:
+    # here about one line per 30 rows, from a fit's 40 or so calls.
     lines = []
     for n in (1_000, 100_000):
         rng = np.random.default_rng(12)
         p = rng.uniform(0.0, 1.0, n)
         y = (rng.uniform(size=n) < p).astype(float)
         lines.append(_python_lines_executed(partial(_fit, method, p, y, None)))
-    assert lines[1] <= 1.5 * lines[0] + 100
+    assert lines[1] - lines[0] <= 0.1 * (100_000 - 1_000)

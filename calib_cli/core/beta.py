@@ -36,6 +36,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
+from calib_cli.core import elementary as el
 from calib_cli.core.checks import check_fit_data, check_scores
 from calib_cli.core.logistic import LogisticFit, fit_logistic
 from calib_cli.core.platt import _check_eps, _check_tol, _is_separable, _smoothed_targets
@@ -73,7 +74,7 @@ class BetaParams:
 def _beta_features(p: FloatArray, eps: float) -> FloatArray:
     """Columns ``ln p`` and ``-ln(1 - p)`` of the clipped scores, shape (n, 2)."""
     clipped = np.clip(p, eps, 1.0 - eps)
-    return np.column_stack((np.log(clipped), -np.log1p(-clipped)))
+    return np.column_stack((el.log(clipped), -el.log1p(-clipped)))
 
 
 def fit_beta(

@@ -147,7 +147,7 @@ def fit_histogram(
     x, y, w = check_fit_data(scores, y_true, sample_weight)
     used = w > 0.0
     x, y, w = x[used], y[used], w[used]
-    order = np.argsort(x)
+    order = np.argsort(x, kind="stable")  # ties in the rows' order: the same cumulative sums
     xs = x[order]
     inner = _inner_edges(xs, _equal_mass_edges(xs, np.cumsum(w[order]), n))
     return _binned(x, y, w, inner, strength)

@@ -85,7 +85,9 @@ def _pool_ties(
     x: FloatArray, y: FloatArray, w: FloatArray
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Distinct scores (sorted), their summed weights and weighted label rates."""
-    order = np.argsort(x)  # ties are pooled, so their order does not matter
+    # ties are pooled; stable, so each pool's weights add in the rows' order on every machine
+    # (NumPy's default sort orders ties by the CPU's vector width)
+    order = np.argsort(x, kind="stable")
     xs = x[order]
     new = np.empty(xs.shape[0], dtype=bool)
     new[0] = True

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core import elementary as el
 from calib_cli.core.dots import dot, gram, inverse, matmul, rows_dot, solve, weighted_columns
 from calib_cli.types import FloatArray
 
@@ -107,8 +108,8 @@ def loss_and_prob(
     >>> round(loss, 12), p.tolist(), v.tolist()
     (0.69314718056, [0.5], [0.25])
     """
-    e = np.exp(-np.abs(z))
-    softplus = np.maximum(z, 0.0) + np.log1p(e)
+    e = el.exp(-np.abs(z))
+    softplus = np.maximum(z, 0.0) + el.log1p(e)
     loss = dot(w, softplus - t * z) / total
     inv = 1.0 / (1.0 + e)
     p = np.where(z >= 0.0, inv, e * inv)

@@ -61,6 +61,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core import elementary as el
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
 from calib_cli.core.dots import dot, rows_dot
 from calib_cli.core.logistic import fit_logistic, sandwich_covariance
@@ -365,7 +366,7 @@ class _Sorted:
 
 
 def _sort_rows(y: FloatArray, p: FloatArray, w: FloatArray) -> _Sorted:
-    order = np.argsort(p)
+    order = np.argsort(p, kind="stable")  # ties in the rows' order: sums alike everywhere
     return _Sorted(p=p[order], y=y[order], w=w[order])
 
 
@@ -519,7 +520,7 @@ def _bin_stats_sorted(
 def _binned(y: FloatArray, p: FloatArray, w: FloatArray, n_bins: int, strategy: str) -> _BinStats:
     """Bins for the public one-figure functions (sorts only for quantile edges)."""
     if strategy == "quantile":
-        order = np.argsort(p)
+        order = np.argsort(p, kind="stable")
         edges = _edges(p[order], w[order], n_bins, strategy)
     else:
         edges = _edges(None, None, n_bins, strategy)
@@ -645,7 +646,7 @@ def _sqrt_clipped(value: float) -> float:
 
 def _log_loss(y: FloatArray, p: FloatArray, w: FloatArray, eps: float) -> float:
     clipped = np.clip(p, eps, 1.0 - eps)
-    log_lik = np.where(y == 1.0, np.log(clipped), np.log1p(-clipped))
+    log_lik = np.where(y == 1.0, el.log(clipped), el.log1p(-clipped))
     return -dot(w, log_lik) / float(w.sum())
 
 
@@ -1053,7 +1054,7 @@ def bin_edges(
         return _edges(None, None, n_bins, strategy).copy()
     if not float(np.sum(w)) > 0.0:
         raise InputError("sample_weight sums to 0: no row carries weight")
-    order = np.argsort(p)
+    order = np.argsort(p, kind="stable")
     return _edges(p[order], w[order], n_bins, strategy)
 
 

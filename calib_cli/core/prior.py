@@ -33,6 +33,7 @@ import math
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core import elementary as el
 from calib_cli.core.checks import check_scores
 from calib_cli.errors import InputError, OptionError, UsageError
 from calib_cli.types import FloatArray, ScoreKind
@@ -225,7 +226,8 @@ def apply_prior_shift(
         return np.asarray(values + shift, dtype=np.float64)
 
     shift_arr = np.broadcast_to(np.asarray(shift, dtype=np.float64), values.shape)
-    t = np.exp(-np.abs(shift_arr))  # in (0, 1]; may underflow to 0 for |shift| > ~745
+    # in (0, 1]; may underflow to 0 for |shift| > ~745; once for a shift shared by every row
+    t = np.broadcast_to(el.exp(-np.abs(np.asarray(shift, dtype=np.float64))), values.shape)
     complement = 1.0 - values
     with np.errstate(divide="ignore", invalid="ignore", over="ignore", under="ignore"):
         q = np.where(

@@ -140,6 +140,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import chdtri, expit, logit, xlogy
 
+from calib_cli.core import elementary as el
 from calib_cli.core import shift_map
 from calib_cli.core.checks import (
     check_labels,
@@ -726,7 +727,7 @@ def calibration_map(
     shrunk = (np.add.reduceat(positive, starts) + smoothing * toward) / (block_weight + smoothing)
     weights = block_weight + smoothing
     values = isotonic_regression(shrunk, weights=weights, increasing=True).x
-    log_odds: FloatArray = np.log(values) - np.log1p(-values)
+    log_odds: FloatArray = el.log_odds(values)
     return CalibrationMap(knots=knots, log_odds=log_odds, weights=weights, prior=prior)
 
 
@@ -1453,7 +1454,7 @@ def _estimate_em(
     """
     used = stats.weight > 0.0
     c = stats.weight[used]
-    ratio = np.exp(_platt_log_ratio(ref.platt, stats.center[used], ref.reference_prevalence))
+    ratio = el.exp(_platt_log_ratio(ref.platt, stats.center[used], ref.reference_prevalence))
     ones = np.ones_like(ratio)
     if not iterate:
         return _checked_mle(c, ones, ratio)
@@ -2127,7 +2128,7 @@ def _map_shape_log_odds(reference: ReferenceModel, fit: MapFit, prior_shift: flo
     total_pos = float(reference.fine_weight_pos.sum())
     fitted = np.maximum(rows_dot(basis, fit.heights), 0.0) * total_pos + pseudo
     original = np.maximum(rows_dot(basis, fit.reference_heights), 0.0) * total_pos + pseudo
-    change = np.log(fitted) - np.log(original)
+    change = el.log(fitted) - el.log(original)
     at_knots = np.interp(calibration.knots, reference.cell_center, change)
     raw = np.clip(calibration.log_odds + prior_shift + at_knots, -_LOG_RATIO_CLIP, _LOG_RATIO_CLIP)
     result: FloatArray = isotonic_regression(raw, weights=calibration.weights, increasing=True).x

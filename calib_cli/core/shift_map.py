@@ -96,6 +96,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
+from calib_cli.core import elementary as el
 from calib_cli.core.convergence import (
     Convergence,
     NewtonObjective,
@@ -254,7 +255,7 @@ def heights(log_heights: FloatArray, weights: FloatArray) -> FloatArray:
     [1.0, 1.0, 1.0]
     """
     full = np.concatenate(([0.0], log_heights))
-    e = np.exp(full - full.max())
+    e = el.exp(full - full.max())
     result: FloatArray = e / dot(weights, e)
     return result
 
@@ -262,7 +263,7 @@ def heights(log_heights: FloatArray, weights: FloatArray) -> FloatArray:
 def _log_heights(h: FloatArray) -> FloatArray:
     """``log(h_i / h_0)`` for ``i >= 1``, zero heights at the clip ``±Q_BOUND``."""
     tiny = np.finfo(np.float64).tiny
-    logs = np.log(np.maximum(h, tiny))
+    logs = el.log(np.maximum(h, tiny))
     result: FloatArray = np.clip(logs[1:] - logs[0], -Q_BOUND, Q_BOUND)
     return result
 
@@ -483,7 +484,7 @@ def fit_piecewise_linear(
     def objective(v: FloatArray) -> tuple[float, FloatArray, Callable[[], FloatArray]]:
         prob = np.maximum(a_used.apply(v), tiny)
         ratio = share / prob
-        value = dot(weights, v) - dot(share, np.log(prob))
+        value = dot(weights, v) - dot(share, el.log(prob))
         grad: FloatArray = weights - a_used.rapply(ratio)
 
         def hessian() -> FloatArray:
@@ -551,7 +552,7 @@ def _map_terms(
     diff = rows_dot(prior_basis, h) - reference_density
     gd = _g(diff)
     penalty = dot(prior_weights, gd**power)
-    value = -(dot(counts, np.log(mix)) - beta * penalty) / total
+    value = -(dot(counts, el.log(mix)) - beta * penalty) / total
     grad_alpha = -dot(ratio, mass_pos - mass_neg) / total
     grad_h: FloatArray = -alpha * weighted_columns(ratio, cell_basis) / total
     if beta > 0.0:
@@ -720,7 +721,7 @@ def _map_derivatives(
     ratio = data.share / mix
     grad_alpha = -dot(ratio, delta)
     grad_h: FloatArray = (-alpha) * cell_basis.rapply(ratio)
-    value = -dot(data.share, np.log(mix))
+    value = -dot(data.share, el.log(mix))
     lifted: FloatArray | None = None
     if data.beta_per_count > 0.0:
         diff = data.prior.apply(h) - data.reference_density

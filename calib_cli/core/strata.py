@@ -51,6 +51,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import expit
 
+from calib_cli.core import elementary as el
 from calib_cli.core.checks import (
     check_labels,
     check_scores,
@@ -443,8 +444,8 @@ def _hull_log_slope(
     # continuity correction for the end segments without negatives (top) or positives (bottom)
     corr = np.where((block_pos == 0.0) | (block_neg == 0.0), CONTINUITY, 0.0)
     log_slope = (
-        np.log(block_pos + corr)
-        - np.log(block_neg + corr)
+        el.log(block_pos + corr)
+        - el.log(block_neg + corr)
         + (math.log(total_neg) - math.log(total_pos))
     )
     # the correction can (for a light end segment) undo monotonicity: restore it
@@ -487,9 +488,15 @@ def _loess_log_slope(
     distance = np.where(valid, np.abs(offset), np.inf)
     bandwidth = np.partition(distance, q - 1, axis=1)[:, q - 1]
     u = offset / bandwidth[:, None]
-    kernel = np.where(valid & (np.abs(u) < 1.0), (1.0 - np.abs(u) ** 3) ** 3, 0.0)
-    moments = [np.sum(kernel * u**p, axis=1) for p in range(5)]
-    cross = [np.sum(kernel * u**p * tpr_grid[index], axis=1) for p in range(3)]
+    # powers by multiplication: NumPy's power kernels differ by CPU in their last bits
+    a = np.abs(u)
+    inner = 1.0 - a * a * a
+    kernel = np.where(valid & (a < 1.0), inner * inner * inner, 0.0)
+    powers = [np.ones_like(u)]
+    for _ in range(4):
+        powers.append(powers[-1] * u)
+    moments = [np.sum(kernel * powers[p], axis=1) for p in range(5)]
+    cross = [np.sum(kernel * powers[p] * tpr_grid[index], axis=1) for p in range(3)]
     design = np.stack(
         [
             np.stack(moments[0:3], axis=1),
@@ -503,7 +510,7 @@ def _loess_log_slope(
     # a concave ROC has a non-increasing slope; floor at half a positive over all negatives
     derivative = np.asarray(isotonic_regression(derivative, increasing=False).x)
     floor = CONTINUITY / (total_pos + CONTINUITY)
-    log_derivative = np.log(np.maximum(derivative, floor))
+    log_derivative = el.log(np.maximum(derivative, floor))
     out: FloatArray = np.interp(fpr, grid, log_derivative)
     return out
 
@@ -555,7 +562,7 @@ def _fit_from_table(
         base = _hull_log_slope(pos, neg, perturbed_neg, fpr)
     else:
         base = _loess_log_slope(pos, perturbed_neg, fpr, span=span, n_grid=n_grid)
-    slope = np.exp(_ramp(base, tie_eps))
+    slope = el.exp(_ramp(base, tie_eps))
     return StratumSlope(
         thresholds=thresholds,
         fpr=fpr,
@@ -746,7 +753,7 @@ def _evaluate(slope: StratumSlope, s: FloatArray) -> tuple[FloatArray, FloatArra
     """FPR and log slope at scores ``s``: step 6 of Algorithm 1, :math:`h(\\alpha(s))`."""
     knots = slope.thresholds
     knot_fpr = slope.fpr
-    knot_log = np.log(slope.roc_slope)
+    knot_log = el.log(slope.roc_slope)
     eps = slope.tie_eps
     spread = _spread(slope)
     fpr = np.empty_like(s)
@@ -812,7 +819,7 @@ def roc_slope_at(slope: StratumSlope, scores: npt.ArrayLike) -> FloatArray:
     >>> bool(np.all(np.diff(values) > 0))
     True
     """
-    return np.exp(_evaluate(slope, check_scores(scores, kind="raw"))[1])
+    return el.exp(_evaluate(slope, check_scores(scores, kind="raw"))[1])
 
 
 # --------------------------------------------------------------------------------------------
@@ -1164,9 +1171,9 @@ def rerank_coded(
         log_odds[idx] = math.log(odds)
     log_r = log_slope + log_odds
     return RerankResult(
-        rerank_score=np.exp(log_r),
+        rerank_score=el.exp(log_r),
         calibrated=expit(log_r),
-        roc_slope=np.exp(log_slope),
+        roc_slope=el.exp(log_slope),
     )
 
 

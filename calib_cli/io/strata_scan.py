@@ -37,6 +37,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from calib_cli.core import elementary as el
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -574,7 +575,7 @@ def _map_to_parts(
             by_bucket.add(bucket, {})
         else:
             kind, bits = cells
-            grid_score = s if kind == "probability" else 1.0 / (1.0 + np.exp(-s))
+            grid_score = s if kind == "probability" else el.sigmoid(s)
             y = batch["y"].to_numpy().astype(np.float64)
             w = batch["w"].to_numpy().astype(np.float64)
             classes = {"pos": w * y, "neg": w * (1.0 - y)}

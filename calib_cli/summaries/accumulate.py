@@ -38,6 +38,7 @@ from typing import Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core import elementary as el
 from calib_cli.core.scatter import scatter_add, scatter_columns, scatter_sums
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import bin_index, cell_index, half_cell
@@ -168,8 +169,8 @@ def row_terms(
     if x is None:
         x = np.minimum(p, complement)
     q = np.clip(p, eps, 1.0 - eps)
-    log_q = np.log(q)
-    log_1mq = np.log1p(np.negative(q, out=q), out=q)  # in place: fewer temporaries
+    log_q = el.log(q)
+    log_1mq = el.log1p(np.negative(q, out=q))
     spieg_var = np.multiply(p, -2.0)
     spieg_var += 1.0  # 1 - 2p
     np.multiply(spieg_var, spieg_var, out=spieg_var)

@@ -62,6 +62,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core import elementary as el
 from calib_cli.core.metrics import (
     NAN,
     NAN_PAIR,
@@ -722,7 +723,7 @@ def _pass_bits(
         return int(np.sum(np.minimum(n, np.left_shift(2, np.maximum(m - b, 0)))))
 
     m = lowest
-    while m < max_bits and float(np.sum(t * np.exp2(-(m - b).astype(np.float64)))) > goal:
+    while m < max_bits and float(np.sum(np.ldexp(t, b - m))) > goal:
         m += 1
     m = max(m, min(lowest + MIN_STEP_BITS - 1, max_bits))
     while m > lowest and keys(m) > max_keys:
@@ -927,7 +928,7 @@ def plan_dense_refinement(
     c_can = np.bincount(atom_cell, weights=can, minlength=c_bits.size) > 0
     _, c_span = _cell_bins(c_bits, c_cell, np.asarray(summary.bin_edges))
     room = np.where(c_can, max_bits - c_bits, 0)
-    log_terms = np.log2(np.where(c_terms > 0.0, c_terms, 1.0))
+    log_terms = el.log(np.where(c_terms > 0.0, c_terms, 1.0)) / el.LN2
 
     def depth(log_mu: float) -> IntArray:
         d = np.where(c_terms > 0.0, np.rint(0.5 * (log_mu + log_terms)), 0.0)
@@ -935,7 +936,7 @@ def plan_dense_refinement(
         return np.where(c_straddle & (d > 0), np.minimum(np.maximum(d, MIN_STEP_BITS), room), d)
 
     def left(d: IntArray) -> float:
-        return float(np.sum(c_terms * np.exp2(-d.astype(np.float64))))
+        return float(np.sum(np.ldexp(c_terms, -d)))
 
     def slots(d: IntArray) -> int:
         return int(np.sum(np.where(d > 0, c_span << (d + 1), 0)))

@@ -16,6 +16,7 @@ from calib_cli.core.checks import check_labels, check_scores, check_weights, req
 
 if TYPE_CHECKING:  # the fits' module (SciPy): imported when fitting, not at start
     from calib_cli.core.cells import CellSums
+from calib_cli.core import elementary as el
 from calib_cli.core.special import special as scipy_special
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import (
@@ -676,7 +677,7 @@ def _row_terms(
     q = np.clip(p, eps, 1.0 - eps)
     complement = 1.0 - p
     centred = 1.0 - 2.0 * p
-    loss = np.where(y == 1.0, -np.log(q), -np.log1p(-q))
+    loss = np.where(y == 1.0, -el.log(q), -el.log1p(-q))
     return {
         "group": group_index,
         "cell": cell_index(p, mantissa_bits=mantissa_bits),

@@ -15,6 +15,7 @@ from typing import Literal
 import numpy as np
 
 from calib_cli import io
+from calib_cli.core import elementary as el
 from calib_cli.core.decisions import gate_failures
 from calib_cli.core.fit_support import FitFacts, spread_problem
 from calib_cli.core.metrics import ReliabilitySummary, reliability_summary
@@ -528,11 +529,11 @@ def histogram_edges(scores: FloatArray, scale: PlotScale) -> FloatArray:
     if not finite.size:
         finite = np.array([0.5])
     ends = np.clip(np.array([finite.min(), finite.max()]), LOGIT_CLIP, 1.0 - LOGIT_CLIP)
-    u = np.log(ends) - np.log1p(-ends)
+    u = el.log_odds(ends)
     first = int(np.floor(u[0] / LOGIT_STEP + 1e-9))
     last = max(int(np.ceil(u[1] / LOGIT_STEP - 1e-9)), first + 1)
     steps = np.arange(first, last + 1, dtype=np.float64) * LOGIT_STEP
-    edges: FloatArray = 1.0 / (1.0 + np.exp(-steps))
+    edges: FloatArray = el.sigmoid(steps)
     return edges
 
 
