@@ -40,12 +40,13 @@ test: $(STAMP) ## Run the test suite (all but the slow checks, which test-slow r
 test-slow: $(STAMP) ## Run the slow checks (interval coverage over many repetitions, big fits)
 	$(BIN)/pytest -q -n 2 --dist worksteal -m slow
 
-test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS kernels and one thread
+test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS kernels, one thread, no AVX-512
 	@if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
 	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS) || exit 1; \
 	else echo "no AVX2 on this CPU: the Haswell kernel cannot run here"; fi
 	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
+	NPY_DISABLE_CPU_FEATURES="AVX512_ICL AVX512_SPR X86_V4" $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
 
 test-engines: $(STAMP) ## The emitted SQL in Spark local mode (pytest -m spark; needs Java 17)
 	$(BIN)/pytest -q -p no:cacheprovider -m spark
