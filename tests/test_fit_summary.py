@@ -463,12 +463,54 @@ def test_refinement_queries_run_in_duckdb_make_the_isotonic_fit_exact(
     )
 
 
+@pytest.mark.parametrize("n_bins", [10, 60])
+def test_refinement_queries_run_in_duckdb_make_the_histogram_fit_exact(
+    tmp_path: Path, n_bins: int
+) -> None:
+    """A 12-bit summary of continuous scores cannot give the histogram (its edges fall in
+    cells of several scores): --refine-sql writes the summary query of those cells' rows on a
+    finer grid and refuses to fit (no model); DuckDB runs it, and the fit again with
+    --refine-summary is the fit on the rows, edges and rates bit for bit."""
+    source = _file(tmp_path)
+    table = f"read_parquet('{source}')"
+    con = duckdb.connect()
+    base = tmp_path / "base.parquet"
+    base_sql = summary_sql(SummaryQuery(table=table), dialect_name="duckdb")
+    con.execute(f"COPY ({base_sql}) TO '{base}' (FORMAT parquet)")
+    _, rows, _ = _fit(tmp_path, "rows", fit=str(source), method="histogram", bins=n_bins,
+                      engine="memory")  # fmt: skip
+    refined: list[str] = []
+    for index in range(4):
+        query = tmp_path / f"refine{index}.sql"
+        options = dict(
+            fit_summaries=(str(base),), method="histogram", bins=n_bins,
+            refine_summaries=tuple(refined), refine_sql=str(query), refine_dialect="duckdb",
+            refine_table=table,
+        )  # fmt: skip
+        try:
+            _, saved, _ = _fit(tmp_path, "summary", **options)
+        except InputError as error:
+            assert str(error).startswith(f"{base}: ") and "no model saved" in str(error)
+            assert "--refine-summary RESULT" in str(error)
+            assert not (tmp_path / "summary.json").exists()
+            out = tmp_path / f"refined{index}.parquet"
+            con.execute(f"COPY ({query.read_text()}) TO '{out}' (FORMAT parquet)")
+            refined.append(str(out))
+            continue
+        break
+    assert 1 <= len(refined) <= 2
+    engine = saved["fitted_on"]["engine"]
+    assert engine["exact"] is True and engine["refinement_summaries"] == refined
+    assert 0 < engine["resolved_cells"] < engine["cells"]
+    assert saved["params"] == rows["params"]
+
+
 def test_refinement_options_are_checked(tmp_path: Path) -> None:
     source = _file(tmp_path)
     base = _summarize(source, tmp_path / "s.parquet")
     with pytest.raises(UsageError, match="--refine-sql needs --dialect and --table"):
         _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic", refine_sql="q.sql")
-    with pytest.raises(UsageError, match="use them with --fit-summary and --method isotonic"):
+    with pytest.raises(UsageError, match="--fit-summary and --method isotonic or histogram"):
         _fit(tmp_path, "m", fit_summaries=(str(base),), method="platt", refine_sql="q.sql",
              refine_dialect="duckdb", refine_table="t")  # fmt: skip
     scores, labels = _rows("skewed", 6000, 7)  # other rows: the cells' weights differ

@@ -45,8 +45,9 @@ RefineSummaryOpt = Annotated[
     list[str] | None,
     typer.Option(
         "--refine-summary",
-        help="Isotonic --fit-summary: summaries on finer grids of the rows of the cells it "
-        "left open (the --refine-sql query run in the engine); repeat for each round.",
+        help="Isotonic or histogram --fit-summary: summaries on finer grids of the rows of "
+        "the cells it left open (the --refine-sql query run in the engine); repeat for each "
+        "round.",
         show_default=False,
     ),
 ]
@@ -54,8 +55,8 @@ RefineSqlOpt = Annotated[
     str | None,
     typer.Option(
         "--refine-sql",
-        help="Isotonic --fit-summary not exact: write the query that summarises the open "
-        "cells' rows on a finer grid (with --dialect and --table).",
+        help="Isotonic or histogram --fit-summary not exact: write the query that summarises "
+        "the open cells' rows on a finer grid (with --dialect and --table).",
         show_default=False,
     ),
 ]

@@ -10,21 +10,28 @@ every edge falls on a single score. The other cells never hold an edge inside th
 lies wholly in one bin: the fit is then that of the rows (bin weights summed in another order:
 the same bits for integer weights). Memory: the summary and the few cells read again, where a
 20-bit summary of 1e8 rows took 6.8 GB.
+
+On summary files (:func:`fit_histogram_summary`) the passes are refinement summaries: the
+engine summarises the rows of the edges' cells on a finer grid (the query
+``recalibrate --refine-sql`` writes), and each replaces the cells it covers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from calib_cli.core.histogram import HistogramParams, fit_histogram_points
+from calib_cli.errors import InputError
 from calib_cli.io.stream_map import BatchMap, StreamInput, rows_of_cells
 from calib_cli.summaries import ScoreSummary
+from calib_cli.summaries.grid import cell_bounds, parent_cell
 from calib_cli.types import FloatArray, IntArray
-from calib_cli.workflows.isotonic_stream import finer_bits
+from calib_cli.workflows.isotonic_stream import OpenCells, finer_bits
 
 #: Refinement passes after which the fit gives up: each pass takes the cells at least one bit
 #: finer (single scores when their rows fit the key budget), and 52 bits are single scores.
@@ -123,6 +130,89 @@ def fit_histogram_streaming(
             resolved += keys.shape[1]
         passes += 1
         points = _sorted(refined)
+
+
+@dataclass(frozen=True)
+class HistogramSummaryFit:
+    """The histogram fit on a summary's cells and its refinement summaries: ``params`` when
+    every equal-mass edge falls on a cell of one distinct score (then exact), else None and
+    ``open`` the cells an edge falls in, to be summarised again on a finer grid.
+    ``resolved_cells`` of the summary's ``cells`` were replaced by refinements' cells."""
+
+    params: HistogramParams | None
+    cells: int
+    resolved_cells: int
+    open: OpenCells | None
+
+
+def fit_histogram_summary(
+    summary: ScoreSummary,
+    *,
+    options: Mapping[str, Any],
+    refinements: Sequence[tuple[str, ScoreSummary]] = (),
+) -> HistogramSummaryFit:
+    """:func:`fit_histogram_streaming` on a summary file (one group), where the refinement
+    passes are ``refinements`` (name, summary on a finer grid of every row of some of its
+    cells), coarsest first: each replaces the cells it covers. A covered cell whose weight
+    differs from the finer cells' is refused (not the same rows)."""
+    points = _summary_points(summary)
+    n_cells = len({(int(b), int(c)) for b, c in zip(points.bin, points.cell, strict=True)})
+    resolved = 0
+    for name, finer in sorted(refinements, key=lambda pair: pair[1].mantissa_bits):
+        points, replaced = _replace_by_finer(points, finer.pooled(), name)
+        resolved += replaced
+    found = fit_histogram_points(points.x, points.y, points.w, points.exact, **dict(options))
+    if isinstance(found, HistogramParams):
+        return HistogramSummaryFit(found, n_cells, resolved, None)
+    cells, cell_of = np.unique(
+        np.stack((points.bits, points.bin, points.cell)), axis=1, return_inverse=True
+    )
+    open_ = np.unique(cell_of.reshape(-1)[found])
+    bits, cell = cells[0][open_], cells[2][open_]
+    lower, upper = np.empty(open_.size), np.empty(open_.size)
+    for level in np.unique(bits).tolist():
+        here = bits == level
+        lower[here], upper[here] = cell_bounds(cell[here], mantissa_bits=level)
+    rows = int(np.sum(points.n_rows[np.isin(cell_of.reshape(-1), open_)]))
+    to_bits = finer_bits(int(bits.min()), int(open_.size), rows)
+    return HistogramSummaryFit(None, n_cells, resolved, OpenCells(lower, upper, rows, to_bits))
+
+
+def _replace_by_finer(points: _Points, finer: ScoreSummary, name: str) -> tuple[_Points, int]:
+    """``points`` without the cells ``finer`` covers, plus ``finer``'s points; and how many
+    cells were replaced."""
+    fine = _summary_points(finer)
+    fine_bits = finer.mantissa_bits
+    covered = np.zeros(points.x.size, dtype=bool)
+    replaced = 0
+    for level in np.unique(points.bits).tolist():
+        if level >= fine_bits:
+            continue
+        parents = parent_cell(fine.cell, from_bits=fine_bits, to_bits=level)
+        fine_weight: dict[tuple[int, int], float] = {}
+        keys = zip(fine.bin.tolist(), parents.tolist(), strict=True)
+        for key, w in zip(keys, fine.w.tolist(), strict=True):
+            fine_weight[key] = fine_weight.get(key, 0.0) + w
+        here = np.flatnonzero(points.bits == level)
+        weight: dict[tuple[int, int], float] = {}
+        for i in here.tolist():
+            key = (int(points.bin[i]), int(points.cell[i]))
+            weight[key] = weight.get(key, 0.0) + float(points.w[i])
+        for key, total in weight.items():
+            finer_total = fine_weight.get(key)
+            if finer_total is None:
+                continue
+            if not math.isclose(finer_total, total, rel_tol=1e-9, abs_tol=1e-12):
+                raise InputError(
+                    f"{name}: the refinement summary holds weight {finer_total:.17g} in cell "
+                    f"{key[1]} (bin {key[0]}) of the {level}-bit grid, the summary "
+                    f"{total:.17g}: it must summarise every row of the cells it refines, "
+                    "from the same table"
+                )
+            replaced += 1
+        shared = set(fine_weight) & set(weight)
+        covered[here] = [(int(points.bin[i]), int(points.cell[i])) in shared for i in here.tolist()]
+    return _sorted([points.take(~covered), fine]), replaced
 
 
 def fit_histogram_if_exact(

@@ -86,6 +86,7 @@ from calib_cli.workflows.histogram_stream import (
     HistogramStreamFit,
     fit_histogram_if_exact,
     fit_histogram_streaming,
+    fit_histogram_summary,
 )
 from calib_cli.workflows.isotonic_stream import (
     ISOTONIC_MANTISSA_BITS,
@@ -343,13 +344,13 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
 
 
 def _plan_refinement(request: RecalibrateRequest) -> None:
-    """--refine-summary and --refine-sql go with an isotonic --fit-summary; --refine-sql
-    needs --dialect and --table, which go with it only (exit 2)."""
+    """--refine-summary and --refine-sql go with an isotonic or histogram --fit-summary;
+    --refine-sql needs --dialect and --table, which go with it only (exit 2)."""
     refining = bool(request.refine_summaries) or request.refine_sql is not None
-    if refining and (not request.fit_summaries or request.method != "isotonic"):
+    if refining and (not request.fit_summaries or request.method not in ("isotonic", "histogram")):
         raise UsageError(
-            "--refine-summary and --refine-sql refine an isotonic fit on summaries: "
-            "use them with --fit-summary and --method isotonic"
+            "--refine-summary and --refine-sql refine an isotonic or histogram fit on "
+            "summaries: use them with --fit-summary and --method isotonic or histogram"
         )
     sql_options = (request.refine_dialect, request.refine_table)
     if request.refine_sql is None and any(o is not None for o in sql_options):
@@ -1320,17 +1321,19 @@ def _summary_column(request: RecalibrateRequest, loaded: Mapping[str, Any]) -> s
 
 def _coarse_grid_message(name: str, method: str, bits: int) -> str:
     needed = FIT_MANTISSA_BITS[method]
-    why = (
-        "its equal-mass bin edges fall in cells of several scores here, and at 12 bits that "
-        "moves held-out log loss by about 1.5e-5"
-        if method == "histogram"
-        else "the logistic fits hold each cell's rows at one point"
-    )
+    if method == "histogram":
+        why = "its equal-mass bin edges fall in cells of several scores here"
+        refine = (
+            "read those cells again in the engine (--refine-sql with --dialect and --table, "
+            "then --refine-summary), "
+        )
+    else:
+        why, refine = "the logistic fits hold each cell's rows at one point", ""
     return (
         f"{name}: --method {method} needs a summary on a grid of at least {needed} mantissa "
         f"bits ({why}); this summary's grid has {bits}: summarise with --grid-bits {needed} "
-        "(calib summarize, or summarize --emit-sql in the engine), fit on the rows instead "
-        "(--fit FILE, exact and streamed), or choose "
+        f"(calib summarize, or summarize --emit-sql in the engine), {refine}fit on the rows "
+        "instead (--fit FILE, exact and streamed), or choose "
         + ", ".join(m for m in FITTED_METHODS if FIT_MANTISSA_BITS[m] <= bits)
     )
 
@@ -1506,12 +1509,26 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         raise InputError(f"{name}: the summary's weights sum to 0: no row carries weight")
     what = fitted_scores_name(prior, request.fit_data)
     exact_histogram = None
+    histogram_fit = None
+    refinements = _refinements(request, summary)
     if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
         if method == "histogram":  # exact all the same when every edge is a cell's one score
             n_bins = run.options["histogram"]["n_bins"]
             with io.naming(name):
                 require_fit_support(method, cell_facts(cells), n_bins=n_bins, what=what)
-            exact_histogram = fit_histogram_if_exact(summary, options=run.options["histogram"])
+                histogram_fit = fit_histogram_summary(
+                    summary, options=run.options["histogram"], refinements=refinements
+                )
+            exact_histogram = histogram_fit.params
+            if histogram_fit.open is not None and request.refine_sql is not None:
+                _write_refinement_sql(request, summary, histogram_fit.open)
+                raise InputError(
+                    f"{name}: {len(histogram_fit.open.lower)} cells hold an equal-mass "
+                    "edge of the histogram and several scores; wrote the query that "
+                    f"summarises their rows on the {histogram_fit.open.to_bits}-bit grid to "
+                    f"{request.refine_sql}: run it in the engine, save its result as "
+                    "Parquet, and fit again adding --refine-summary RESULT (no model saved)"
+                )
         if exact_histogram is None:
             raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
     grid = {"kind": "relative-tails", "mantissa_bits": summary.mantissa_bits}
@@ -1529,9 +1546,14 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
         if exact_histogram is not None:
             fitted = exact_histogram
             record["exact"] = summary.weight_column is None
+            if histogram_fit is not None and request.refine_summaries:
+                record |= {
+                    "refinement_summaries": [n for n, _ in refinements],
+                    "cells": histogram_fit.cells,
+                    "resolved_cells": histogram_fit.resolved_cells,
+                }
         elif method == "isotonic":
             require_fit_support(method, cell_facts(cells), what=what)
-            refinements = _refinements(request, summary)
             iso = fit_isotonic_summary(
                 summary, options=run.options["isotonic"], refinements=refinements
             )
