@@ -187,8 +187,9 @@ def _python_lines_executed(call: Callable[[], object]) -> int:
 def test_no_python_loop_over_rows(method: str) -> None:
     # A 100-fold larger fit executes few more Python lines: all per-row work is in NumPy and
     # SciPy (so 10 million rows cost seconds; a row loop would add at least a line a row).
-    # The elementary functions' loops over blocks of 32,768 values add a few lines a block:
-    # here about one line per 30 rows, from a fit's 40 or so calls.
+    # The elementary functions' loops over blocks of 32,768 values add about 30 lines a block
+    # and call: here about one line per 30 rows (1,200 lines per block a fit), far below
+    # the line a row of a loop over rows.
     lines = []
     for n in (1_000, 100_000):
         rng = np.random.default_rng(12)

@@ -551,12 +551,13 @@ def _map_terms(
     ratio = counts / mix
     diff = rows_dot(prior_basis, h) - reference_density
     gd = _g(diff)
-    penalty = dot(prior_weights, gd**power)
+    penalty = dot(prior_weights, el.power(gd, power))
     value = -(dot(counts, el.log(mix)) - beta * penalty) / total
     grad_alpha = -dot(ratio, mass_pos - mass_neg) / total
     grad_h: FloatArray = -alpha * weighted_columns(ratio, cell_basis) / total
     if beta > 0.0:
-        dpen = prior_weights * power * gd ** (power - 1.0) * diff / np.sqrt(1.0 + diff * diff)
+        lifted = el.power(gd, power - 1.0)
+        dpen = prior_weights * power * lifted * diff / np.sqrt(1.0 + diff * diff)
         grad_h = grad_h + beta * weighted_columns(dpen, prior_basis) / total
     return _MapTerms(value, grad_alpha, grad_h, penalty)
 
@@ -731,7 +732,7 @@ def _map_derivatives(
             value += data.beta_per_count * dot(data.prior_weights, gd)
             grad_h += data.prior.rapply(data.prior_scale * (diff / root))
         else:
-            lifted = gd if power == 2.0 else gd ** (power - 1.0)
+            lifted = el.power(gd, power - 1.0)
             value += data.beta_per_count * dot(data.prior_weights, lifted * gd)
             grad_h += data.prior.rapply((power * data.prior_scale) * lifted * (diff / root))
     cache: list[FloatArray] = []
@@ -994,7 +995,7 @@ def fit_map(
         fun, y0, lower=lower, upper=upper, tol=tol, max_iter=max_iter
     )
     alpha, h, _ = unpack(x)
-    penalty = dot(prior_weights, _g(prior.apply(h) - reference_density) ** power)
+    penalty = dot(prior_weights, el.power(_g(prior.apply(h) - reference_density), power))
     fit = MapFit(
         nodes=nodes,
         heights=h,
