@@ -46,7 +46,7 @@ test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS 
 	else echo "no AVX2 on this CPU: the Haswell kernel cannot run here"; fi
 	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
 	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
-	NPY_DISABLE_CPU_FEATURES="AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR X86_V4" $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
+	NPY_DISABLE_CPU_FEATURES="$$($(BIN)/python -c 'from tests.conftest import NO_AVX512; print(NO_AVX512)')" $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
 
 test-engines: $(STAMP) ## The emitted SQL in Spark local mode (pytest -m spark; needs Java 17)
 	$(BIN)/pytest -q -p no:cacheprovider -m spark

@@ -24,6 +24,22 @@ settings.register_profile("explore", print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "deterministic"))
 
 CALIB = str(Path(sys.executable).with_name("calib"))
+
+
+def _dispatched(names: str) -> str:
+    """Those of ``names`` this NumPy dispatches to (2.0-2.3: single features; 2.4: groups;
+    any other name makes NumPy warn at import)."""
+    from numpy._core import _multiarray_umath
+
+    known = set(getattr(_multiarray_umath, "__cpu_dispatch__", ()))
+    return " ".join(name for name in names.split() if name in known)
+
+
+_AVX512 = "AVX512F AVX512CD AVX512_KNL AVX512_KNM AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL"
+#: ``NPY_DISABLE_CPU_FEATURES`` values that make NumPy pick narrower kernels: no AVX-512;
+#: neither AVX-512 nor AVX2.
+NO_AVX512 = _dispatched(f"{_AVX512} AVX512_SPR X86_V4")
+NO_AVX2 = _dispatched(f"{_AVX512} AVX512_SPR X86_V4 AVX2 FMA3 X86_V3")
 SAMPLE_DATA = Path(__file__).resolve().parent.parent / "sample_data"
 
 CALL_LOG = os.environ.get("CALIB_TEST_CALL_LOG")

@@ -22,12 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from calib_cli.core import elementary as el
+from tests.conftest import NO_AVX2, NO_AVX512
 
 #: NumPy's choices of vector width on an x86-64 machine: all it found, no AVX-512, neither
-#: AVX-512 nor AVX2 (the names of NumPy 2.0-2.3 and of 2.4's groups; features the machine
-#: lacks are ignored).
-NO_AVX512 = "AVX512F AVX512CD AVX512_SKX AVX512_CLX AVX512_CNL AVX512_ICL AVX512_SPR X86_V4"
-SIMD_SETTINGS = ["", NO_AVX512, f"{NO_AVX512} AVX2 FMA3 X86_V3"]
+#: AVX-512 nor AVX2 (features the machine lacks are ignored).
+SIMD_SETTINGS = ["", NO_AVX512, NO_AVX2]
 
 
 def _ulps(got: np.ndarray, exact: list[Decimal]) -> np.ndarray:
