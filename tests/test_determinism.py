@@ -342,6 +342,7 @@ def test_fits_figures_and_outputs_are_the_same_bytes_under_every_vector_width(
     fit, data = tmp_path / "fit.parquet", tmp_path / "data.parquet"
     frames[0].write_parquet(fit)
     frames[1].write_parquet(data)
+    shift = ["estimate-shift", "--reference", str(fit), "--target", str(data)]
     commands = [
         ["summarize", str(fit), "--weight-col", "w", "--by", "day", "-o", "s.parquet"],
         [
@@ -383,11 +384,7 @@ def test_fits_figures_and_outputs_are_the_same_bytes_under_every_vector_width(
             "platt.json",
         ],
         [
-            "estimate-shift",
-            "--reference",
-            str(fit),
-            "--target",
-            str(data),
+            *shift,
             "--method",
             "em",
             "--batch-col",
@@ -398,11 +395,7 @@ def test_fits_figures_and_outputs_are_the_same_bytes_under_every_vector_width(
             "em.json",
         ],
         [
-            "estimate-shift",
-            "--reference",
-            str(fit),
-            "--target",
-            str(data),
+            *shift,
             "--method",
             "map",
             "--map-power",

@@ -417,6 +417,18 @@ def test_a_directory_of_part_files_or_a_quoted_glob_names_the_summaries(tmp_path
         expand_summary_paths([str(tmp_path / "nothing-*.parquet")])
 
 
+def _duckdb_summary(tmp_path: Path) -> tuple[Path, str, Any, Path]:
+    """The rows' file, the table expression reading it, a DuckDB connection and the 12-bit
+    summary DuckDB made of it (the engine's own query)."""
+    source = _file(tmp_path)
+    table = f"read_parquet('{source}')"
+    con = duckdb.connect()
+    base = tmp_path / "base.parquet"
+    base_sql = summary_sql(SummaryQuery(table=table), dialect_name="duckdb")
+    con.execute(f"COPY ({base_sql}) TO '{base}' (FORMAT parquet)")
+    return source, table, con, base
+
+
 @pytest.mark.parametrize("strict", [False, True])
 def test_refinement_queries_run_in_duckdb_make_the_isotonic_fit_exact(
     tmp_path: Path, strict: bool
@@ -425,12 +437,7 @@ def test_refinement_queries_run_in_duckdb_make_the_isotonic_fit_exact(
     summary query of the open cells' rows on a finer grid, DuckDB runs it, --refine-summary
     reads the result; within a few rounds no cell is open and the knots are those of the fit
     on the rows (block ends exactly; values and strict centres to float summation)."""
-    source = _file(tmp_path)
-    table = f"read_parquet('{source}')"
-    con = duckdb.connect()
-    base = tmp_path / "base.parquet"
-    base_sql = summary_sql(SummaryQuery(table=table), dialect_name="duckdb")
-    con.execute(f"COPY ({base_sql}) TO '{base}' (FORMAT parquet)")
+    source, table, con, base = _duckdb_summary(tmp_path)
     _, memory, _ = _fit(tmp_path, "memory", fit=str(source), method="isotonic", strict=strict)
     refined: list[str] = []
     for index in range(6):
@@ -471,12 +478,7 @@ def test_refinement_queries_run_in_duckdb_make_the_histogram_fit_exact(
     cells of several scores): --refine-sql writes the summary query of those cells' rows on a
     finer grid and refuses to fit (no model); DuckDB runs it, and the fit again with
     --refine-summary is the fit on the rows, edges and rates bit for bit."""
-    source = _file(tmp_path)
-    table = f"read_parquet('{source}')"
-    con = duckdb.connect()
-    base = tmp_path / "base.parquet"
-    base_sql = summary_sql(SummaryQuery(table=table), dialect_name="duckdb")
-    con.execute(f"COPY ({base_sql}) TO '{base}' (FORMAT parquet)")
+    source, table, con, base = _duckdb_summary(tmp_path)
     _, rows, _ = _fit(tmp_path, "rows", fit=str(source), method="histogram", bins=n_bins,
                       engine="memory")  # fmt: skip
     refined: list[str] = []
