@@ -1,8 +1,9 @@
-"""``exp``, ``log`` and ``log1p`` of arrays in IEEE arithmetic only: the same bits on every machine.
+"""Exponentials, logarithms and powers of arrays in IEEE arithmetic only: the same bits everywhere.
 
 NumPy computes ``np.exp``, ``np.log``, ``np.log1p`` and ``np.power`` with kernels it picks by
 the processor's features when it starts: with AVX-512, without it, or with SSE only. They
-differ in their last bits (of a million uniform arguments, thousands), so before this module
+differ in their last bits (of a million uniform arguments in [0, 1): ``log`` 3,503 values,
+``exp`` of [-10, 10] 46,484, ``log1p`` 80,355; without AVX-512 against with), so before this module
 ``reliability``'s log loss and calibration slope, ``estimate-shift``'s ``em`` and ``pacc``,
 ``rerank-strata``'s scores and a summary file's log-loss sums differed in their last digits
 between two machines (and on one machine under ``NPY_DISABLE_CPU_FEATURES``).
