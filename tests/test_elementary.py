@@ -123,6 +123,22 @@ def test_special_values() -> None:
     assert el.exp(np.zeros((2, 3))).shape == (2, 3) and el.log(np.array([])).shape == (0,)
 
 
+def test_sigmoid_and_log_odds_against_exact_values() -> None:
+    """sigmoid within 2.5 units in the last place of the exact value; log_odds within 2 units
+    of each logarithm's last place (the difference of two logarithms: near 1/2 an absolute
+    error, as SciPy's logit has)."""
+    rng = np.random.default_rng(9)
+    x = np.concatenate([rng.uniform(-40.0, 40.0, 1500), rng.normal(0.0, 1e-3, 500)])
+    p = rng.uniform(0.0, 1.0, 2000)
+    with localcontext() as context:
+        context.prec = 40
+        exact_s = [1 / (1 + (-Decimal(float(v))).exp()) for v in x]
+        exact_l = [Decimal(float(v)).ln() - (1 - Decimal(float(v))).ln() for v in p]
+    assert np.max(_ulps(el.sigmoid(x), exact_s)) <= 2.5
+    error = np.abs(el.log_odds(p) - np.array([float(e) for e in exact_l]))
+    assert np.all(error <= 2 * (np.spacing(np.abs(np.log(p))) + np.spacing(np.abs(np.log1p(-p)))))
+
+
 def test_power() -> None:
     """Whole powers are products (the same bits as NumPy's exact cases 1 and 2), others
     within 2 |p log x| + 2 units of the exact value; 0**p is 0, x**0 is 1."""

@@ -34,7 +34,6 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import expit
 
 from calib_cli.core import elementary as el
 from calib_cli.core.checks import check_fit_data, check_scores
@@ -181,5 +180,7 @@ def apply_beta(params: BetaParams, scores: npt.ArrayLike, *, eps: float = 1e-12)
     """
     eps = _check_eps(eps)
     features = _beta_features(check_scores(scores), eps)
-    result: FloatArray = expit(params.c + params.a * features[:, 0] + params.b * features[:, 1])
+    result: FloatArray = el.sigmoid(
+        params.c + params.a * features[:, 0] + params.b * features[:, 1]
+    )
     return result

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 import numpy.typing as npt
 
+from calib_cli.core import elementary as el
 from calib_cli.core.fit_support import fit_facts, require_fit_support, supported_methods
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.prior import apply_prior_shift
@@ -88,9 +89,7 @@ def apply_step(
     if isinstance(step, PriorParams):
         shifted = apply_prior_shift(scores, row_shifts(step, strata), score_kind=score_kind)
         if score_kind == "logit":
-            from scipy.special import expit
-
-            return np.asarray(expit(shifted), dtype=np.float64)
+            return el.sigmoid(shifted)
         return shifted
     if isinstance(step, PlattParams):
         if score_kind != step.score_kind:

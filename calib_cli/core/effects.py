@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import numpy.typing as npt
-from scipy.special import expit
 
+from calib_cli.core import elementary as el
 from calib_cli.core.metrics import CalibrationEffect, calibration_effect
 from calib_cli.types import FloatArray, ScoreKind
 
@@ -27,7 +27,7 @@ def recalibration_effect(
     >>> round(effect.mean_score_before, 4), effect.mean_score_after
     (0.5749, 0.55)
     """
-    before = expit(scores) if score_kind == "logit" else scores
+    before = el.sigmoid(scores) if score_kind == "logit" else scores
     return calibration_effect(
         y_true,
         before,

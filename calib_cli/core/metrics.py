@@ -1835,7 +1835,7 @@ def calibration_intercept_slope(
         raise InputError(f"max_iter must be a positive integer, got {max_iter!r}")
     if not tol > 0.0:
         raise InputError(f"tol must be positive, got {tol!r}")
-    x = _special().logit(np.clip(p, _check_eps(eps), 1.0 - eps))
+    x = el.log_odds(np.clip(p, _check_eps(eps), 1.0 - eps))
     square = w * w
     importance = _check_weight_kind(weight_kind) == "importance"
     return _calibration_fit(
@@ -2077,7 +2077,7 @@ def reliability_summary(
     scores_g, positive_g, negative_g = _tie_groups(rows)
     squares = _tie_squares(rows) if importance else None
     auc = _delong(positive_g, negative_g, 0.95, squares)
-    x_g = _special().logit(np.clip(scores_g, eps, 1.0 - eps))
+    x_g = el.log_odds(np.clip(scores_g, eps, 1.0 - eps))
     fit = _calibration_fit(
         x_g,
         positive_g + negative_g,

@@ -49,8 +49,8 @@ from typing import ClassVar
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import expit, logit
 
+from calib_cli.core import elementary as el
 from calib_cli.core.checks import (
     check_fit_data,
     check_score_kind,
@@ -140,7 +140,7 @@ def _smoothed_targets(y: FloatArray, w: FloatArray) -> FloatArray:
 
 def _platt_features(scores: FloatArray, score_kind: ScoreKind, eps: float) -> FloatArray:
     if score_kind == "probability":
-        result: FloatArray = logit(np.clip(scores, eps, 1.0 - eps))
+        result: FloatArray = el.log_odds(np.clip(scores, eps, 1.0 - eps))
         return result
     return scores
 
@@ -255,5 +255,5 @@ def apply_platt(params: PlattParams, scores: npt.ArrayLike, *, eps: float = 1e-1
     """
     eps = _check_eps(eps)
     x = _platt_features(check_scores(scores, kind=params.score_kind), params.score_kind, eps)
-    result: FloatArray = expit(params.intercept + params.slope * x)
+    result: FloatArray = el.sigmoid(params.intercept + params.slope * x)
     return result

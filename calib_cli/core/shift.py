@@ -138,7 +138,7 @@ from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import chdtri, expit, logit, xlogy
+from scipy.special import chdtri
 
 from calib_cli.core import elementary as el
 from calib_cli.core import shift_map
@@ -506,14 +506,14 @@ class _MapSetup:
 def _to_logit(scores: FloatArray, score_kind: ScoreKind, eps: float) -> FloatArray:
     """Scores on the working logit scale ``u``."""
     if score_kind == "probability":
-        result: FloatArray = logit(np.clip(scores, eps, 1.0 - eps))
+        result: FloatArray = el.log_odds(np.clip(scores, eps, 1.0 - eps))
         return result
     return scores
 
 
 def _from_logit(u: float, score_kind: ScoreKind) -> float:
     """A working-scale value back in score units."""
-    return float(expit(u)) if score_kind == "probability" else float(u)
+    return float(el.sigmoid(u)) if score_kind == "probability" else float(u)
 
 
 def _fine_width(ref: ReferenceModel) -> float:
@@ -549,7 +549,7 @@ def _fine_midpoints(low: float, high: float, n_fine: int) -> FloatArray:
 def _fine_edges_prob(ref: ReferenceModel) -> FloatArray:
     """Fine-cell edges on the probability scale: 0, expit(interior edges), 1."""
     inner = ref.logit_low + _fine_width(ref) * np.arange(1, ref.n_fine)
-    return np.concatenate(([0.0], expit(inner), [1.0]))
+    return np.concatenate(([0.0], el.sigmoid(inner), [1.0]))
 
 
 def _weighted_center(sums: FloatArray, weights: FloatArray, fallback: FloatArray) -> FloatArray:
@@ -710,7 +710,7 @@ def calibration_map(
 
     >>> m = calibration_map(np.array([-1.0, 1.0]), np.array([2.0, 1.0]), np.array([1.0, 2.0]),
     ...     smoothing=0.5)
-    >>> m.knots.tolist(), np.round(expit(m.log_odds), 3).tolist(), m.prior
+    >>> m.knots.tolist(), np.round(el.sigmoid(m.log_odds), 3).tolist(), m.prior
     ([-1.0, 1.0], [0.357, 0.643], 0.5)
     """
     total = weight_neg + weight_pos
@@ -1070,7 +1070,9 @@ def fit_reference_counts(
         n_cells = _default_n_cells(float(weight_neg.sum()), float(weight_pos.sum()))
     n_cells = _check_positive_int(n_cells, "n_cells")
     bounds = _cell_bounds(_balanced_mass(weight_neg, weight_pos), n_cells)
-    cell_edges = np.concatenate(([0.0], expit(low + (high - low) / n_fine * bounds[1:-1]), [1.0]))
+    cell_edges = np.concatenate(
+        ([0.0], el.sigmoid(low + (high - low) / n_fine * bounds[1:-1]), [1.0])
+    )
     auc = _distinct_auc(counts.distinct_neg, counts.distinct_pos)
     base = ReferenceModel(
         score_kind=kind,
@@ -1433,7 +1435,7 @@ def _checked_mle(counts: FloatArray, p0: FloatArray, p1: FloatArray) -> _Point:
 def _loglik(counts: FloatArray, p0: FloatArray, p1: FloatArray, a: float) -> float:
     used = counts > 0.0
     mix = (1.0 - a) * p0[used] + a * p1[used]
-    return float(np.sum(xlogy(counts[used], mix)))
+    return float(np.sum(counts[used] * el.log(mix)))  # counts[used] > 0: no 0 log 0
 
 
 def _estimate_mle(ref: ReferenceModel, stats: _TargetStats) -> _Point:
@@ -1490,7 +1492,7 @@ def _pcc(ref: ReferenceModel, stats: _TargetStats, prior: float | None = None) -
     log_odds = _map_log_odds(ref.calibration, stats.center)
     if prior is not None:
         log_odds = log_odds + _safe_logit(prior) - _safe_logit(ref.calibration.prior)
-    r = expit(log_odds)
+    r = el.sigmoid(log_odds)
     return dot(r, stats.weight) / stats.weight_total
 
 
@@ -1542,7 +1544,7 @@ def _map_setup(
     fine_basis = shift_map.BandedBasis.of(
         shift_map.cdf_basis(fine_edges[1:], nodes) - shift_map.cdf_basis(fine_edges[:-1], nodes)
     )
-    prior_basis = shift_map.interp_basis(expit(ref.fine_center), nodes)
+    prior_basis = shift_map.interp_basis(el.sigmoid(ref.fine_center), nodes)
     reference_fit = shift_map.fit_piecewise_linear(ref.fine_weight_pos, fine_basis, nodes)
     return _MapSetup(
         nodes,
@@ -1729,7 +1731,7 @@ def _threshold_index(ref: ReferenceModel, threshold: float | None) -> int:
     if ref.score_kind == "probability":
         if not 0.0 <= value <= 1.0:
             raise InputError(f"threshold must be in [0, 1] for probability scores, got {value!r}")
-        value = float(logit(min(max(value, ref.eps), 1.0 - ref.eps)))
+        value = float(el.log_odds(min(max(value, ref.eps), 1.0 - ref.eps)))
     index = round((value - ref.logit_low) / _fine_width(ref))
     return int(min(max(index, 0), ref.n_fine))
 
@@ -2100,7 +2102,7 @@ def reference_posterior(reference: ReferenceModel, target_scores: npt.ArrayLike)
     """
     x = check_scores(target_scores, kind=reference.score_kind)
     u = _to_logit(x, reference.score_kind, reference.eps)
-    result: FloatArray = expit(_map_log_odds(reference.calibration, u))
+    result: FloatArray = el.sigmoid(_map_log_odds(reference.calibration, u))
     return result
 
 
@@ -2217,7 +2219,7 @@ def posterior(
         log_odds = calibration.log_odds + shift
     else:
         log_odds = _map_shape_log_odds(reference, fit, shift)
-    result: FloatArray = expit(np.interp(u, calibration.knots, log_odds))
+    result: FloatArray = el.sigmoid(np.interp(u, calibration.knots, log_odds))
     return result
 
 

@@ -37,8 +37,8 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import logit
 
+from calib_cli.core import elementary as el
 from calib_cli.core.shift import (
     ReferenceCounts,
     ReferenceModel,
@@ -109,8 +109,8 @@ class CellBinning:
 
 def _key_logits(keys: SummaryKeys, eps: float) -> tuple[FloatArray, FloatArray, FloatArray]:
     """Each key's smallest, largest and mean logit on the working scale (``eps`` clipping)."""
-    u_low: FloatArray = logit(np.clip(keys.score_min, eps, 1.0 - eps))
-    u_high: FloatArray = logit(np.clip(keys.score_max, eps, 1.0 - eps))
+    u_low: FloatArray = el.log_odds(np.clip(keys.score_min, eps, 1.0 - eps))
+    u_high: FloatArray = el.log_odds(np.clip(keys.score_max, eps, 1.0 - eps))
     mean: FloatArray = np.clip(keys.logit_sum / keys.weight, u_low, u_high)
     return u_low, u_high, mean
 

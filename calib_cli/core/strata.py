@@ -49,7 +49,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from scipy.special import expit
 
 from calib_cli.core import elementary as el
 from calib_cli.core.checks import (
@@ -1172,7 +1171,7 @@ def rerank_coded(
     log_r = log_slope + log_odds
     return RerankResult(
         rerank_score=el.exp(log_r),
-        calibrated=expit(log_r),
+        calibrated=el.sigmoid(log_r),
         roc_slope=el.exp(log_slope),
     )
 

@@ -364,7 +364,7 @@ def _atoms_of(summary: ScoreSummary) -> _Atoms:
 
 def _logit(q: FloatArray) -> FloatArray:
     """:func:`scipy.special.logit` (imported on first use, :mod:`calib_cli.core.special`)."""
-    out: FloatArray = special().logit(q)
+    out: FloatArray = el.log_odds(q)
     return out
 
 

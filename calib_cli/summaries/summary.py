@@ -17,7 +17,6 @@ from calib_cli.core.checks import check_labels, check_scores, check_weights, req
 if TYPE_CHECKING:  # the fits' module (SciPy): imported when fitting, not at start
     from calib_cli.core.cells import CellSums
 from calib_cli.core import elementary as el
-from calib_cli.core.special import special as scipy_special
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import (
     DEFAULT_MANTISSA_BITS,
@@ -672,7 +671,6 @@ def _row_terms(
     eps: float,
 ) -> dict[str, npt.NDArray[Any]]:
     """Each row's contribution to every column (the formulas of ``SUM_COLUMNS``)."""
-    special = scipy_special()  # on first use (calib_cli.core.special)
     positive = w > 0.0
     q = np.clip(p, eps, 1.0 - eps)
     complement = 1.0 - p
@@ -692,7 +690,7 @@ def _row_terms(
         "complement_sum": w * complement,
         "complement_sq_sum": w * complement * complement,
         "log_loss_sum": w * loss,
-        "logit_sum": w * special.logit(q),
+        "logit_sum": w * el.log_odds(q),
         "spiegelhalter_num": w * ((y - p) * centred),
         "spiegelhalter_var": w * (centred * centred * p * complement),
         "weight_min": np.where(positive, w, np.nan),
