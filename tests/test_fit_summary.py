@@ -507,6 +507,32 @@ def test_refinement_queries_run_in_duckdb_make_the_histogram_fit_exact(
     assert saved["params"] == rows["params"]
 
 
+def test_a_20_bit_summary_refined_in_duckdb_gives_the_exact_histogram(tmp_path: Path) -> None:
+    """Scores packed a billionth apart put several in each 20-bit cell: the fit on the cells
+    is not exact, so --refine-sql writes the query and warns, saving the fit on the cells;
+    with the query's result the fit is that of the rows."""
+    rng = np.random.default_rng(4)
+    scores = rng.choice([0.15, 0.35, 0.55, 0.75], 4000) + rng.uniform(0.0, 1e-9, 4000)
+    labels = (rng.random(4000) < scores).astype(np.int64)
+    source = tmp_path / "packed.parquet"
+    pl.DataFrame({"score": scores, "label": labels}).write_parquet(source)
+    base = _summarize(source, tmp_path / "base20.parquet", grid_bits=20)
+    table = f"read_parquet('{source}')"
+    query = tmp_path / "refine.sql"
+    sql = {"refine_sql": str(query), "refine_dialect": "duckdb", "refine_table": table}
+    _, cells, warnings = _fit(
+        tmp_path, "cells", fit_summaries=(str(base),), method="histogram", **sql
+    )
+    assert len(warnings) == 1 and "the fit on the summary's 20-bit cells" in warnings[0]
+    refined = tmp_path / "refined.parquet"
+    duckdb.connect().execute(f"COPY ({query.read_text()}) TO '{refined}' (FORMAT parquet)")
+    _, exact, _ = _fit(tmp_path, "exact", fit_summaries=(str(base),), method="histogram",
+                       refine_summaries=(str(refined),))  # fmt: skip
+    _, rows, _ = _fit(tmp_path, "rows", fit=str(source), method="histogram", engine="memory")
+    assert exact["params"] == rows["params"] != cells["params"]
+    assert exact["fitted_on"]["engine"]["exact"] is True
+
+
 def test_refinement_options_are_checked(tmp_path: Path) -> None:
     source = _file(tmp_path)
     base = _summarize(source, tmp_path / "s.parquet")
@@ -518,9 +544,10 @@ def test_refinement_options_are_checked(tmp_path: Path) -> None:
     scores, labels = _rows("skewed", 6000, 7)  # other rows: the cells' weights differ
     other = tmp_path / "other.parquet"
     write_summary(summarize_arrays(labels, scores, mantissa_bits=52), str(other))
-    with pytest.raises(InputError, match="it must summarise every row of the cells it refines"):
-        _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic",
-             refine_summaries=(str(other),))  # fmt: skip
+    for method in ("isotonic", "histogram"):  # one check of the refinement, both fits
+        with pytest.raises(InputError, match="must summarise every row of the cells it refines"):
+            _fit(tmp_path, "m", fit_summaries=(str(base),), method=method,
+                 refine_summaries=(str(other),))  # fmt: skip
     coarse = tmp_path / "coarse.parquet"
     write_summary(summarize_arrays(labels, scores, mantissa_bits=8), str(coarse))
     with pytest.raises(InputError, match="must be on a finer grid than the summary's 12"):

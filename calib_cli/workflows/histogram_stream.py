@@ -18,7 +18,6 @@ engine summarises the rows of the edges' cells on a finer grid (the query
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,12 +25,11 @@ from typing import Any
 import numpy as np
 
 from calib_cli.core.histogram import HistogramParams, fit_histogram_points
-from calib_cli.errors import InputError
 from calib_cli.io.stream_map import BatchMap, StreamInput, rows_of_cells
 from calib_cli.summaries import ScoreSummary
-from calib_cli.summaries.grid import cell_bounds, parent_cell
+from calib_cli.summaries.grid import cell_bounds
 from calib_cli.types import FloatArray, IntArray
-from calib_cli.workflows.isotonic_stream import OpenCells, finer_bits
+from calib_cli.workflows.isotonic_stream import OpenCells, covered_by_finer, finer_bits
 
 #: Refinement passes after which the fit gives up: each pass takes the cells at least one bit
 #: finer (single scores when their rows fit the key budget), and 52 bits are single scores.
@@ -180,39 +178,10 @@ def fit_histogram_summary(
 
 def _replace_by_finer(points: _Points, finer: ScoreSummary, name: str) -> tuple[_Points, int]:
     """``points`` without the cells ``finer`` covers, plus ``finer``'s points; and how many
-    cells were replaced."""
-    fine = _summary_points(finer)
-    fine_bits = finer.mantissa_bits
-    covered = np.zeros(points.x.size, dtype=bool)
-    replaced = 0
-    for level in np.unique(points.bits).tolist():
-        if level >= fine_bits:
-            continue
-        parents = parent_cell(fine.cell, from_bits=fine_bits, to_bits=level)
-        fine_weight: dict[tuple[int, int], float] = {}
-        keys = zip(fine.bin.tolist(), parents.tolist(), strict=True)
-        for key, w in zip(keys, fine.w.tolist(), strict=True):
-            fine_weight[key] = fine_weight.get(key, 0.0) + w
-        here = np.flatnonzero(points.bits == level)
-        weight: dict[tuple[int, int], float] = {}
-        for i in here.tolist():
-            key = (int(points.bin[i]), int(points.cell[i]))
-            weight[key] = weight.get(key, 0.0) + float(points.w[i])
-        for key, total in weight.items():
-            finer_total = fine_weight.get(key)
-            if finer_total is None:
-                continue
-            if not math.isclose(finer_total, total, rel_tol=1e-9, abs_tol=1e-12):
-                raise InputError(
-                    f"{name}: the refinement summary holds weight {finer_total:.17g} in cell "
-                    f"{key[1]} (bin {key[0]}) of the {level}-bit grid, the summary "
-                    f"{total:.17g}: it must summarise every row of the cells it refines, "
-                    "from the same table"
-                )
-            replaced += 1
-        shared = set(fine_weight) & set(weight)
-        covered[here] = [(int(points.bin[i]), int(points.cell[i])) in shared for i in here.tolist()]
-    return _sorted([points.take(~covered), fine]), replaced
+    cells were replaced (:func:`~calib_cli.workflows.isotonic_stream.covered_by_finer`)."""
+    coarse = (points.bits, points.bin, points.cell, points.w)
+    covered, count = covered_by_finer(coarse, finer, name)
+    return _sorted([points.take(~covered), _summary_points(finer)]), count
 
 
 def fit_histogram_if_exact(

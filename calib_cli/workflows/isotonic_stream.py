@@ -257,37 +257,57 @@ class IsotonicSummaryFit:
         return self.open_cells == 0
 
 
-def _replace_by_finer(units: _Units, finer: ScoreSummary, name: str) -> tuple[_Units, int]:
-    """``units`` with the cells that ``finer`` (a summary on a finer grid of the rows of
-    whole cells of theirs) covers replaced by its cells; and how many were replaced. A
-    covered cell whose weight differs from the finer cells' is refused: the refinement was
-    not made of the same rows."""
-    bits = finer.mantissa_bits
-    fine = _cell_units(finer.pooled())
-    covered = np.zeros(units.low.size, dtype=bool)
-    for level in np.unique(units.bits).tolist():
-        if level >= bits:
+def covered_by_finer(
+    coarse: tuple[IntArray, IntArray, IntArray, FloatArray],
+    finer: ScoreSummary,
+    name: str,
+) -> tuple[BoolArray, int]:
+    """Which entries of a summary's cells (``coarse``: each entry's grid bits, bin, cell and
+    weight; a cell may have several entries, one per class) a refinement summary ``finer``
+    covers, and how many cells. A covered cell whose weight differs from the finer cells'
+    is refused: the refinement was not made of the same rows of the same table."""
+    bits, bin_, cell, weight = coarse
+    fine_bits = finer.mantissa_bits
+    fine_weight = np.asarray(finer.weight, dtype=np.float64)
+    fine_bin = np.asarray(finer.bin, dtype=np.int64)
+    covered = np.zeros(bits.size, dtype=bool)
+    count = 0
+    for level in np.unique(bits).tolist():
+        if level >= fine_bits:
             continue
-        at_level = units.bits == level
-        parents = parent_cell(fine.cell, from_bits=bits, to_bits=level)
-        keys = np.column_stack((parents, fine.bin))
-        unit_keys = np.column_stack((units.cell, units.bin))
-        found, fine_index = np.unique(keys, axis=0, return_inverse=True)
-        fine_weight = np.bincount(fine_index.reshape(-1), weights=fine.weight)
-        lookup = {tuple(k): w for k, w in zip(found.tolist(), fine_weight.tolist(), strict=True)}
-        for i in np.flatnonzero(at_level).tolist():
-            weight = lookup.get(tuple(unit_keys[i].tolist()))
-            if weight is None:
-                continue
-            if not math.isclose(weight, float(units.weight[i]), rel_tol=1e-9, abs_tol=1e-12):
+        here = np.flatnonzero(bits == level)
+        parents = parent_cell(finer.cell, from_bits=fine_bits, to_bits=level)
+        fine_keys, fine_of = np.unique(np.stack((fine_bin, parents)), axis=1, return_inverse=True)
+        fine_total = np.bincount(fine_of.reshape(-1), weights=fine_weight)
+        keys, key_of = np.unique(np.stack((bin_[here], cell[here])), axis=1, return_inverse=True)
+        total = np.bincount(key_of.reshape(-1), weights=weight[here])
+        # each key's place among the finer ones (-1: not refined)
+        _, ids = np.unique(np.concatenate((fine_keys, keys), axis=1), axis=1, return_inverse=True)
+        ids = ids.reshape(-1)
+        place = np.full(int(ids.max()) + 1, -1)
+        place[ids[: fine_keys.shape[1]]] = np.arange(fine_keys.shape[1])
+        match = place[ids[fine_keys.shape[1] :]]
+        for k in np.flatnonzero(match >= 0).tolist():
+            finer_total, own = float(fine_total[match[k]]), float(total[k])
+            if not math.isclose(finer_total, own, rel_tol=1e-9, abs_tol=1e-12):
                 raise InputError(
-                    f"{name}: the refinement summary holds weight {weight:.17g} in cell "
-                    f"{int(units.cell[i])} (bin {int(units.bin[i])}) of the {level}-bit grid, "
-                    f"the summary {float(units.weight[i]):.17g}: it must summarise every row "
-                    "of the cells it refines, from the same table"
+                    f"{name}: the refinement summary holds weight {finer_total:.17g} in cell "
+                    f"{int(keys[1, k])} (bin {int(keys[0, k])}) of the {level}-bit grid, the "
+                    f"summary {own:.17g}: it must summarise every row of the cells it "
+                    "refines, from the same table"
                 )
-            covered[i] = True
-    return _merge([units.take(~covered), fine]), int(np.sum(covered))
+        covered[here] = match[key_of.reshape(-1)] >= 0
+        count += int(np.sum(match >= 0))
+    return covered, count
+
+
+def _replace_by_finer(units: _Units, finer: ScoreSummary, name: str) -> tuple[_Units, int]:
+    """``units`` with the cells that ``finer`` covers replaced by its cells; and how many
+    were replaced (:func:`covered_by_finer`)."""
+    covered, count = covered_by_finer(
+        (units.bits, units.bin, units.cell, units.weight), finer, name
+    )
+    return _merge([units.take(~covered), _cell_units(finer.pooled())]), count
 
 
 def fit_isotonic_summary(

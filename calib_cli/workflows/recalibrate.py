@@ -1511,7 +1511,8 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
     exact_histogram = None
     histogram_fit = None
     refinements = _refinements(request, summary)
-    if summary.mantissa_bits < FIT_MANTISSA_BITS[method]:
+    coarse = summary.mantissa_bits < FIT_MANTISSA_BITS[method]
+    if coarse or refinements or request.refine_sql is not None:
         if method == "histogram":  # exact all the same when every edge is a cell's one score
             n_bins = run.options["histogram"]["n_bins"]
             with io.naming(name):
@@ -1522,14 +1523,20 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
             exact_histogram = histogram_fit.params
             if histogram_fit.open is not None and request.refine_sql is not None:
                 _write_refinement_sql(request, summary, histogram_fit.open)
-                raise InputError(
+                wrote = (
                     f"{name}: {len(histogram_fit.open.lower)} cells hold an equal-mass "
                     "edge of the histogram and several scores; wrote the query that "
                     f"summarises their rows on the {histogram_fit.open.to_bits}-bit grid to "
                     f"{request.refine_sql}: run it in the engine, save its result as "
-                    "Parquet, and fit again adding --refine-summary RESULT (no model saved)"
+                    "Parquet, and fit again adding --refine-summary RESULT"
                 )
-        if exact_histogram is None:
+                if coarse:
+                    raise InputError(f"{wrote} (no model saved)")
+                run.warn(
+                    f"{wrote} (this model: the fit on the summary's "
+                    f"{summary.mantissa_bits}-bit cells)"
+                )
+        if coarse and exact_histogram is None:
             raise InputError(_coarse_grid_message(name, method, summary.mantissa_bits))
     grid = {"kind": "relative-tails", "mantissa_bits": summary.mantissa_bits}
     record: dict[str, Any] = {
