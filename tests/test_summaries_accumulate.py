@@ -531,3 +531,25 @@ def test_batch_checks_agree_with_their_definition(
     else:
         with pytest.raises(InputError, match=f"column '{'y' if bad == 'label' else 's'}'"):
             check_batch_values(batch, score_column="s", label_column="y")
+
+
+@pytest.mark.parametrize("eps", [1e-15, 1e-3, 0.25])
+def test_the_logarithms_are_those_of_the_clipped_score(eps: float) -> None:
+    """``clipped_logs`` (the summaries' only logarithms, through the table of
+    ``log_near_far``) gives ``log q`` and ``log(1 - q)`` of ``q = clip(p, eps, 1 - eps)``,
+    within 2 units in the last place of :func:`~calib_cli.core.elementary.log` and
+    ``log1p`` on ``q``, the clipped ends included; the two sides come out swapped above 1/2."""
+    from calib_cli.core import elementary as el
+    from calib_cli.summaries.summary import clipped_logs
+
+    rng = np.random.default_rng(21)
+    p = np.concatenate(
+        [np.array(EDGE_SCORES), rng.uniform(0.0, 1.0, 3000), 10 ** -rng.uniform(0, 18, 500)]
+    )
+    p = np.concatenate([p, 1.0 - p[-500:]])
+    near, far = clipped_logs(p, np.minimum(p, 1.0 - p), eps)
+    q = np.clip(p, eps, 1.0 - eps)
+    low = p <= 0.5
+    log_q, log_1mq = np.where(low, near, far), np.where(low, far, near)
+    for got, want in ((log_q, el.log(q)), (log_1mq, el.log1p(-q))):
+        assert np.all(np.abs(got - want) <= 2.0 * np.spacing(np.abs(want)))

@@ -38,12 +38,11 @@ from typing import Protocol, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from calib_cli.core import elementary as el
 from calib_cli.core.scatter import scatter_add, scatter_columns, scatter_sums
 from calib_cli.errors import InputError
 from calib_cli.summaries.grid import bin_index, cell_index, half_cell
 from calib_cli.summaries.subcells import SubCells
-from calib_cli.summaries.summary import GroupName, ScoreSummary, group_ranks
+from calib_cli.summaries.summary import GroupName, ScoreSummary, clipped_logs, group_ranks
 from calib_cli.types import FloatArray, IntArray
 
 __all__ = [
@@ -69,7 +68,7 @@ _G = TypeVar("_G", bound=np.generic)
 _T = TypeVar("_T")
 
 #: The per-row terms summed per key, each times the row's weight.
-TERMS = ("near", "near_sq", "log_q", "log_1mq", "spieg_var")
+TERMS = ("near", "near_sq", "log_near", "log_far", "spieg_var")
 
 
 @dataclass(frozen=True)
@@ -168,9 +167,7 @@ def row_terms(
     complement = 1.0 - p
     if x is None:
         x = np.minimum(p, complement)
-    q = np.clip(p, eps, 1.0 - eps)
-    log_q = el.log(q)
-    log_1mq = el.log1p(np.negative(q, out=q))
+    log_near, log_far = clipped_logs(p, x, eps)
     spieg_var = np.multiply(p, -2.0)
     spieg_var += 1.0  # 1 - 2p
     np.multiply(spieg_var, spieg_var, out=spieg_var)
@@ -179,8 +176,8 @@ def row_terms(
     raw = {
         "near": x,
         "near_sq": x * x,
-        "log_q": log_q,
-        "log_1mq": log_1mq,
+        "log_near": log_near,
+        "log_far": log_far,
         "spieg_var": spieg_var,
     }
     return raw if w is None else {name: w * v for name, v in raw.items()}
@@ -1032,6 +1029,8 @@ def format_columns(
     low = cell <= half_cell(mantissa_bits)
     positive = label == 1
     own = 2.0 * near_sq - near
+    log_q = np.where(low, sums["log_near"], sums["log_far"])
+    log_1mq = np.where(low, sums["log_far"], sums["log_near"])
     spiegelhalter_num = np.where(positive == low, weight - 3.0 * near + 2.0 * near_sq, own)
     return {
         "group": group,
@@ -1046,8 +1045,8 @@ def format_columns(
         "score_sq_sum": np.where(low, near_sq, far_sq),
         "complement_sum": np.where(low, far, near),
         "complement_sq_sum": np.where(low, far_sq, near_sq),
-        "log_loss_sum": np.where(positive, -sums["log_q"], -sums["log_1mq"]),
-        "logit_sum": sums["log_q"] - sums["log_1mq"],
+        "log_loss_sum": np.where(positive, -log_q, -log_1mq),
+        "logit_sum": log_q - log_1mq,
         "spiegelhalter_num": spiegelhalter_num,
         "spiegelhalter_var": sums["spieg_var"],
         "weight_min": weight_min,

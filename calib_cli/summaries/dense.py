@@ -296,7 +296,7 @@ def _level_summary(
     del order, owner, local, d, offset
     n_rows, n_weighted, weight, weight_sq, weight_min = slot_weights(sums, slot)
     near, near_sq = sums.sums["near"][slot], sums.sums["near_sq"][slot]
-    log_q, log_1mq = sums.sums["log_q"][slot], sums.sums["log_1mq"][slot]
+    log_near, log_far = sums.sums["log_near"][slot], sums.sums["log_far"][slot]
     lo, hi = sums.score_min[slot], sums.score_max[slot]
     columns = format_columns(
         group=np.zeros(0, dtype=object),  # unused: one group
@@ -310,8 +310,8 @@ def _level_summary(
         sums={
             "near": near,
             "near_sq": near_sq,
-            "log_q": log_q,
-            "log_1mq": log_1mq,
+            "log_near": log_near,
+            "log_far": log_far,
             "spieg_var": sums.sums["spieg_var"][slot],
         },
         weight_min=weight_min,

@@ -41,6 +41,7 @@ __all__ = [
     "SUM_COLUMNS",
     "ScoreSummary",
     "check_weight_kind",
+    "clipped_logs",
     "group_ranks",
     "merge_summaries",
     "summarize_arrays",
@@ -672,10 +673,11 @@ def _row_terms(
 ) -> dict[str, npt.NDArray[Any]]:
     """Each row's contribution to every column (the formulas of ``SUM_COLUMNS``)."""
     positive = w > 0.0
-    q = np.clip(p, eps, 1.0 - eps)
     complement = 1.0 - p
     centred = 1.0 - 2.0 * p
-    loss = np.where(y == 1.0, -el.log(q), -el.log1p(-q))
+    low = p <= 0.5
+    near, far = clipped_logs(p, np.minimum(p, complement), eps)
+    log_q, log_1mq = np.where(low, near, far), np.where(low, far, near)
     return {
         "group": group_index,
         "cell": cell_index(p, mantissa_bits=mantissa_bits),
@@ -689,11 +691,29 @@ def _row_terms(
         "score_sq_sum": w * p * p,
         "complement_sum": w * complement,
         "complement_sq_sum": w * complement * complement,
-        "log_loss_sum": w * loss,
-        "logit_sum": w * el.log_odds(q),
+        "log_loss_sum": w * np.where(y == 1.0, -log_q, -log_1mq),
+        "logit_sum": w * (log_q - log_1mq),
         "spiegelhalter_num": w * ((y - p) * centred),
         "spiegelhalter_var": w * (centred * centred * p * complement),
         "weight_min": np.where(positive, w, np.nan),
         "score_min": np.where(positive, p, np.nan),
         "score_max": np.where(positive, p, np.nan),
     }
+
+
+def clipped_logs(p: FloatArray, x: FloatArray, eps: float) -> tuple[FloatArray, FloatArray]:
+    """``log`` of ``min(q, 1 - q)`` and of ``max(q, 1 - q)`` for the clipped scores
+    ``q = clip(p, eps, 1 - eps)``, given ``x = min(p, 1 - p)`` (exact): ``log q`` and
+    ``log(1 - q)`` of each row, the nearer end of [0, 1] first (the one its cell is on; at
+    ``q = 1 - eps``, ``1 - q`` is ``1 - (1 - eps)``, not ``eps``), by
+    :func:`~calib_cli.core.elementary.log_near_far`. The summaries' only logarithms, in
+    memory and streaming alike, so both give each row the same bits.
+
+    >>> near, far = clipped_logs(np.array([0.0, 0.25, 1.0]), np.array([0.0, 0.25, 0.0]), 1e-15)
+    >>> [round(v, 6) for v in near.tolist()], far[1] == el.log1p(np.array([-0.25]))[0]
+    ([-34.538776, -1.386294, -34.539576], np.True_)
+    """
+    upper = 1.0 - (1.0 - eps)  # 1 - q at q = 1 - eps, where 1 - eps rounds: exact
+    if x.size and not x.min() >= max(eps, upper):
+        x = np.where(p <= 0.5, np.maximum(x, eps), np.maximum(x, upper))
+    return el.log_near_far(x)
