@@ -490,3 +490,21 @@ def test_weight_kind_is_reported(tmp_path: Path) -> None:
     assert [p["weight_kind"] for p in payloads] == ["frequency", "importance"]
     assert payloads[0]["target_prevalence"] == payloads[1]["target_prevalence"]
     assert payloads[0]["strata"] == payloads[1]["strata"]
+
+
+@pytest.mark.parametrize("kind", ["logit", "raw"])
+def test_the_reference_grid_takes_the_targets_logistic_function(kind: str) -> None:
+    """Logits and margins reach the grid through the logistic function on both sides: the
+    reference's streaming pass gives exactly ``elementary.sigmoid``, as the target's rows
+    take it (Polars' ``exp`` differed in the last bit for 4% of these values)."""
+    from calib_cli.core import elementary as el
+    from calib_cli.io.strata_scan import _cell_score
+
+    s = np.random.default_rng(17).normal(0.0, 4.0, 20_000)
+    got = (
+        pl.LazyFrame({"s": s})
+        .select(_cell_score(pl.col("s"), kind).alias("p"))  # type: ignore[arg-type]
+        .collect(engine="streaming")["p"]
+        .to_numpy()
+    )
+    np.testing.assert_array_equal(got, el.sigmoid(s))

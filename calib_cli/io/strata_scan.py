@@ -241,7 +241,13 @@ def _cell_score(score: pl.Expr, kind: ScoreKind) -> pl.Expr:
     through the logistic function, which keeps their order)."""
     if kind == "probability":
         return score
-    return 1.0 / (1.0 + (-score).exp())
+    # elementary's sigmoid, as the target's rows take it (Polars' exp is the C library's,
+    # whose last bits depend on the machine: a row could change cells between the two sides)
+    return score.map_batches(_sigmoid_series, return_dtype=pl.Float64, is_elementwise=True)
+
+
+def _sigmoid_series(values: pl.Series) -> pl.Series:
+    return pl.Series(values.name, el.sigmoid(values.to_numpy().astype(np.float64)))
 
 
 # ------------------------------------------------------------------------------ reference
