@@ -553,3 +553,20 @@ def test_the_logarithms_are_those_of_the_clipped_score(eps: float) -> None:
     log_q, log_1mq = np.where(low, near, far), np.where(low, far, near)
     for got, want in ((log_q, el.log(q)), (log_1mq, el.log1p(-q))):
         assert np.all(np.abs(got - want) <= 2.0 * np.spacing(np.abs(want)))
+
+
+def test_an_eps_too_small_for_one_minus_eps_is_refused_by_every_path() -> None:
+    """Below about 1.1e-16, ``1 - eps`` rounds to 1 and a score of 1 would have an infinite
+    log loss: the in-memory summary stored it, the streaming one refused the sum. Both, and
+    the SQL summary, now refuse the eps itself, saying why."""
+    from calib_cli.sql.summary import SummaryQuery, summary_sql
+
+    rows = pl.DataFrame({"score": [1.0, 0.0, 0.3], "label": [0, 1, 1]})
+    message = "1 - eps is below 1"
+    with pytest.raises(InputError, match=message):
+        summarize_arrays(rows["label"].to_numpy(), rows["score"].to_numpy(), eps=1e-17)
+    with pytest.raises(InputError, match=message):
+        summarize_lazy(rows.lazy(), eps=1e-17)
+    with pytest.raises(InputError, match=message):
+        summary_sql(SummaryQuery(table="t", eps=1e-17), dialect_name="duckdb")
+    assert np.isfinite(summarize_arrays([0, 1], [1.0, 0.0], eps=2.0**-52).log_loss_sum).all()

@@ -69,6 +69,7 @@ from calib_cli.summaries.summary import (
     GRID_KIND,
     SCHEMA_VERSION,
     SUMMARY_KIND,
+    check_eps,
 )
 
 __all__ = ["METADATA_COLUMN", "SummaryQuery", "summary_metadata", "summary_sql"]
@@ -150,9 +151,7 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
     meta = summary_metadata(query)
     m = meta["grid"]["mantissa_bits"]
     edges = meta["bin_edges"]
-    eps = float(query.eps)
-    if not 0.0 < eps < 0.5:
-        raise InputError(f"eps must be strictly between 0 and 0.5, got {query.eps!r}")
+    eps = check_eps(query.eps)
 
     # stage 1: the row's values
     score = Column(query.score_col)

@@ -22,7 +22,9 @@ span), never the rows.
 The terms are those of :func:`~calib_cli.summaries.scan.summary_plan`: with
 :math:`x = \\min(p, 1 - p)` (exact), the weighted sums of :math:`x` and :math:`x^2` give
 ``score_sum``, ``complement_sum`` and their squares without cancellation, and Spiegelhalter's
-numerator (:func:`format_columns`); those of :math:`\\log q` and :math:`\\log(1 - q)` give
+numerator (:func:`format_columns`); those of the logarithms of the clipped score's distances
+to its nearer and farther end (:func:`~calib_cli.summaries.summary.clipped_logs`) are
+:math:`\\log q` and :math:`\\log(1 - q)` in the order of the key's tail, and give
 ``log_loss_sum`` and ``logit_sum``.
 """
 

@@ -59,6 +59,7 @@ from calib_cli.summaries.summary import (
     SCHEMA_VERSION,
     SUMMARY_KIND,
     ScoreSummary,
+    check_eps,
 )
 from calib_cli.types import BinStrategy
 
@@ -561,8 +562,7 @@ def summarize_lazy_sub_cells(
     if not names:
         raise InputError("score_columns must name at least one column")
     edges = [float(e) for e in check_bin_edges(bin_edges)]
-    if not 0.0 < eps < 0.5:
-        raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
+    check_eps(eps)
     bits = check_mantissa_bits(mantissa_bits)
     sub_bits = min(sub_bits, MAX_MANTISSA_BITS - bits)
     # One group on the default grid: pages of 256 keys in a table (a few dozen pages for real

@@ -40,6 +40,7 @@ __all__ = [
     "SUMMARY_KIND",
     "SUM_COLUMNS",
     "ScoreSummary",
+    "check_eps",
     "check_weight_kind",
     "clipped_logs",
     "group_ranks",
@@ -390,6 +391,23 @@ def _checked_column(name: str, values: npt.ArrayLike, n: int) -> npt.NDArray[Any
     return arr
 
 
+def check_eps(eps: float) -> float:
+    """The clipping of the scores in the log loss and the logit: strictly between 0 and 1/2,
+    and large enough that ``1 - eps`` is below 1 (else a score of 1 has an infinite log loss).
+
+    >>> check_eps(1e-15)
+    1e-15
+    """
+    if not 0.0 < eps < 0.5:
+        raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
+    if 1.0 - eps == 1.0:
+        raise InputError(
+            f"eps must be at least 1.2e-16 (so that 1 - eps is below 1 in double precision), "
+            f"got {eps!r}"
+        )
+    return float(eps)
+
+
 def _check_rows(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]) -> None:
     n_bins = len(meta["bin_edges"]) - 1
     last_cell = 2 * half_cell(meta["mantissa_bits"])
@@ -634,8 +652,7 @@ def summarize_arrays(
     p = check_scores(y_prob, name=score_column)
     require_same_length([y, p], [label_column, score_column])
     w = check_weights(sample_weight, p.shape[0], name=weight_column or "sample_weight")
-    if not 0.0 < eps < 0.5:
-        raise InputError(f"eps must be strictly between 0 and 0.5, got {eps!r}")
+    check_eps(eps)
     edges = check_bin_edges(bin_edges)
     meta = {
         "mantissa_bits": check_mantissa_bits(mantissa_bits),
@@ -706,8 +723,10 @@ def clipped_logs(p: FloatArray, x: FloatArray, eps: float) -> tuple[FloatArray, 
     ``q = clip(p, eps, 1 - eps)``, given ``x = min(p, 1 - p)`` (exact): ``log q`` and
     ``log(1 - q)`` of each row, the nearer end of [0, 1] first (the one its cell is on; at
     ``q = 1 - eps``, ``1 - q`` is ``1 - (1 - eps)``, not ``eps``), by
-    :func:`~calib_cli.core.elementary.log_near_far`. The summaries' only logarithms, in
-    memory and streaming alike, so both give each row the same bits.
+    :func:`~calib_cli.core.elementary.log_near_far`. The logarithms of the in-memory and the
+    streaming summary (and of the dense refinement), so they give each row the same bits; only
+    :func:`~calib_cli.summaries.scan.summary_plan`, the Polars group-by kept as a reference for
+    tests and benchmarks, takes Polars' own.
 
     >>> near, far = clipped_logs(np.array([0.0, 0.25, 1.0]), np.array([0.0, 0.25, 0.0]), 1e-15)
     >>> [round(v, 6) for v in near.tolist()], far[1] == el.log1p(np.array([-0.25]))[0]
