@@ -247,11 +247,12 @@ def refine_batches(
         offset = (pattern >> shift) & ((1 << d) - 1)
         b = bin_of(p, edges) - layout.bin_first[block]
         slot = np.asarray(layout.start[block] + (((b << d) + offset) << 1) + y, dtype=np.int64)
+        bits = layout.bits[block] + d  # each row's grid: its level's
         if sort_shift is not None:  # rows by their slot's high bits: local additions
             order = np.argsort((slot >> sort_shift).astype(np.uint16), kind="stable")
-            slot, p, y = slot[order], p[order], y[order]
+            slot, p, y, bits = slot[order], p[order], y[order], bits[order]
             w = None if w is None else w[order]
-        return slot, p, row_terms(p, y, w, eps=summary.eps), w
+        return slot, p, row_terms(p, y, w, eps=summary.eps, mantissa_bits=bits), w
 
     for prepared in in_order_ahead(batches, prepare, workers=2):
         sums.add(*prepared)
@@ -295,8 +296,7 @@ def _level_summary(
     slot, cell, bin_, label = slot[order], cell[order], bin_[order], label[order]
     del order, owner, local, d, offset
     n_rows, n_weighted, weight, weight_sq, weight_min = slot_weights(sums, slot)
-    near, near_sq = sums.sums["near"][slot], sums.sums["near_sq"][slot]
-    log_near, log_far = sums.sums["log_near"][slot], sums.sums["log_far"][slot]
+    dev_cube, dev_fourth = sums.sums["dev_cube"][slot], sums.sums["dev_fourth"][slot]
     lo, hi = sums.score_min[slot], sums.score_max[slot]
     columns = format_columns(
         group=np.zeros(0, dtype=object),  # unused: one group
@@ -308,16 +308,17 @@ def _level_summary(
         weight=weight,
         weight_sq=weight_sq,
         sums={
-            "near": near,
-            "near_sq": near_sq,
-            "log_near": log_near,
-            "log_far": log_far,
+            "dev": sums.sums["dev"][slot],
+            "dev_sq": sums.sums["dev_sq"][slot],
+            "dev_cube": dev_cube,
+            "dev_fourth": dev_fourth,
             "spieg_var": sums.sums["spieg_var"][slot],
         },
         weight_min=weight_min,
         score_min=np.where(np.isfinite(lo), lo, np.nan),
         score_max=np.where(np.isfinite(hi), hi, np.nan),
         mantissa_bits=m,
+        eps=summary.eps,
     )
     del columns["group"]
     arrays = {
