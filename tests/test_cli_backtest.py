@@ -337,3 +337,37 @@ def test_backtest_streams_with_the_same_bytes_as_in_memory(
                 run_backtest(_request(reference, bad, engine=engine))
             errors.append(str(caught.value))
         assert errors[0] == errors[1]
+
+
+def test_history_holding_the_target_batches_never_lends_a_batch_its_own_labels(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A history that holds the target's batches (here all 8, labelled) lends each target
+    batch only the batches before it, with a warning: flipping the labels of batches 3 and
+    later in the history leaves the blends of batches 0-3 as they were."""
+    reference, target = files
+    options = {"reference": str(reference), "batch_col": "week", "n_bootstrap": 0, "seed": 3}
+    warnings: list[str] = []
+    result = run_estimate_shift(
+        EstimateShiftRequest(target=str(target), history=str(target), **options),  # type: ignore[arg-type]
+        warn=warnings.append,
+    )
+    assert result.history is not None
+    assert result.history.n_history.tolist() == list(range(N_BATCHES))
+    assert (
+        "--history: 8 of its 8 batches are not before the target's batch 0; each target batch "
+        "learns only from the history's batches before it"
+    ) in warnings
+    flipped = tmp_path / "flipped.csv"
+    pl.read_csv(target).with_columns(
+        pl.when(pl.col("week") >= 3)
+        .then(1 - pl.col("label"))
+        .otherwise(pl.col("label"))
+        .alias("label")
+    ).write_csv(flipped)
+    again = run_estimate_shift(
+        EstimateShiftRequest(target=str(target), history=str(flipped), **options)  # type: ignore[arg-type]
+    )
+    assert again.history is not None
+    assert again.history.prevalence[:4].tolist() == result.history.prevalence[:4].tolist()
+    assert again.history.prevalence[4:].tolist() != result.history.prevalence[4:].tolist()

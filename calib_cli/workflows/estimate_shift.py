@@ -6,7 +6,7 @@ import contextlib
 import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -1136,6 +1136,17 @@ def _history(
     ]
     n_past, n_new = len(values), len(batches)
     schedule = history_schedule(n_past, n_new, label_delay=_delay(request))
+    # a target batch learns only from the history's batches before it: never from its own
+    # labels or later ones, should the history hold them
+    before = np.array([_batches_before(values, b.batch) for b in batches], dtype=np.int64)
+    schedule[n_past:] = np.minimum(schedule[n_past:], before - 1)
+    if n_new and before.min() < n_past:
+        first = int(np.argmin(before))
+        warn(
+            f"--history: {n_past - int(before.min())} of its {n_past} batches are not before "
+            f"the target's batch {batches[first].batch}; each target batch learns only from "
+            "the history's batches before it"
+        )
     label_shift = np.array(
         [e.prevalence for e in past_estimates] + [b.estimate.prevalence for b in batches]
     )
@@ -1168,6 +1179,18 @@ def _history(
         weights=blend.weights[new],
         ci_level=CI_LEVEL,
     )
+
+
+def _batches_before(values: tuple[GroupValue, ...], value: GroupValue) -> int:
+    """How many of the history's batch ``values`` (ascending) come before a target batch's
+    ``value``, in the batch column's order (as text where the two files' types differ); all
+    of them for the target's rows without a batch (not placed in time)."""
+    if value is None or value == MISSING_GROUP:
+        return len(values)
+    try:
+        return sum(1 for v in values if cast(Any, v) < value)
+    except TypeError:
+        return sum(1 for v in values if str(v) < str(value))
 
 
 # ------------------------------------------------------------------------- from summaries
