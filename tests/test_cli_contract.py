@@ -447,7 +447,16 @@ def test_two_outputs_may_not_share_a_file(invoke_calib: RunCalib, tmp_path: Path
 PARQUET = ["--output-format", "parquet"]
 
 
-def test_binary_output_to_a_terminal_is_refused(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["recalibrate", "{data}", "--negative-rate", "0.5", "-o", "-", *PARQUET],
+        ["summarize", "{data}", "-o", "-"],
+    ],
+)
+def test_binary_output_to_a_terminal_is_refused(tmp_path: Path, command: list[str]) -> None:
+    """Parquet rows, and a Parquet summary, are refused on a terminal (``summarize -o -``
+    printed PAR1... before)."""
     import pty
 
     data = tmp_path / "s.csv"
@@ -455,7 +464,7 @@ def test_binary_output_to_a_terminal_is_refused(tmp_path: Path) -> None:
     controller, terminal = pty.openpty()
     try:
         done = subprocess.run(
-            [CALIB, "recalibrate", str(data), "--negative-rate", "0.5", "-o", "-", *PARQUET],
+            [CALIB, *(part.format(data=data) for part in command)],
             stdout=terminal,
             stderr=subprocess.PIPE,
             env={**os.environ, "NO_COLOR": "1"},

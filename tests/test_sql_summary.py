@@ -144,6 +144,10 @@ def test_parquet_written_by_duckdb_is_read_by_calib(tmp_path: Path) -> None:
     ).write_parquet(mixed)
     with pytest.raises(InputError, match="must hold one metadata value, found 2"):
         read_summary(str(mixed))
+    empty = tmp_path / "empty.parquet"  # the query on an empty table: no rows, no metadata
+    _CON.execute(f"COPY ({sql} LIMIT 0) TO '{empty}' (FORMAT parquet)")
+    with pytest.raises(InputError, match="holds no rows, so no summary metadata: the query"):
+        read_summary(str(empty))
 
 
 @pytest.mark.parametrize("name", SQL_DIALECTS)

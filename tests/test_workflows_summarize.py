@@ -200,7 +200,12 @@ def test_several_score_columns_write_one_file_each(days: list[Path], tmp_path: P
             "{ten.parquet}: summary field 'group_column' is None, so it cannot report --by "
             "'segment' (summarise with --by segment)",
         ),
-        (("day1.csv",), None, "{day1.csv}: not a calib summary (neither Parquet nor JSON)"),
+        (
+            ("day1.csv",),
+            None,
+            "{day1.csv}: not a calib summary (neither Parquet nor JSON; `calib summarize` "
+            "writes them, and a file of rows is read without the summary options)",
+        ),
         (
             ("plain.parquet",),
             None,
@@ -231,6 +236,25 @@ def test_mismatched_or_bad_summaries_are_refused_naming_the_file_and_field(
         from_summaries(*(paths[name] for name in files), by=by)
     assert str(refused.value) == expected
     assert refused.value.exit_code == 65
+
+
+def test_a_weight_column_the_summary_was_not_made_with_is_refused(
+    days: list[Path], tmp_path: Path
+) -> None:
+    """Weights are fixed when a summary is made: ``--weight-col w`` on an unweighted one
+    (which reported the unweighted total before) is refused, naming the file and the way out;
+    the column it was made with is accepted."""
+    plain = summarize(days[0], output=tmp_path / "plain.parquet")
+    with pytest.raises(InputError) as refused:
+        from_summaries(plain, weight_col="w")
+    assert str(refused.value) == (
+        f"{plain}: summary field 'weight_column' is None, so it cannot weight rows by "
+        "--weight-col 'w' (summarise with --weight-col w)"
+    )
+    weighted = summarize(days[0], output=tmp_path / "weighted.parquet", weight_col="w")
+    assert from_summaries(weighted, weight_col="w")["weight_total"] == pytest.approx(
+        from_summaries(weighted)["weight_total"]
+    )
 
 
 def test_a_missing_summary_is_exit_66_naming_it(tmp_path: Path) -> None:

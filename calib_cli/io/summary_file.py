@@ -85,7 +85,10 @@ def read_summary(path: str) -> ScoreSummary:
             return _from_parquet(raw)
         if raw.lstrip()[:1] == b"{":
             return ScoreSummary.from_json(raw.decode("utf-8", errors="replace"))
-        raise InputError("not a calib summary (neither Parquet nor JSON)")
+        raise InputError(
+            "not a calib summary (neither Parquet nor JSON; `calib summarize` writes them, and "
+            "a file of rows is read without the summary options)"
+        )
 
 
 def _from_parquet(raw: bytes) -> ScoreSummary:
@@ -100,6 +103,11 @@ def _from_parquet(raw: bytes) -> ScoreSummary:
     text = metadata.get(SUMMARY_METADATA_KEY)
     if SUMMARY_METADATA_COLUMN in frame.columns:
         values = frame[SUMMARY_METADATA_COLUMN].unique().to_list()
+        if text is None and not values:
+            raise InputError(
+                "holds no rows, so no summary metadata: the query that wrote it found no rows "
+                "(an empty table, or a day without data?); leave the file out"
+            )
         if text is None and len(values) == 1 and isinstance(values[0], str):
             text = values[0]
         elif text is None or len(values) > 1:

@@ -337,6 +337,16 @@ def _check_by(summary: ScoreSummary, by: str | None, source: str) -> None:
         )
 
 
+def _check_weight_col(summary: ScoreSummary, weight_col: str | None, source: str) -> None:
+    """A summary's weights are fixed when it is made: ``--weight-col`` may only name them."""
+    if weight_col is not None and summary.weight_column != weight_col:
+        raise InputError(
+            f"{source}: summary field 'weight_column' is {summary.weight_column!r}, so it "
+            f"cannot weight rows by --weight-col {weight_col!r} (summarise with --weight-col "
+            f"{weight_col})"
+        )
+
+
 def _figures(
     summary: ScoreSummary,
     request: ReliabilityRequest,
@@ -376,6 +386,7 @@ def assess_summary_files(
         names.extend(f for f in files if f not in names)
         source = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"
         _check_by(summary, request.by, files[0])
+        _check_weight_col(summary, request.weight_col, files[0])
         _flat_summary(source, column, summary, warn)
         for group, part in _parts(summary, request.by):
             where = source if group is None else f"{source} ({request.by}={group})"
