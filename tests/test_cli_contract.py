@@ -506,3 +506,29 @@ def test_a_missing_sampling_record_says_why(invoke_calib: RunCalib, tmp_path: Pa
     assert message.startswith(f"error: {record}: no such file (calib resample writes its record")
     assert "write the sample to a file first" in message
     assert len(message.splitlines()) == 1
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_a_nested_column_is_refused_for_csv_output_naming_it(tmp_path: Path, engine: str) -> None:
+    """A Parquet input with a list column written as CSV ended in 'internal error:
+    ComputeError' (exit 70); it is an input the format cannot hold: exit 65, naming the
+    column and the formats that can. Parquet output keeps the column."""
+    source = tmp_path / "list.parquet"
+    pl.DataFrame({"score": [0.2, 0.7, 0.4], "label": [0, 1, 0]}).with_columns(
+        pl.concat_list(["score"]).alias("lst")
+    ).write_parquet(source)
+    base = [CALIB, "recalibrate", str(source), "--negative-rate", "0.5", "--engine", engine]
+    done = subprocess.run(
+        [*base, "-o", str(tmp_path / "out.csv")], capture_output=True, check=False
+    )
+    assert done.returncode == 65
+    assert done.stderr.decode() == (
+        "error: column(s) 'lst' hold nested values, which CSV cannot write; write Parquet, "
+        "Arrow or NDJSON (-o out.parquet), or drop the column(s) first\n"
+    )
+    assert not (tmp_path / "out.csv").exists()
+    kept = subprocess.run(
+        [*base, "-o", str(tmp_path / "out.parquet")], capture_output=True, check=False
+    )
+    assert kept.returncode == 0
+    assert pl.read_parquet(tmp_path / "out.parquet")["lst"].to_list() == [[0.2], [0.7], [0.4]]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from calib_cli.errors import UsageError
+import polars as pl
+
+from calib_cli.errors import InputError, UsageError
 from calib_cli.types import InputFormat
 
 STDIO = "-"
@@ -127,3 +130,19 @@ def is_stream(path: str) -> bool:
         return Path(path).exists() and not Path(path).is_file() and not Path(path).is_dir()
     except OSError:
         return False
+
+
+def check_text_columns(schema: Mapping[str, pl.DataType], fmt: InputFormat) -> None:
+    """Refuse, naming them, columns CSV and TSV cannot hold (lists, arrays, structs), before a
+    table is written in those formats (Parquet, Arrow and NDJSON hold them)."""
+    if fmt not in ("csv", "tsv"):
+        return
+    nested = [name for name, dtype in schema.items() if dtype.is_nested() or dtype == pl.Object]
+    if nested:
+        listed = ", ".join(f"'{name}'" for name in nested[:5]) + (
+            ", ..." if len(nested) > 5 else ""
+        )
+        raise InputError(
+            f"column(s) {listed} hold nested values, which {fmt.upper()} cannot write; write "
+            "Parquet, Arrow or NDJSON (-o out.parquet), or drop the column(s) first"
+        )

@@ -14,7 +14,13 @@ import polars as pl
 from calib_cli.errors import InputError, OutputError
 from calib_cli.interrupts import committing, new_temporary_directory, remove_temporary
 from calib_cli.io.dialect import current_dialect
-from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
+from calib_cli.io.formats import (
+    STDIO,
+    canonical_output,
+    check_text_columns,
+    is_stream,
+    output_format,
+)
 from calib_cli.io.write import atomic_destination, write_all
 from calib_cli.types import InputFormat
 
@@ -26,6 +32,7 @@ def sink_table(
     memory does not grow with rows and a failure leaves no partial file."""
     path = canonical_output(path)
     fmt = output_format(path, output_format_override)
+    check_text_columns(lazy.collect_schema(), fmt)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
     if path == STDIO or is_stream(path):
         with tempfile.TemporaryDirectory() as scratch:
@@ -119,6 +126,7 @@ def sink_collecting(
     grow with rows. Returns the collected ``queries``; nothing is written on failure."""
     path = canonical_output(path)
     fmt = output_format(path, output_format_override)
+    check_text_columns(lazy.collect_schema(), fmt)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
     if path == STDIO or is_stream(path):
         with tempfile.TemporaryDirectory() as scratch:

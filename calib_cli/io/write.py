@@ -23,7 +23,13 @@ import polars as pl
 from calib_cli.errors import OutputError, UsageError
 from calib_cli.interrupts import committing, new_temporary_file, unregister_temporary
 from calib_cli.io.dialect import current_dialect
-from calib_cli.io.formats import STDIO, canonical_output, is_stream, output_format
+from calib_cli.io.formats import (
+    STDIO,
+    canonical_output,
+    check_text_columns,
+    is_stream,
+    output_format,
+)
 from calib_cli.types import InputFormat
 
 
@@ -66,6 +72,7 @@ def write_table(
     """Write a table atomically to ``path``, or to standard output for ``-``."""
     path = canonical_output(path)
     fmt = output_format(path, output_format_override)
+    check_text_columns(frame.schema, fmt)
     compress = path != STDIO and path.lower().endswith(".gz") and fmt in ("csv", "tsv", "ndjson")
     write_bytes(path, serialise(frame, fmt, gzip_text=compress))
 
