@@ -608,7 +608,7 @@ def test_log_sums_from_moments_against_exact_sums(bits: int, eps: float, weighte
     own logarithms) against exact per-key sums of the rows' logarithms: within 2e-15 of the
     sum of the terms' magnitudes where the moments serve (the series' truncation is below
     2**-55), within 1e-13 elsewhere (thousands of equal rows' logarithms, added in turn)."""
-    from calib_cli.summaries.accumulate import MOMENT_MIN_BITS, key_floor, log_floor
+    from calib_cli.summaries.accumulate import MOMENT_MIN_BITS, clip_edge, key_floor
 
     rng = np.random.default_rng(31)
     n = 20_000
@@ -633,9 +633,39 @@ def test_log_sums_from_moments_against_exact_sums(bits: int, eps: float, weighte
     want = _exact_log_sums(p, y, w, bits, eps)
     assert np.array_equal(got.cell, want["cell"].to_numpy())
     size = np.maximum(want["size"].to_numpy(), 1e-300)
-    moments = (key_floor(got.cell, bits) >= log_floor(eps)) & (bits >= MOMENT_MIN_BITS)
+    moments = (key_floor(got.cell, bits) >= clip_edge(eps)) & (bits >= MOMENT_MIN_BITS)
     assert moments.any() == (bits >= MOMENT_MIN_BITS)
     for column, exact in (("log_loss_sum", "loss"), ("logit_sum", "logit")):
         error = np.abs(getattr(got, column) - want[exact].to_numpy()) / size
         assert np.max(error[moments], initial=0.0) <= 2e-15, column
         assert np.max(error) <= 1e-13, column
+
+
+def test_every_term_of_the_series_counts_at_the_top_of_11_bit_cells() -> None:
+    """One row a key, each at the very top of its 11-bit cell (``(x - c) / c`` just below
+    2**-11, where the fourth terms are about 2**-46 of the sums), from 1e-12 to 1/2 and on
+    both tails: each key's log sums within 4 units of the exact logarithms (40-digit
+    ``decimal``). Leaving out any of the eight terms of ``log_sums`` breaks this."""
+    from decimal import Decimal, localcontext
+
+    bits = 11
+    steps = np.arange(1, 2049, 97)[None, :]  # the next cell edge, 2**e (1 + k / 2**11)
+    x = np.nextafter(np.ldexp(1.0 + steps / 2.0**bits, np.arange(-40, -1, 2)[:, None]), 0.0)
+    x = x.ravel()
+    x = x[(x > 1e-12) & (x < 0.5)]
+    p = np.concatenate([x, 1.0 - x[x > 2.0**-20]])  # upper tail where 1 - x is exact enough
+    p = p[np.minimum(p, 1.0 - p) > 1e-12]
+    y = np.zeros(p.size, dtype=np.int64)
+    got = summarize_lazy(pl.DataFrame({"score": p, "label": y}).lazy(), mantissa_bits=bits)
+    assert got.n_keys == p.size  # one row a key
+    order = np.argsort(cell_index(p, mantissa_bits=bits), kind="stable")
+    with localcontext() as context:
+        context.prec = 40
+        for key, row in enumerate(order):
+            q = Decimal(float(p[row]))
+            exact_loss = -(1 - q).ln()  # label 0
+            exact_logit = q.ln() - (1 - q).ln()
+            loss, logit = got.log_loss_sum[key], got.logit_sum[key]
+            assert abs(Decimal(float(loss)) - exact_loss) <= 4 * Decimal(np.spacing(loss)), p[row]
+            size = abs(q.ln()) + abs((1 - q).ln())
+            assert abs(Decimal(float(logit)) - exact_logit) <= 4 * Decimal(np.spacing(float(size)))

@@ -22,8 +22,8 @@ NumPy, so the result does not depend on the vector width, the CPU or NumPy's ver
   (so ``1 + x`` is never rounded there), elsewhere :func:`log` of ``u = 1 + x`` plus
   ``u``'s rounding error over ``u`` (the error exact by Knuth's two-sum);
 - :func:`power`: products for whole powers, ``exp(p log x)`` for others;
-- :func:`log_near_far`: ``log x`` and ``log(1 - x)`` together for ``0 <= x <= 1/2`` (what a
-  summary adds up for each row), from a table of both at the doubles with 11 mantissa bits
+- :func:`log_near_far`: ``log x`` and ``log(1 - x)`` together for ``0 <= x <= 1/2`` (a
+  score's logarithms in a summary), from a table of both at the doubles with 11 mantissa bits
   and ``log1p``'s series to degree 4 between them: about 5 nanoseconds for the pair, against
   12.7 for :func:`log` and :func:`log1p`.
 
@@ -305,7 +305,7 @@ def _near_far_table() -> tuple[FloatArray, FloatArray]:
 
 def log_near_far(x: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
     """``log(x)`` and ``log(1 - x)`` for ``0 <= x <= 1/2`` (a score's distance to its end of
-    [0, 1], ``min(p, 1 - p)``): the two logarithms a summary adds up for each row, in 0.4 of
+    [0, 1], ``min(p, 1 - p)``): the two logarithms a summary takes of a score, in 0.4 of
     the time of :func:`log` and :func:`log1p`, the same bits on every machine.
 
     ``x = c (1 + r)`` with ``c`` the table point below ``x`` (``x`` with all but its top 11

@@ -28,13 +28,13 @@ A key's sums of :math:`x` and :math:`x^2` follow without cancellation, and from 
 ``log_loss_sum`` and ``logit_sum``, follow from ``log1p``'s series to the fourth power
 (:func:`log_sums`: its fifth term below ``2**-55`` of the sums, tested within ``2e-15`` of
 the exact sums; two logarithms a row took 5-13 ns, these four powers 0.5).
-Rows whose scores are clipped, and every row of a grid coarser than 11 bits, add their two
-logarithms instead (:func:`~calib_cli.summaries.summary.clipped_logs`).
+Rows of cells that may hold clipped scores (those starting below ``eps``, e.g. the cells of 0
+and 1), and every row of a grid coarser than 11 bits, add their two logarithms instead
+(:func:`~calib_cli.summaries.summary.clipped_logs`).
 """
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -182,22 +182,24 @@ def row_terms(
 
     The powers of ``x - c`` (``c`` the lower edge of the row's cell, :func:`cell_floor`:
     ``x - c`` exact), from which a key's sums of ``x`` and ``x**2`` follow without
-    cancellation, and its sums of ``log x`` and ``log(1 - x)`` by :func:`log_sums`. Rows below
-    :func:`log_floor` (where the scores are clipped) and rows on a grid coarser than
-    :data:`MOMENT_MIN_BITS` carry those two logarithms in place of the third and fourth
-    powers (:func:`~calib_cli.summaries.summary.clipped_logs`), as their keys read them.
+    cancellation, and its sums of ``log x`` and ``log(1 - x)`` by :func:`log_sums`. Rows of a
+    cell that starts below :func:`clip_edge` (a cell that may hold clipped scores) and rows
+    on a grid coarser than :data:`MOMENT_MIN_BITS` carry those two logarithms in place of
+    the third and fourth powers (:func:`~calib_cli.summaries.summary.clipped_logs`), as their
+    keys read them (a key's ``c`` is its rows').
     """
     complement = 1.0 - p
     if x is None:
         x = np.minimum(p, complement)
-    dev = np.subtract(x, cell_floor(x, mantissa_bits))
+    floors = cell_floor(x, mantissa_bits)
+    dev = np.subtract(x, floors)
     dev_sq = dev * dev
     dev_cube = dev_sq * dev
     dev_fourth = dev_sq * dev_sq
-    floor = log_floor(eps)
+    edge = clip_edge(eps)
     coarse = np.asarray(mantissa_bits) < MOMENT_MIN_BITS
-    if coarse.any() or (x.size and not x.min() >= floor):
-        own = coarse | (x < floor)
+    if coarse.any() or (x.size and not floors.min() >= edge):
+        own = coarse | ~(floors >= edge)
         near, far = clipped_logs(p[own], x[own], eps)
         dev_cube[own] = near
         dev_fourth[own] = far
@@ -227,17 +229,15 @@ def cell_floor(x: FloatArray, mantissa_bits: int | IntArray) -> FloatArray:
     return ((x.view(np.int64) >> shift) << shift).view(np.float64)
 
 
-def log_floor(eps: float) -> float:
-    """The power of two at or above both clipping points, ``eps`` and ``1 - (1 - eps)``:
-    every row with ``x = min(p, 1 - p)`` at or above it is its own clipped score, and no cell
-    of any grid spans it.
+def clip_edge(eps: float) -> float:
+    """Where the clipping of the scores ends, in ``x = min(p, 1 - p)``: ``eps`` below 1/2 and
+    ``1 - (1 - eps)`` above (the same where ``1 - eps`` is exact). A cell whose lower edge is
+    at or above it holds no clipped score.
 
-    >>> log_floor(1e-15) == 2.0**-49, log_floor(0.25)
-    (True, 0.25)
+    >>> clip_edge(0.25), clip_edge(1e-15), clip_edge(3e-16) == 1.0 - (1.0 - 3e-16)
+    (0.25, 1e-15, True)
     """
-    edge = max(eps, 1.0 - (1.0 - eps))
-    fraction, exponent = math.frexp(edge)
-    return edge if fraction == 0.5 else math.ldexp(1.0, exponent)
+    return max(eps, 1.0 - (1.0 - eps))
 
 
 def key_floor(cell: IntArray, mantissa_bits: int) -> FloatArray:
@@ -269,14 +269,14 @@ def log_sums(
     :math:`\\sum w \\log(1 - x) = W \\log(1 - c) - \\sum_{k \\le 4} S_k / (k (1 - c)^k)`:
     ``log1p``'s series in ``(x - c) / c < 2**-11`` and ``(x - c) / (1 - c)``, whose fifth
     terms are below ``2**-55`` of the sums. Held in ``tests/test_summaries_accumulate.py``
-    against the exact sums of each row's logarithms. Keys below :func:`log_floor`, and every
-    key of a grid coarser than :data:`MOMENT_MIN_BITS`, summed the logarithms themselves
-    (:func:`row_terms`).
+    against the exact sums of each row's logarithms. Keys whose cell starts below
+    :func:`clip_edge`, and every key of a grid coarser than :data:`MOMENT_MIN_BITS`, summed
+    the logarithms themselves (:func:`row_terms`).
     """
     dev_cube, dev_fourth = sums["dev_cube"], sums["dev_fourth"]
     if mantissa_bits < MOMENT_MIN_BITS:
         return dev_cube, dev_fourth
-    moments = c >= log_floor(eps)
+    moments = c >= clip_edge(eps)
     if not moments.any():
         return dev_cube, dev_fourth
     c = np.where(moments, c, 0.25)  # keys that summed their logarithms: any c, unused

@@ -15,9 +15,10 @@ with :math:`o` the fine cell's offset in its parent (the ``d`` bits of the score
 below the parent's, counted towards 0.5 on the upper tail), and each batch of rows is added
 with :func:`numpy.bincount` (sums) and ``minimum.at``/``maximum.at`` (minima, maxima). The
 arrays take ``plan.max_keys`` slots a plan (:func:`~calib_cli.summaries.figures.
-plan_dense_refinement`), whatever the rows. The sums are the terms of
-:func:`~calib_cli.summaries.scan.summary_plan` (``x = min(p, 1 - p)`` and its square, the two
-logs, Spiegelhalter's terms), turned into the format's columns the same way, so a level equals
+plan_dense_refinement`), whatever the rows. The sums are the streaming summary's terms
+(:func:`~calib_cli.summaries.accumulate.row_terms`: the powers of each row's distance to its
+cell's lower edge on its level's grid, Spiegelhalter's terms), turned into the format's
+columns the same way (:func:`~calib_cli.summaries.accumulate.format_columns`), so a level equals
 :func:`~calib_cli.summaries.figures.summarize_refinement` on the same rows: the same keys,
 counts, minima and maxima, sums to floating-point summation. The order of additions is the
 order of the batches and of the rows in them: the same batches give the same bytes.

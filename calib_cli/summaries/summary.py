@@ -723,8 +723,10 @@ def clipped_logs(p: FloatArray, x: FloatArray, eps: float) -> tuple[FloatArray, 
     ``q = clip(p, eps, 1 - eps)``, given ``x = min(p, 1 - p)`` (exact): ``log q`` and
     ``log(1 - q)`` of each row, the nearer end of [0, 1] first (the one its cell is on; at
     ``q = 1 - eps``, ``1 - q`` is ``1 - (1 - eps)``, not ``eps``), by
-    :func:`~calib_cli.core.elementary.log_near_far`. The logarithms of the in-memory and the
-    streaming summary (and of the dense refinement), so they give each row the same bits; only
+    :func:`~calib_cli.core.elementary.log_near_far`. Each row's logarithms in the in-memory
+    summary; in the streaming summary and the dense refinement only those of rows in cells
+    that may hold clipped scores, or on grids under 11 bits (the other keys' sums follow from
+    moments: :func:`~calib_cli.summaries.accumulate.log_sums`).
     :func:`~calib_cli.summaries.scan.summary_plan`, the Polars group-by kept as a reference for
     tests and benchmarks, takes Polars' own.
 
