@@ -1392,7 +1392,8 @@ def _summary_effect(
     :func:`_key_points`: log loss and Brier move to second order in the cell's width)."""
     pooled = summary.pooled()
     with io.naming(name):
-        before = reliability_from_summary(pooled).reliability
+        figures = reliability_from_summary(pooled)
+    before = figures.reliability
     total = float(np.sum(pooled.weight))
     effect = CalibrationEffect(
         rows=int(np.sum(pooled.n_rows)),
@@ -1412,6 +1413,11 @@ def _summary_effect(
         calibrated = apply_chain(steps, scores, strata=strata)
         points = recalibration_effect(labels, scores, calibrated, sample_weight=weights)
         effect = replace(effect, mean_score_after=points.mean_score_after, after=points.after)
+        # the AUC before is the summary's (within its bound), after is the key points' (the
+        # cells' rows tied, as a non-decreasing map of the cells keeps them): twice the bound
+        # covers both, as --fit FILE warns past rounding
+        bound = figures.exactness.auc_bound
+        _warn_auc_change(name, effect, warn, cross_fitted=False, tol=2.0 * bound)
     return FileEffect(file=name, effect=effect, has_labels=True)
 
 
