@@ -227,8 +227,7 @@ def test_the_same_bits_under_every_vector_width() -> None:
         "x = np.random.default_rng(0).uniform(-30, 30, 300_000); p = el.sigmoid(x);"
         "print(*(hashlib.sha256(f(v).tobytes()).hexdigest() for f, v in ((el.exp, x),"
         " (el.log, p), (el.log1p, -p), (el.sigmoid, x), (el.log_odds, p),"
-        " (lambda v: el.power(v, 2.5), p), (lambda v: np.concatenate(el.log_near_far(v)),"
-        " np.minimum(p, 1 - p)), (np.log, p))))"
+        " (lambda v: el.power(v, 2.5), p), (np.log, p))))"
     )
     runs = [
         subprocess.run(
@@ -243,76 +242,3 @@ def test_the_same_bits_under_every_vector_width() -> None:
     if len({run[-1] for run in runs}) == 1:
         pytest.skip("NumPy's log is the same under every setting here: no kernel to switch")
     assert len({tuple(run[:-1]) for run in runs}) == 1
-
-
-def _table_points(rng: np.random.Generator, n: int) -> np.ndarray:
-    """``n`` of :func:`~calib_cli.core.elementary.log_near_far`'s table points (doubles whose
-    mantissa has only its top 11 bits), from 2**-64 to 1/2."""
-    exponent = rng.integers(-64, -1, n).astype(float)
-    top = rng.integers(0, 2**11, n)
-    return np.ldexp(1.0 + top / 2**11, exponent.astype(int))
-
-
-def test_log_near_far_within_two_units_of_the_exact_values() -> None:
-    """log x and log(1 - x) for x in [0, 1/2], against 40-digit ``decimal``: uniform, log-
-    uniform down to 1e-19, on the table points and either side of them, and the ends."""
-    rng = np.random.default_rng(11)
-    points = _table_points(rng, 700)
-    x = np.concatenate(
-        [
-            rng.uniform(0.0, 0.5, 1500),
-            10.0 ** rng.uniform(-19.0, np.log10(0.5), 1500),
-            points,
-            np.nextafter(points, 0.0),
-            np.nextafter(points, 1.0),
-            [0.5, np.nextafter(0.5, 0.0), 2.0**-64, 1e-15, 0.25, 1e-300],
-        ]
-    )
-    near, far = el.log_near_far(x)
-    with localcontext() as context:
-        context.prec = 40
-        exact_near = [Decimal(float(v)).ln() for v in x]
-        exact_far = [_log_one_minus(Decimal(float(v))) for v in x]
-    assert np.max(_ulps(near, exact_near)) <= 2.0
-    assert np.max(_ulps(far, exact_far)) <= 2.0
-
-
-def _log_one_minus(d: Decimal) -> Decimal:
-    """ln(1 - d) to the context's precision; by its series where 1 - d would round."""
-    if d > Decimal("1e-9"):
-        return (1 - d).ln()
-    return -(d + d * d / 2 + d * d * d / 3)
-
-
-def test_log_near_far_outside_its_table_is_log_and_log1p() -> None:
-    """Below 2**-64 (subnormals, zero), above 1/2 and at NaN it is :func:`log` and
-    :func:`log1p` themselves; a block mixing them changes no other value."""
-    odd = np.array([0.0, -0.0, 5e-324, 1e-300, 2.0**-65, 0.75, 1.0, np.nan, -1.0])
-    near, far = el.log_near_far(odd)
-    assert np.array_equal(near, el.log(odd), equal_nan=True)
-    assert np.array_equal(far, el.log1p(-odd), equal_nan=True)
-    regular = np.random.default_rng(12).uniform(1e-9, 0.5, 50)
-    mixed = np.concatenate([regular[:20], odd, regular[20:]])
-    alone, mixed_near = el.log_near_far(regular)[0], el.log_near_far(mixed)[0]
-    assert np.array_equal(np.delete(mixed_near, np.arange(20, 20 + odd.size)), alone)
-    assert el.log_near_far(np.zeros((2, 3)))[1].shape == (2, 3)
-
-
-def test_log_near_far_blocks_do_not_change_a_value() -> None:
-    values = np.random.default_rng(13).uniform(0.0, 0.5, 2 * el.BLOCK + 5)
-    near, far = el.log_near_far(values)
-    for i in (0, el.BLOCK - 1, el.BLOCK, values.size - 1):
-        one_near, one_far = el.log_near_far(values[i : i + 1])
-        assert one_near[0] == near[i] and one_far[0] == far[i]
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.floats(2.0**-64, 0.5))
-def test_log_near_far_steps_back_at_most_one_unit(x: float) -> None:
-    """Where ``x`` crosses a table point, either logarithm may step back by one unit (the
-    docstring says so); elsewhere it never does."""
-    xs = _neighbours(x)
-    xs = xs[xs <= 0.5]
-    near, far = el.log_near_far(xs)
-    assert np.all(np.diff(near) >= -np.spacing(np.abs(near[1:])))
-    assert np.all(np.diff(far) <= np.spacing(np.abs(far[1:])))

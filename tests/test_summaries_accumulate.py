@@ -535,10 +535,10 @@ def test_batch_checks_agree_with_their_definition(
 
 @pytest.mark.parametrize("eps", [1e-15, 1e-3, 0.25])
 def test_the_logarithms_are_those_of_the_clipped_score(eps: float) -> None:
-    """``clipped_logs`` (the summaries' only logarithms, through the table of
-    ``log_near_far``) gives ``log q`` and ``log(1 - q)`` of ``q = clip(p, eps, 1 - eps)``,
-    within 2 units in the last place of :func:`~calib_cli.core.elementary.log` and
-    ``log1p`` on ``q``, the clipped ends included; the two sides come out swapped above 1/2."""
+    """``clipped_logs`` (the rows' own logarithms in a summary: of ``x = min(q, 1 - q)``)
+    gives ``log q`` and ``log(1 - q)`` of ``q = clip(p, eps, 1 - eps)``, within 2 units in the
+    last place of :func:`~calib_cli.core.elementary.log` and ``log1p`` on ``q`` itself, the
+    clipped ends included (``1 - (1 - eps)`` above 1/2); the sides swap above 1/2."""
     from calib_cli.core import elementary as el
     from calib_cli.summaries.summary import clipped_logs
 
@@ -608,7 +608,9 @@ def test_log_sums_from_moments_against_exact_sums(bits: int, eps: float, weighte
     own logarithms) against exact per-key sums of the rows' logarithms: within 2e-15 of the
     sum of the terms' magnitudes where the moments serve (the series' truncation is below
     2**-55), within 1e-13 elsewhere (thousands of equal rows' logarithms, added in turn)."""
-    from calib_cli.summaries.accumulate import MOMENT_MIN_BITS, clip_edge, key_floor
+    from calib_cli.summaries.accumulate import MOMENT_MIN_BITS
+    from calib_cli.summaries.grid import cell_floors
+    from calib_cli.summaries.summary import clip_edge
 
     rng = np.random.default_rng(31)
     n = 20_000
@@ -633,7 +635,9 @@ def test_log_sums_from_moments_against_exact_sums(bits: int, eps: float, weighte
     want = _exact_log_sums(p, y, w, bits, eps)
     assert np.array_equal(got.cell, want["cell"].to_numpy())
     size = np.maximum(want["size"].to_numpy(), 1e-300)
-    moments = (key_floor(got.cell, bits) >= clip_edge(eps)) & (bits >= MOMENT_MIN_BITS)
+    moments = (cell_floors(got.cell, mantissa_bits=bits) >= clip_edge(eps)) & (
+        bits >= MOMENT_MIN_BITS
+    )
     assert moments.any() == (bits >= MOMENT_MIN_BITS)
     for column, exact in (("log_loss_sum", "loss"), ("logit_sum", "logit")):
         error = np.abs(getattr(got, column) - want[exact].to_numpy()) / size

@@ -21,16 +21,11 @@ NumPy, so the result does not depend on the vector width, the CPU or NumPy's ver
 - :func:`log1p`: the same series with ``f = x`` for ``sqrt(1/2) - 1 <= x < sqrt(2) - 1``
   (so ``1 + x`` is never rounded there), elsewhere :func:`log` of ``u = 1 + x`` plus
   ``u``'s rounding error over ``u`` (the error exact by Knuth's two-sum);
-- :func:`power`: products for whole powers, ``exp(p log x)`` for others;
-- :func:`log_near_far`: ``log x`` and ``log(1 - x)`` together for ``0 <= x <= 1/2`` (a
-  score's logarithms in a summary), from a table of both at the doubles with 11 mantissa bits
-  and ``log1p``'s series to degree 4 between them: about 5 nanoseconds for the pair, against
-  12.7 for :func:`log` and :func:`log1p`.
+- :func:`power`: products for whole powers, ``exp(p log x)`` for others.
 
-Their error is within 1.2 (``exp``), 1.5 (``log``), 1.6 (``log1p``) and 2 (``log_near_far``,
-1.57 measured) units in the last place of the exact value (tested against 40-digit ``decimal``
-values, near every switch point too, and within 2 units of Python's ``math`` down to the
-subnormals); ``exp`` and ``log`` never
+Their error is within 1.2 (``exp``), 1.5 (``log``) and 1.6 (``log1p``) units in the last place
+of the exact value (tested against 40-digit ``decimal`` values, near every switch point too,
+and within 2 units of Python's ``math`` down to the subnormals); ``exp`` and ``log`` never
 decrease from one double to the next. Each works through its array in blocks that stay in the
 processor's cache, writing into the block's scratch arrays: about 4-7 nanoseconds a value, as
 fast as the C library's scalar functions, 4-8 times as slow as NumPy's vector kernels.
@@ -47,14 +42,13 @@ import math
 from collections.abc import Callable
 from decimal import Decimal, localcontext
 from fractions import Fraction
-from functools import cache
 
 import numpy as np
 import numpy.typing as npt
 
 from calib_cli.types import FloatArray
 
-__all__ = ["LN2", "exp", "log", "log1p", "log_near_far", "log_odds", "power", "sigmoid"]
+__all__ = ["LN2", "exp", "log", "log1p", "log_odds", "power", "sigmoid"]
 
 
 def _ln2_parts() -> tuple[float, float, float]:
@@ -280,106 +274,6 @@ def _log1p_into(x: FloatArray, out: FloatArray, t: _Scratch) -> None:
     if not x.all():  # log1p(-0.0) is -0.0 (the selections above add +0.0 to it)
         zero = x == 0.0
         out[zero] = x[zero]
-
-
-#: :func:`log_near_far`'s table: the top ``_TABLE_BITS`` bits of the mantissa, for every binade
-#: from ``2**-_TABLE_BINADES`` to 1 (2 MiB for its two columns, built at first use in ~3 ms).
-_TABLE_BITS = 11
-_TABLE_BINADES = 64
-_TABLE_SHIFT = 52 - _TABLE_BITS
-_TABLE_FIRST = (1023 - _TABLE_BINADES) << _TABLE_BITS
-_TABLE_LOW = 2.0**-_TABLE_BINADES
-#: Coefficients 1/k of ``log1p``'s series, k = 4 down to 2 (|r| < 2**-11: the fifth term is
-#: below 2**-57 of the result).
-_LOG1P_SERIES = (0.25, 1.0 / 3.0, 0.5)
-
-
-@cache
-def _near_far_table() -> tuple[FloatArray, FloatArray]:
-    """``log c`` and ``log(1 - c)`` at each table point ``c`` (a double whose mantissa has
-    only its top ``_TABLE_BITS`` bits), by :func:`log` and :func:`log1p`."""
-    first = np.arange(_TABLE_FIRST, 1023 << _TABLE_BITS, dtype=np.int64)
-    points = (first << _TABLE_SHIFT).view(np.float64)
-    return log(points), log1p(-points)
-
-
-def log_near_far(x: npt.ArrayLike) -> tuple[FloatArray, FloatArray]:
-    """``log(x)`` and ``log(1 - x)`` for ``0 <= x <= 1/2`` (a score's distance to its end of
-    [0, 1], ``min(p, 1 - p)``): the two logarithms a summary takes of a score, in 0.4 of
-    the time of :func:`log` and :func:`log1p`, the same bits on every machine.
-
-    ``x = c (1 + r)`` with ``c`` the table point below ``x`` (``x`` with all but its top 11
-    mantissa bits cleared, so ``x - c`` is exact and ``0 <= r < 2**-11``), then
-    ``log x = log c + log1p(r)`` and ``log(1 - x) = log(1 - c) + log1p(-d)`` with
-    ``d = (x - c) / (1 - c)``, each ``log1p`` by its series to degree 4 and each table value
-    by :func:`log` and :func:`log1p`. Within 2 units in the last place of the exact value
-    (``tests/test_elementary.py``). Unlike :func:`log`, it may step back one unit where ``x``
-    crosses a table point: a summary only adds these values, it never orders by them.
-    Below ``2**-64``, above 1/2, and at NaN it gives :func:`log` and :func:`log1p` themselves.
-
-    >>> near, far = log_near_far(np.array([0.25, 0.5]))
-    >>> near.tolist() == log(np.array([0.25, 0.5])).tolist(), far[1] == near[1]
-    (True, np.True_)
-    """
-    values = _array(x)
-    flat = values.reshape(-1)
-    near, far = np.empty_like(flat), np.empty_like(flat)
-    logs, complements = _near_far_table()
-    t = _Scratch(min(flat.size, BLOCK))
-    index = np.empty(t.a.size, dtype=np.int64)
-    with np.errstate(all="ignore"):
-        for start in range(0, flat.size, BLOCK):
-            end = min(start + BLOCK, flat.size)
-            parts = (flat[start:end], near[start:end], far[start:end])
-            _near_far_into(*parts, logs, complements, t.cut(end - start), index[: end - start])
-        if flat.size and not (flat.min() >= _TABLE_LOW and flat.max() <= 0.5):
-            outside = ~((flat >= _TABLE_LOW) & (flat <= 0.5))  # NaN too
-            near[outside] = log(flat[outside])
-            far[outside] = log1p(-flat[outside])
-    return near.reshape(values.shape), far.reshape(values.shape)
-
-
-def _near_far_into(
-    x: FloatArray,
-    near: FloatArray,
-    far: FloatArray,
-    logs: FloatArray,
-    complements: FloatArray,
-    t: _Scratch,
-    index: npt.NDArray[np.int64],
-) -> None:
-    """:func:`log_near_far` on one block (``index`` an int64 scratch array)."""
-    point = t.d
-    np.right_shift(x.view(np.int64), _TABLE_SHIFT, out=index)
-    np.left_shift(index, _TABLE_SHIFT, out=point.view(np.int64))  # c: x's top bits
-    index -= _TABLE_FIRST  # out of the table (x < 2**-64, NaN): clipped here, replaced after
-    rest = np.subtract(x, point, out=t.a)  # exact: c <= x < 2c
-    r = np.divide(rest, point, out=t.b)
-    series = _log1p_tail_into(r, t.c, t.r, sign=-1.0)  # log1p(r) - r
-    series += r
-    np.take(logs, index, out=near, mode="clip")
-    near += series
-    d = np.subtract(1.0, point, out=t.b)
-    np.divide(rest, d, out=d)
-    series = _log1p_tail_into(d, t.c, t.r, sign=1.0)  # -(log1p(-d) + d)
-    series += d
-    np.take(complements, index, out=far, mode="clip")
-    far -= series
-
-
-def _log1p_tail_into(
-    r: FloatArray, square: FloatArray, out: FloatArray, *, sign: float
-) -> FloatArray:
-    """``r**2 (sign/2 + r/3 + sign r**2/4)`` into ``out``: ``-log1p(-r) - r`` to degree 4 with
-    ``sign = 1``, ``log1p(r) - r`` with ``sign = -1``."""
-    np.multiply(r, r, out=square)
-    quarter, third, half = _LOG1P_SERIES
-    np.multiply(r, sign * quarter, out=out)
-    out += third
-    out *= r
-    out += sign * half
-    out *= square
-    return out
 
 
 def power(x: npt.ArrayLike, p: float) -> FloatArray:

@@ -161,25 +161,18 @@ def _write_stream(path: str, data: bytes) -> None:
 
 
 def check_destination(
-    path: str | None,
-    *,
-    data_format: InputFormat | None = None,
-    table: bool = False,
-    binary: str | None = None,
+    path: str | None, *, data_format: InputFormat | None = None, table: bool = False
 ) -> None:
     """Refuse an output before any work is done: an unknown extension (for tables), a missing
     directory, a directory in place of a file (``-o out/``, exit 73), or a binary table
-    (Parquet, Arrow; or a file said ``binary``, e.g. ``"Parquet"`` for a summary) for standard
-    output on a terminal (exit 2)."""
+    (Parquet, Arrow) for standard output on a terminal (exit 2)."""
     if path is None:
         return
     if canonical_output(path) == STDIO:
-        if table and output_format(path, data_format) in BINARY_FORMATS:
-            binary = output_format(path, data_format).capitalize()
-        if binary is not None and _stdout_is_terminal():
+        if table and output_format(path, data_format) in BINARY_FORMATS and _stdout_is_terminal():
             raise UsageError(
-                f"refusing to write {binary} to a terminal; redirect standard output or give "
-                "-o FILE"
+                f"refusing to write {output_format(path, data_format).capitalize()} to a "
+                "terminal; redirect standard output or give -o FILE"
             )
         return
     if is_stream(path):

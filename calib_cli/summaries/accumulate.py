@@ -27,7 +27,7 @@ A key's sums of :math:`x` and :math:`x^2` follow without cancellation, and from 
 (:func:`format_columns`); its sums of :math:`\\log x` and :math:`\\log(1 - x)`, hence
 ``log_loss_sum`` and ``logit_sum``, follow from ``log1p``'s series to the fourth power
 (:func:`log_sums`: its fifth term below ``2**-55`` of the sums, tested within ``2e-15`` of
-the exact sums; two logarithms a row took 5-13 ns, these four powers 0.5).
+the exact sums; two logarithms a row took 13 ns, these four powers 0.5).
 Rows of cells that may hold clipped scores (those starting below ``eps``, e.g. the cells of 0
 and 1), and every row of a grid coarser than 11 bits, add their two logarithms instead
 (:func:`~calib_cli.summaries.summary.clipped_logs`).
@@ -48,9 +48,15 @@ import numpy.typing as npt
 from calib_cli.core import elementary as el
 from calib_cli.core.scatter import scatter_add, scatter_columns, scatter_sums
 from calib_cli.errors import InputError
-from calib_cli.summaries.grid import bin_index, cell_index, half_cell
+from calib_cli.summaries.grid import bin_index, cell_floor, cell_floors, cell_index, half_cell
 from calib_cli.summaries.subcells import SubCells
-from calib_cli.summaries.summary import GroupName, ScoreSummary, clipped_logs, group_ranks
+from calib_cli.summaries.summary import (
+    GroupName,
+    ScoreSummary,
+    clip_edge,
+    clipped_logs,
+    group_ranks,
+)
 from calib_cli.types import FloatArray, IntArray
 
 __all__ = [
@@ -180,13 +186,14 @@ def row_terms(
     """Each row's :data:`TERMS` (times its weight ``w``; ``x = min(p, 1 - p)`` if known) on
     the grid of ``mantissa_bits`` (one for all rows, or each row's).
 
-    The powers of ``x - c`` (``c`` the lower edge of the row's cell, :func:`cell_floor`:
-    ``x - c`` exact), from which a key's sums of ``x`` and ``x**2`` follow without
-    cancellation, and its sums of ``log x`` and ``log(1 - x)`` by :func:`log_sums`. Rows of a
-    cell that starts below :func:`clip_edge` (a cell that may hold clipped scores) and rows
-    on a grid coarser than :data:`MOMENT_MIN_BITS` carry those two logarithms in place of
-    the third and fourth powers (:func:`~calib_cli.summaries.summary.clipped_logs`), as their
-    keys read them (a key's ``c`` is its rows').
+    The powers of ``x - c`` (``c`` the lower edge of the row's cell,
+    :func:`~calib_cli.summaries.grid.cell_floor`: ``x - c`` exact), from which a key's sums
+    of ``x`` and ``x**2`` follow without cancellation, and its sums of ``log x`` and
+    ``log(1 - x)`` by :func:`log_sums`. Rows of a cell that starts below
+    :func:`~calib_cli.summaries.summary.clip_edge` (a cell that may hold clipped scores) and
+    rows on a grid coarser than :data:`MOMENT_MIN_BITS` carry those two logarithms in place
+    of the third and fourth powers (:func:`~calib_cli.summaries.summary.clipped_logs`), as
+    their keys read them (a key's ``c`` is its rows').
     """
     complement = 1.0 - p
     if x is None:
@@ -218,41 +225,6 @@ def row_terms(
     return raw if w is None else {name: w * v for name, v in raw.items()}
 
 
-def cell_floor(x: FloatArray, mantissa_bits: int | IntArray) -> FloatArray:
-    """The lower edge of each ``x``'s cell (``x`` with all but its top mantissa bits cleared;
-    0 for 0), so that ``x - cell_floor(x)`` is exact.
-
-    >>> cell_floor(np.array([0.3, 0.0]), 2).tolist()
-    [0.25, 0.0]
-    """
-    shift = 52 - np.asarray(mantissa_bits, dtype=np.int64)
-    return ((x.view(np.int64) >> shift) << shift).view(np.float64)
-
-
-def clip_edge(eps: float) -> float:
-    """Where the clipping of the scores ends, in ``x = min(p, 1 - p)``: ``eps`` below 1/2 and
-    ``1 - (1 - eps)`` above (the same where ``1 - eps`` is exact). A cell whose lower edge is
-    at or above it holds no clipped score.
-
-    >>> clip_edge(0.25), clip_edge(1e-15), clip_edge(3e-16) == 1.0 - (1.0 - 3e-16)
-    (0.25, 1e-15, True)
-    """
-    return max(eps, 1.0 - (1.0 - eps))
-
-
-def key_floor(cell: IntArray, mantissa_bits: int) -> FloatArray:
-    """The lower edge of each key's cell in ``x = min(p, 1 - p)`` (:func:`cell_floor` of its
-    rows; 0 for the cells of 0 and 1).
-
-    >>> key_floor(cell_index(np.array([0.3, 0.7, 0.0]), mantissa_bits=2), 2).tolist()
-    [0.25, 0.25, 0.0]
-    """
-    h = half_cell(mantissa_bits)
-    f = np.where(cell <= h, cell, 2 * h - cell)
-    floors: FloatArray = (np.maximum(f - 1, 0) << (52 - mantissa_bits)).view(np.float64)
-    return floors
-
-
 def log_sums(
     c: FloatArray,
     *,
@@ -270,8 +242,8 @@ def log_sums(
     ``log1p``'s series in ``(x - c) / c < 2**-11`` and ``(x - c) / (1 - c)``, whose fifth
     terms are below ``2**-55`` of the sums. Held in ``tests/test_summaries_accumulate.py``
     against the exact sums of each row's logarithms. Keys whose cell starts below
-    :func:`clip_edge`, and every key of a grid coarser than :data:`MOMENT_MIN_BITS`, summed
-    the logarithms themselves (:func:`row_terms`).
+    :func:`~calib_cli.summaries.summary.clip_edge`, and every key of a grid coarser than
+    :data:`MOMENT_MIN_BITS`, summed the logarithms themselves (:func:`row_terms`).
     """
     dev_cube, dev_fourth = sums["dev_cube"], sums["dev_fourth"]
     if mantissa_bits < MOMENT_MIN_BITS:
@@ -1141,7 +1113,7 @@ def format_columns(
     tail's own (``y = 0`` below 1/2, ``y = 1`` above), else :math:`W - 3\\sum w x + 2\\sum w
     x^2`: the same sum, exact but for the rounding of these three terms (at most about
     :math:`4 \\epsilon W`, against :math:`\\epsilon` times the rows' terms added one by one)."""
-    c = key_floor(cell, mantissa_bits)
+    c = cell_floors(cell, mantissa_bits=mantissa_bits)
     s1 = sums["dev"]
     near = s1 + c * weight  # the sums of x and x**2 from those of x - c: no cancellation
     near_sq = (sums["dev_sq"] + 2.0 * c * s1) + c * (c * weight)

@@ -362,12 +362,6 @@ def _atoms_of(summary: ScoreSummary) -> _Atoms:
     )
 
 
-def _logit(q: FloatArray) -> FloatArray:
-    """:func:`scipy.special.logit` (imported on first use, :mod:`calib_cli.core.special`)."""
-    out: FloatArray = el.log_odds(q)
-    return out
-
-
 def _resolve(atoms: _Atoms, resolved: ResolvedCells, summary: ScoreSummary) -> _Atoms:
     """Replace the atoms named in ``resolved`` by one atom per distinct score."""
     if resolved.score.size == 0:
@@ -437,8 +431,8 @@ def _resolve(atoms: _Atoms, resolved: ResolvedCells, summary: ScoreSummary) -> _
         score_sq_neg=neg * v * v,
         complement_pos=pos * (1.0 - v),
         complement_neg=neg * (1.0 - v),
-        logit_pos=pos * _logit(q),
-        logit_neg=neg * _logit(q),
+        logit_pos=pos * el.log_odds(q),
+        logit_neg=neg * el.log_odds(q),
         square_pos=sq_pos,
         square_neg=sq_neg,
         resolved=np.ones(k, dtype=bool),

@@ -159,6 +159,37 @@ def _from_bits(bits: IntArray) -> FloatArray:
     return np.ascontiguousarray(bits, dtype=np.int64).view(np.float64)
 
 
+def _fold(cells: npt.ArrayLike, mantissa_bits: int) -> tuple[npt.NDArray[np.bool_], IntArray]:
+    """Each cell's tail (lower: ``p <= 1/2``) and its index ``f`` in ``x = min(p, 1 - p)``."""
+    h = half_cell(mantissa_bits)
+    c = np.asarray(cells, dtype=np.int64)
+    low = c <= h
+    return low, np.where(low, c, 2 * h - c)
+
+
+def cell_floor(x: FloatArray, mantissa_bits: int | IntArray) -> FloatArray:
+    """The lower edge of each ``x = min(p, 1 - p)``'s cell on the grid of ``mantissa_bits``
+    (one, or each value's): ``x`` with all but its top mantissa bits cleared, 0 for 0, so
+    ``x - cell_floor(x)`` is exact.
+
+    >>> cell_floor(np.array([0.3, 0.0]), 2).tolist()
+    [0.25, 0.0]
+    """
+    shift = 52 - np.asarray(mantissa_bits, dtype=np.int64)
+    return _from_bits((x.view(np.int64) >> shift) << shift)
+
+
+def cell_floors(cells: npt.ArrayLike, *, mantissa_bits: int) -> FloatArray:
+    """:func:`cell_floor` of the scores of each cell (in ``x = min(p, 1 - p)``; 0 for the
+    cells of 0 and 1).
+
+    >>> cell_floors(cell_index([0.3, 0.7, 0.0], mantissa_bits=2), mantissa_bits=2).tolist()
+    [0.25, 0.25, 0.0]
+    """
+    _, f = _fold(cells, mantissa_bits)
+    return _from_bits(np.maximum(f - 1, 0) << (52 - mantissa_bits))
+
+
 def cell_bounds(cells: npt.ArrayLike, *, mantissa_bits: int) -> tuple[FloatArray, FloatArray]:
     """The closed score interval ``[lower, upper]`` each cell can hold.
 
@@ -175,10 +206,7 @@ def cell_bounds(cells: npt.ArrayLike, *, mantissa_bits: int) -> tuple[FloatArray
     ([0.49993896484375], [0.49999999999999994])
     """
     s = 52 - check_mantissa_bits(mantissa_bits)
-    h = half_cell(mantissa_bits)
-    c = np.asarray(cells, dtype=np.int64)
-    low = c <= h
-    f = np.where(low, c, 2 * h - c)
+    low, f = _fold(cells, mantissa_bits)
     # x in [from_bits((f - 1) << s), from_bits((f << s) - 1)] for f >= 1 (but x > 0, and the
     # cell of 0.5 is {0.5}); {0} for f == 0.
     first = _from_bits(np.where(f > 0, np.maximum((f - 1) << s, 1), 0))

@@ -42,6 +42,7 @@ __all__ = [
     "ScoreSummary",
     "check_eps",
     "check_weight_kind",
+    "clip_edge",
     "clipped_logs",
     "group_ranks",
     "merge_summaries",
@@ -718,15 +719,25 @@ def _row_terms(
     }
 
 
+def clip_edge(eps: float) -> float:
+    """Where the clipping of the scores ends, in ``x = min(p, 1 - p)``: ``eps`` below 1/2 and
+    ``1 - (1 - eps)`` above (the same where ``1 - eps`` is exact). A cell whose lower edge is
+    at or above it holds no clipped score.
+
+    >>> clip_edge(0.25), clip_edge(1e-15), clip_edge(3e-16) == 1.0 - (1.0 - 3e-16)
+    (0.25, 1e-15, True)
+    """
+    return max(eps, 1.0 - (1.0 - eps))
+
+
 def clipped_logs(p: FloatArray, x: FloatArray, eps: float) -> tuple[FloatArray, FloatArray]:
     """``log`` of ``min(q, 1 - q)`` and of ``max(q, 1 - q)`` for the clipped scores
     ``q = clip(p, eps, 1 - eps)``, given ``x = min(p, 1 - p)`` (exact): ``log q`` and
     ``log(1 - q)`` of each row, the nearer end of [0, 1] first (the one its cell is on; at
-    ``q = 1 - eps``, ``1 - q`` is ``1 - (1 - eps)``, not ``eps``), by
-    :func:`~calib_cli.core.elementary.log_near_far`. Each row's logarithms in the in-memory
-    summary; in the streaming summary and the dense refinement only those of rows in cells
-    that may hold clipped scores, or on grids under 11 bits (the other keys' sums follow from
-    moments: :func:`~calib_cli.summaries.accumulate.log_sums`).
+    ``q = 1 - eps``, ``1 - q`` is ``1 - (1 - eps)``, not ``eps``). Each row's logarithms in
+    the in-memory summary; in the streaming summary and the dense refinement only those of
+    rows in cells that may hold clipped scores, or on grids under 11 bits (the other keys'
+    sums follow from moments: :func:`~calib_cli.summaries.accumulate.log_sums`).
     :func:`~calib_cli.summaries.scan.summary_plan`, the Polars group-by kept as a reference for
     tests and benchmarks, takes Polars' own.
 
@@ -734,7 +745,6 @@ def clipped_logs(p: FloatArray, x: FloatArray, eps: float) -> tuple[FloatArray, 
     >>> [round(v, 6) for v in near.tolist()], far[1] == el.log1p(np.array([-0.25]))[0]
     ([-34.538776, -1.386294, -34.539576], np.True_)
     """
-    upper = 1.0 - (1.0 - eps)  # 1 - q at q = 1 - eps, where 1 - eps rounds: exact
-    if x.size and not x.min() >= max(eps, upper):
-        x = np.where(p <= 0.5, np.maximum(x, eps), np.maximum(x, upper))
-    return el.log_near_far(x)
+    if x.size and not x.min() >= clip_edge(eps):
+        x = np.where(p <= 0.5, np.maximum(x, eps), np.maximum(x, 1.0 - (1.0 - eps)))
+    return el.log(x), el.log1p(-x)

@@ -184,17 +184,6 @@ def _replace_by_finer(points: _Points, finer: ScoreSummary, name: str) -> tuple[
     return _sorted([points.take(~covered), _summary_points(finer)]), count
 
 
-def fit_histogram_if_exact(
-    summary: ScoreSummary, *, options: Mapping[str, Any]
-) -> HistogramParams | None:
-    """The histogram fit of the rows behind a summary file (one group) when its cells alone
-    give it, i.e. every equal-mass edge falls on a cell of one distinct score (discrete or
-    rounded scores); else None (the rows of the edges' cells would be needed)."""
-    points = _summary_points(summary)
-    found = fit_histogram_points(points.x, points.y, points.w, points.exact, **dict(options))
-    return found if isinstance(found, HistogramParams) else None
-
-
 def _summary_points(summary: ScoreSummary) -> _Points:
     """Each key of positive weight as a point at its smallest score."""
     live = summary.weight > 0.0

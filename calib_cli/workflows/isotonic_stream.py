@@ -287,15 +287,17 @@ def covered_by_finer(
         place = np.full(int(ids.max()) + 1, -1)
         place[ids[: fine_keys.shape[1]]] = np.arange(fine_keys.shape[1])
         match = place[ids[fine_keys.shape[1] :]]
-        for k in np.flatnonzero(match >= 0).tolist():
-            finer_total, own = float(fine_total[match[k]]), float(total[k])
-            if not math.isclose(finer_total, own, rel_tol=1e-9, abs_tol=1e-12):
-                raise InputError(
-                    f"{name}: the refinement summary holds weight {finer_total:.17g} in cell "
-                    f"{int(keys[1, k])} (bin {int(keys[0, k])}) of the {level}-bit grid, the "
-                    f"summary {own:.17g}: it must summarise every row of the cells it "
-                    "refines, from the same table"
-                )
+        refined = np.flatnonzero(match >= 0)
+        finer_totals, own = fine_total[match[refined]], total[refined]
+        differ = ~np.isclose(finer_totals, own, rtol=1e-9, atol=1e-12)
+        if differ.any():
+            k, first = int(refined[np.argmax(differ)]), int(np.argmax(differ))
+            raise InputError(
+                f"{name}: the refinement summary holds weight {float(finer_totals[first]):.17g} "
+                f"in cell {int(keys[1, k])} (bin {int(keys[0, k])}) of the {level}-bit grid, "
+                f"the summary {float(own[first]):.17g}: it must summarise every row of the "
+                "cells it refines, from the same table"
+            )
         covered[here] = match[key_of.reshape(-1)] >= 0
         count += int(np.sum(match >= 0))
     return covered, count

@@ -84,7 +84,6 @@ from calib_cli.workflows.common import (
 )
 from calib_cli.workflows.histogram_stream import (
     HistogramStreamFit,
-    fit_histogram_if_exact,
     fit_histogram_streaming,
     fit_histogram_summary,
 )
@@ -1276,7 +1275,7 @@ def _summary_choose(
         if bits >= FIT_MANTISSA_BITS[method]:
             return True
         exact = method == "histogram" and (
-            fit_histogram_if_exact(pooled, options=run.options["histogram"]) is not None
+            fit_histogram_summary(pooled, options=run.options["histogram"]).params is not None
         )
         if not exact:
             run.warn(

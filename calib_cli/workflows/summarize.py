@@ -185,9 +185,8 @@ def run_summarize(
     outputs = output_paths(request.output, request.score_cols)
     check_paths(inputs=list(request.files), files=[*outputs, request.report])
     for path in outputs:  # a Parquet summary is no more for a terminal than Parquet rows
-        io.check_destination(
-            path, binary="Parquet" if io.summary_format(path) == "parquet" else None
-        )
+        if io.summary_format(path) == "parquet":
+            io.check_destination(path, data_format="parquet", table=True)
     edges = uniform_edges(request.n_bins)
     per_file: list[dict[str, ScoreSummary]] = []
     rows = dropped = 0
