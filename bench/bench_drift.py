@@ -37,8 +37,10 @@ Reported: mean absolute error (MAE) over the batches, and for methods with inter
 of batches whose 95% interval holds the true rate. The **exact label shift** experiment draws
 batches of 6,500 rows at set rates (0.2%-40%) from the held-out Q1 rows (with replacement,
 within each class), where every label-shift method's assumption holds exactly; beside it, the
-*efficient floor* (:func:`efficient_floor`): the expected error of the maximum-likelihood
-estimate that knows the class densities, which no method is expected to beat by much.
+*oracle* (:func:`oracle_estimates`): the maximum-likelihood estimate that knows the class
+densities of the pool the batches are drawn from, which no method can know, on the same
+batches, and its asymptotic error, the *efficient floor* (:func:`efficient_floor`). What the
+oracle still gets wrong is the noise of the batches themselves, which no method can remove.
 
 Options: ``--quick`` (one exact batch per rate, 10 replicates, a smaller model, no KDEy:
 about a minute), ``--bootstrap N`` (default 100), ``--reps N`` (exact label
@@ -60,6 +62,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from scipy.optimize import brentq
 from scipy.special import logit
 
 from calib_cli.core.shift_history import (
@@ -337,6 +340,63 @@ def _table(
 
 
 FLOOR_BINS = 100
+ORACLE = f"oracle: MLE knowing the pool's densities ({FLOOR_BINS} bins)"
+
+
+def _floor_bins(pool_scores: np.ndarray, pool_y: np.ndarray) -> tuple[np.ndarray, ...]:
+    """The pool's ``FLOOR_BINS`` equal-mass bin edges and the class densities over them."""
+    edges = np.quantile(pool_scores, np.linspace(0.0, 1.0, FLOOR_BINS + 1))
+    edges[0], edges[-1] = -np.inf, np.inf
+    cell = _bin_of(edges, pool_scores)
+    f1 = np.bincount(cell[pool_y], minlength=FLOOR_BINS) / max(int(pool_y.sum()), 1)
+    f0 = np.bincount(cell[~pool_y], minlength=FLOOR_BINS) / max(int((~pool_y).sum()), 1)
+    return edges, f0, f1
+
+
+def _bin_of(edges: np.ndarray, scores: np.ndarray) -> np.ndarray:
+    return np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, edges.size - 2)
+
+
+def known_density_mle(counts: np.ndarray, f0: np.ndarray, f1: np.ndarray) -> float:
+    """The mixture MLE of the positive share from binned counts when the class densities
+    ``f0``, ``f1`` are known: the root of the score equation, 0 or 1 at the edges. Written
+    here, apart from calib's, as the benchmark's independent oracle."""
+    used = counts > 0
+    c, g0, g1 = counts[used], f0[used], f1[used]
+
+    def score(p: float) -> float:
+        return float(np.sum(c * (g1 - g0) / (p * g1 + (1.0 - p) * g0)))
+
+    # a count in a bin one class never reaches keeps the estimate off that end
+    low = 0.0 if np.all(g0 > 0.0) else 1e-12
+    high = 1.0 if np.all(g1 > 0.0) else 1.0 - 1e-12
+    if score(low) <= 0.0:
+        return low
+    if score(high) >= 0.0:
+        return high
+    return float(brentq(score, low, high, xtol=1e-12))
+
+
+def oracle_estimates(
+    pool_scores: np.ndarray, pool_y: np.ndarray, scores: np.ndarray, batch: np.ndarray
+) -> Estimates:
+    """Per batch, :func:`known_density_mle` with the class densities of the pool the exact
+    batches are drawn from (``FLOOR_BINS`` equal-mass bins): what an estimator that knew the
+    true densities would get. No method can know them; it shows the noise of the batches
+    themselves, the part of the error no method can remove."""
+    edges, f0, f1 = _floor_bins(pool_scores, pool_y)
+    cell = _bin_of(edges, scores)
+    order = np.unique(batch)
+    return Estimates(
+        np.array(
+            [
+                known_density_mle(
+                    np.bincount(cell[batch == b], minlength=FLOOR_BINS).astype(float), f0, f1
+                )
+                for b in order
+            ]
+        )
+    )
 
 
 def efficient_floor(pool_scores: np.ndarray, pool_y: np.ndarray, truth: np.ndarray) -> np.ndarray:
@@ -353,11 +413,7 @@ def efficient_floor(pool_scores: np.ndarray, pool_y: np.ndarray, truth: np.ndarr
     the floor says how far below the best method any method can be expected to get."""
     from scipy.stats import norm
 
-    edges = np.quantile(pool_scores, np.linspace(0.0, 1.0, FLOOR_BINS + 1))
-    edges[0], edges[-1] = -np.inf, np.inf
-    cell = np.clip(np.searchsorted(edges, pool_scores, side="right") - 1, 0, FLOOR_BINS - 1)
-    f1 = np.bincount(cell[pool_y], minlength=FLOOR_BINS) / max(int(pool_y.sum()), 1)
-    f0 = np.bincount(cell[~pool_y], minlength=FLOOR_BINS) / max(int((~pool_y).sum()), 1)
+    _, f0, f1 = _floor_bins(pool_scores, pool_y)
     floor = np.empty(truth.size)
     for i, p in enumerate(truth):
         mix = p * f1 + (1.0 - p) * f0
@@ -497,6 +553,7 @@ def run(options: argparse.Namespace) -> str:
             )
             found |= quapy_estimates(ref_scores, ref_y, pool_scores, batch, methods=quapy_methods)
             found["no shift (reference rate)"] = Estimates(np.full(truth.size, ref_rate))
+            found[ORACLE] = oracle_estimates(scores[held], y[held], pool_scores, batch)
             exact[name] = found
             floors[name] = float(np.mean(efficient_floor(scores[held], y[held], truth)))
 
@@ -520,10 +577,12 @@ def run(options: argparse.Namespace) -> str:
             f"{exact_truth[k].size} batches); calib mle "
             f"{exact_maes[k]['calib mle'] / quapy_mae:.2f}x, its intervals covering "
             f"{_fmt_cov(coverage(exact[k]['calib mle'], exact_truth[k]))} (target >= 90%). "
-            f"Efficient floor (maximum likelihood knowing the pool's class densities, "
-            f"asymptotic): MAE {floor:.4f}; best QuaPy is {quapy_mae / floor:.2f}x it, best "
-            f"calib {calib_mae / floor:.2f}x, and 0.8x best QuaPy would be "
-            f"{0.8 * quapy_mae / floor:.2f}x it"
+            f"The oracle (maximum likelihood knowing the pool's class densities, which no "
+            f"method can know) has MAE {exact_maes[k][ORACLE]:.4f} on the same batches: "
+            f"**{exact_maes[k][ORACLE] / quapy_mae:.2f}x** the best QuaPy method, so 0.8x it "
+            f"asks for {0.8 * quapy_mae / exact_maes[k][ORACLE]:.2f}x the oracle's error. "
+            f"Efficient floor (the oracle's asymptotic error): MAE {floor:.4f}; best QuaPy is "
+            f"{quapy_mae / floor:.2f}x it, best calib {calib_mae / floor:.2f}x"
         )
     drift_summary = []
     blend_name = f"calib history blend (labels {LABEL_DELAY} weeks late)"
