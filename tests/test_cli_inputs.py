@@ -339,7 +339,11 @@ def test_estimate_shift_and_rerank_strata_refuse_clashing_columns_before_work(
 
     cases = [
         (run_estimate_shift, replace(shift, output_col="amount"), clash.format("amount")),
-        (run_estimate_shift, replace(shift, threshold=1.5), "--threshold must be in [0, 1]"),
+        (
+            run_estimate_shift,
+            replace(shift, method="acc", threshold=1.5),
+            "--threshold must be in [0, 1]",
+        ),
         (run_rerank_strata, replace(rerank, output_col="day"), clash.format("day")),
         (
             run_rerank_strata,
@@ -356,7 +360,9 @@ def test_estimate_shift_and_rerank_strata_refuse_clashing_columns_before_work(
         in_dir(
             folder,
             run_estimate_shift,
-            replace(shift, output=None, threshold=1.5, score_kind="logit", n_bootstrap=0),
+            replace(
+                shift, output=None, method="acc", threshold=1.5, score_kind="logit", n_bootstrap=0
+            ),
         )
         .batches[0]
         .estimate.prevalence

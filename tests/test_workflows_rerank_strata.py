@@ -508,3 +508,28 @@ def test_the_reference_grid_takes_the_targets_logistic_function(kind: str) -> No
         .to_numpy()
     )
     np.testing.assert_array_equal(got, el.sigmoid(s))
+
+
+@pytest.mark.parametrize(
+    ("features", "message"),
+    [
+        ("x,score,x", "--pca-features names 'x' more than once; name each feature column once"),
+        (
+            "score, x,score,x",
+            "--pca-features names 'score', 'x' more than once; name each feature column once",
+        ),
+        (" , ", "--pca-features needs at least one column name"),
+    ],
+)
+def test_pca_features_name_each_column_once(tmp_path: Path, features: str, message: str) -> None:
+    reference, target = _files(tmp_path)
+    request = RerankStrataRequest(
+        reference=str(reference),
+        target=str(target),
+        pca_features=features,
+        output=str(tmp_path / "out.csv"),
+    )
+    with pytest.raises(UsageError) as caught:
+        run_rerank_strata(request)
+    assert str(caught.value) == message
+    assert not (tmp_path / "out.csv").exists()

@@ -45,6 +45,12 @@ EPILOG = (
     "--batch-col day --json"
 )
 
+MAP_HELP = {
+    "nodes": "map: nodes of the piecewise-linear density.",
+    "beta": "map: strength of the prior tying the positive density to the reference's.",
+    "power": "map: power p >= 1 of the prior's penalty.",
+}
+
 
 def estimate_shift(
     reference: Annotated[
@@ -116,25 +122,21 @@ def estimate_shift(
         float | None,
         typer.Option(
             "--threshold",
-            help="acc/pacc: score threshold (default: the "
-            "one maximising TPR - FPR on the reference).",
+            help="acc: score threshold (default: the one maximising TPR - FPR on the reference).",
         ),
     ] = None,
     map_nodes: Annotated[
-        int, typer.Option("--map-nodes", min=2, help="map: nodes of the piecewise-linear density.")
-    ] = 10,
+        int | None,
+        typer.Option("--map-nodes", min=2, help=MAP_HELP["nodes"], show_default="10"),
+    ] = None,
     map_beta: Annotated[
-        float,
-        typer.Option(
-            "--map-beta",
-            min=0.0,
-            help="map: strength of the prior tying the positive density to the reference's.",
-        ),
-    ] = 1000.0,
+        float | None,
+        typer.Option("--map-beta", min=0.0, help=MAP_HELP["beta"], show_default="1000"),
+    ] = None,
     map_power: Annotated[
-        float,
-        typer.Option("--map-power", min=1.0, help="map: power p >= 1 of the prior's penalty."),
-    ] = 1.0,
+        float | None,
+        typer.Option("--map-power", min=1.0, help=MAP_HELP["power"], show_default="1"),
+    ] = None,
     backtest: Annotated[
         bool,
         typer.Option(

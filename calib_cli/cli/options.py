@@ -163,10 +163,11 @@ PlotOpt = Annotated[
     ),
 ]
 PlotScaleOpt = Annotated[
-    PlotScaleChoice,
+    PlotScaleChoice | None,
     typer.Option(
         "--plot-scale",
         help="Probability axes of --plot: linear, or logit (keeps 0.1% and 1% apart).",
+        show_default="linear",
     ),
 ]
 

@@ -160,7 +160,12 @@ def recalibrate(
         int | None,
         typer.Option("--bins", min=1, help="Histogram: number of bins.", show_default="10"),
     ] = None,
-    folds: Annotated[int, typer.Option("--folds", min=2, help="auto: cross-validation folds.")] = 5,
+    folds: Annotated[
+        int | None,
+        typer.Option(
+            "--folds", min=2, help="auto on --fit FILE: cross-validation folds.", show_default="5"
+        ),
+    ] = None,
     fold_col: Annotated[
         str | None,
         typer.Option(

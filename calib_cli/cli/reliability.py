@@ -103,7 +103,7 @@ def reliability(
     as_json: JsonOpt = False,
     report: ReportOpt = None,
     plot: PlotOpt = None,
-    plot_scale: PlotScaleOpt = "linear",
+    plot_scale: PlotScaleOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
     engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
@@ -150,14 +150,16 @@ def reliability(
             engine=cast(Engine, chosen(engine)),
             from_summaries=summaries,
             plot=plot,
-            plot_scale=cast(PlotScale, chosen(plot_scale)),
+            plot_scale=cast("PlotScale | None", chosen_or_none(plot_scale)),
         )
         with session.progress(f"reliability of {rows[0] if rows else 'summaries'}") as step:
             result = run_reliability(request, warn=session.warn, progress=step)
         if plot is not None:
             from calib_cli.report.plots import reliability_result_figure, save_figure
 
-            save_figure(reliability_result_figure(result, scale=request.plot_scale), plot)
+            save_figure(
+                reliability_result_figure(result, scale=request.plot_scale or "linear"), plot
+            )
         if as_json or report is not None:
             emit_report(session, reliability_payload(result), as_json=as_json, report_path=report)
         if not as_json:

@@ -155,7 +155,7 @@ def rerank_strata(
     output_format: OutputFormatOpt = None,
     report: ReportOpt = None,
     plot: PlotOpt = None,
-    plot_scale: PlotScaleOpt = "linear",
+    plot_scale: PlotScaleOpt = None,
     seed: SeedOpt = DEFAULT_SEED,
     engine: EngineOpt = "auto",
     quiet: QuietOpt = False,
@@ -201,14 +201,14 @@ def rerank_strata(
             seed=seed,
             engine=cast(Engine, chosen(engine)),
             plot=plot,
-            plot_scale=cast(PlotScale, chosen(plot_scale)),
+            plot_scale=cast("PlotScale | None", chosen_or_none(plot_scale)),
         )
         with session.progress("rerank-strata") as step:
             result = run_rerank_strata(request, warn=session.warn, progress=step)
         if plot is not None:
             from calib_cli.report.plots import rerank_result_figure, save_figure
 
-            save_figure(rerank_result_figure(result, scale=request.plot_scale), plot)
+            save_figure(rerank_result_figure(result, scale=request.plot_scale or "linear"), plot)
         if result.pca is not None:
             session.info(pca_note(result.pca))
         if result.target_prevalence is not None:

@@ -13,7 +13,7 @@ from calib_cli.cli.options import (
     PlotOpt,
     PlotScaleOpt,
     QuietOpt,
-    chosen,
+    chosen_or_none,
 )
 from calib_cli.cli.session import command_session, emit_report
 
@@ -30,7 +30,7 @@ def show(
     ],
     as_json: JsonOpt = False,
     plot: PlotOpt = None,
-    plot_scale: PlotScaleOpt = "linear",
+    plot_scale: PlotScaleOpt = None,
     quiet: QuietOpt = False,
     no_color: NoColorOpt = False,
     debug: DebugOpt = False,
@@ -41,12 +41,12 @@ def show(
         from calib_cli.report.tables import show_table
         from calib_cli.workflows.show import ShowRequest, run_show
 
-        request = ShowRequest(artifact=artifact, plot=plot, plot_scale=chosen(plot_scale))
+        request = ShowRequest(artifact=artifact, plot=plot, plot_scale=chosen_or_none(plot_scale))
         result = run_show(request, warn=session.warn)
         if plot is not None:
             from calib_cli.report.plots import PlotScale, calibrator_figure, save_figure
 
-            scale = cast(PlotScale, request.plot_scale)
+            scale = cast(PlotScale, request.plot_scale or "linear")
             save_figure(calibrator_figure(result.artifact, scale=scale), plot)
         emit_report(session, show_payload(result), as_json=as_json, report_path=None)
         if not as_json:

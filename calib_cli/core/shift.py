@@ -162,6 +162,9 @@ __all__ = [
     "DISAGREEMENT_LEVEL",
     "DISAGREEMENT_Z",
     "FIT_WARN_PVALUE",
+    "MAP_BETA",
+    "MAP_NODES",
+    "MAP_POWER",
     "MAP_SMOOTHING",
     "CalibrationMap",
     "CiMethod",
@@ -197,6 +200,11 @@ EstimatedMethod = Literal["mle", "em", "acc", "pacc", "map"]
 
 #: Pseudo-rows of every block of the fine calibration map (:func:`calibration_map`).
 MAP_SMOOTHING = 2.0
+#: ``map``'s defaults: nodes of the piecewise-linear positive density, the strength of the
+#: prior tying it to the reference's and the power of that prior's penalty.
+MAP_NODES = 10
+MAP_BETA = 1000.0
+MAP_POWER = 1.0
 #: Warn when ``fit_pvalue`` is below this (a diagnostic: it never chooses the method).
 FIT_WARN_PVALUE = 0.01
 #: Warn when the label-shift estimate and PCC differ by more than sampling explains at this
@@ -1749,9 +1757,9 @@ def estimate_prevalence(
     resample_reference: bool = True,
     rng: np.random.Generator | None = None,
     threshold: float | None = None,
-    map_nodes: int | npt.ArrayLike = 10,
-    map_beta: float = 1000.0,
-    map_power: float = 1.0,
+    map_nodes: int | npt.ArrayLike = MAP_NODES,
+    map_beta: float = MAP_BETA,
+    map_power: float = MAP_POWER,
     em_tol: float = 1e-10,
     em_max_iter: int = 10_000,
 ) -> ShiftEstimate:

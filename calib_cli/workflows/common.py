@@ -17,6 +17,7 @@ from calib_cli.errors import UsageError
 from calib_cli.io import InvalidRows, Table
 from calib_cli.io.invalid import check_max_invalid_option
 from calib_cli.types import (
+    DEFAULT_DIALECT,
     BoolArray,
     CsvDialect,
     Engine,
@@ -100,13 +101,57 @@ def check_paths(
     table_output: str | None = None,
     output_format: InputFormat | None = None,
     files: Sequence[str | None] = (),
+    input_format: InputFormat | None = None,
+    dialect: CsvDialect = DEFAULT_DIALECT,
 ) -> None:
     """Before any work: stdin read at most once, no output over an input, every output
-    writable (and a known table format), so a long job never ends in a usage error."""
+    writable (and a known table format), so a long job never ends in a usage error; and a
+    CSV ``dialect`` given only where some input or the table output is CSV or TSV text."""
     io.require_distinct_outputs([table_output, *files], inputs)
     io.check_destination(table_output, data_format=output_format, table=True)
     for path in files:
         io.check_destination(path)
+    if dialect == DEFAULT_DIALECT:
+        return
+    texts = [
+        path
+        for path in inputs
+        if path is not None and io.resolve_format(path, input_format) in io.TEXT_FORMATS
+    ]  # standard input, and files of unknown extension, may be text: they count
+    if table_output is not None and not io.typed_output(table_output, output_format):
+        texts.append(table_output)
+    if not texts:
+        option = "--separator" if dialect.separator is not None else "--decimal-comma"
+        raise UsageError(
+            f"{option} is for CSV and TSV text, and this call reads and writes none "
+            f"({', '.join(io.display_name(p) for p in inputs if p is not None)}): drop {option}"
+        )
+
+
+def refuse_row_reading_options(
+    why: str,
+    *,
+    engine: Engine = "auto",
+    input_format: InputFormat | None = None,
+    dialect: CsvDialect = DEFAULT_DIALECT,
+    label_col: str = "label",
+    positive_label: str | None = None,
+    on_invalid: OnInvalid = "error",
+) -> None:
+    """Refuse (exit 2) the options that say how to read rows, given to a call that reads
+    none (summaries only): they would change nothing. ``why`` ends the message. A default
+    ``--label-col`` cannot be told from one given as the default, and changes nothing."""
+    for option, given in (
+        ("--engine", engine != "auto"),
+        ("--input-format", input_format is not None),
+        ("--separator", dialect.separator is not None),
+        ("--decimal-comma", dialect.decimal_comma),
+        ("--label-col", label_col != "label"),
+        ("--positive-label", positive_label is not None),
+        ("--on-invalid", on_invalid == "drop"),
+    ):
+        if given:
+            raise UsageError(f"{option} says how to read rows, and {why}: drop {option}")
 
 
 def finite_option(value: float | None, option: str) -> None:
@@ -168,6 +213,30 @@ def refuse_clashing_columns(name: str, columns: Sequence[str], added: Sequence[s
     for column in added:
         if column in columns:
             raise UsageError(f"{name} already has a column '{column}'; choose another output name")
+
+
+#: ``--output-col``'s default, the column of calibrated probabilities a command adds.
+OUTPUT_COL = "calibrated"
+
+
+def refuse_row_options_without_rows(
+    writes_rows: bool, *, output_col: str, output_format: InputFormat | None, why: str
+) -> None:
+    """``--output-col`` and ``--output-format`` shape the rows a command writes: given to a
+    call that writes none, they would change nothing, so they are refused (exit 2). A default
+    ``--output-col`` cannot be told from one given as the default, and changes nothing.
+    """
+    if writes_rows:
+        return
+    for option, given in (
+        ("--output-format", output_format is not None),
+        ("--output-col", output_col != OUTPUT_COL),
+    ):
+        if given:
+            what = "is the format" if option == "--output-format" else "names a column"
+            raise UsageError(
+                f"{option} {what} of the rows this call would write, and it writes none: {why}"
+            )
 
 
 def data_destination(output: str | None) -> str:
@@ -242,11 +311,14 @@ def groups(
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-def check_plot(path: str | None) -> None:
+def check_plot(path: str | None, scale: str | None = None) -> None:
     """Before any work: ``--plot PATH`` names a picture format (.png, .svg, .pdf), matplotlib
-    is installed, and the path is writable. Pass the path to :func:`check_paths` too (in
-    ``files``), so that it is also checked against the inputs and the other outputs."""
+    is installed, and the path is writable; ``--plot-scale`` (``scale``, None when not given)
+    goes with it. Pass the path to :func:`check_paths` too (in ``files``), so that it is also
+    checked against the inputs and the other outputs."""
     if path is None:
+        if scale is not None:
+            raise UsageError("--plot-scale sets the axes of --plot; give --plot PATH")
         return
     if io.canonical_output(path) == io.STDIO:
         raise UsageError("--plot needs a file path (.png, .svg or .pdf), not standard output")

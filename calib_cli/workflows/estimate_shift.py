@@ -14,6 +14,9 @@ from calib_cli import io
 from calib_cli.core.decisions import flag_rows
 from calib_cli.core.shift import (
     COUNT_CHUNK,
+    MAP_BETA,
+    MAP_NODES,
+    MAP_POWER,
     DecisionCosts,
     EstimatedMethod,
     ReferenceModel,
@@ -79,6 +82,8 @@ from calib_cli.workflows.common import (
     in_dialect,
     refuse_added_columns,
     refuse_clashing_columns,
+    refuse_row_options_without_rows,
+    refuse_row_reading_options,
     unit_interval_option,
 )
 from calib_cli.workflows.summarize import load_summaries
@@ -100,9 +105,10 @@ class EstimateShiftRequest:
     ci_method: CiMethod = "bootstrap"
     costs: str | None = None
     threshold: float | None = None
-    map_nodes: int = 10
-    map_beta: float = 1000.0
-    map_power: float = 1.0
+    #: ``--map-nodes``, ``--map-beta``, ``--map-power`` (None: not given, the core's defaults)
+    map_nodes: int | None = None
+    map_beta: float | None = None
+    map_power: float | None = None
     score_col: str = "score"
     label_col: str = "label"
     weight_col: str | None = None
@@ -219,6 +225,8 @@ def run_estimate_shift(
         table_output=output,
         output_format=request.output_format,
         files=[request.report, request.plot],
+        input_format=request.input_format,
+        dialect=request.dialect,
     )
     if request.ci_method == "profile" and request.method != "mle":
         raise UsageError(
@@ -227,6 +235,13 @@ def run_estimate_shift(
         )
     if request.as_json and output == "-":
         raise UsageError("--json and -o - would both write to stdout; give -o a file")
+    _check_method_options(request)
+    refuse_row_options_without_rows(
+        output is not None,
+        output_col=request.output_col,
+        output_format=request.output_format,
+        why="give -o PATH for the target's rows with their calibrated probability",
+    )
     finite_option(request.threshold, "--threshold")
     if request.score_kind == "probability":
         unit_interval_option(request.threshold, "--threshold")
@@ -239,6 +254,15 @@ def run_estimate_shift(
         raise UsageError(
             "--label-delay says how late the labels of --backtest or --history arrive; "
             "give one of them, or drop --label-delay"
+        )
+    if request.reference_summaries and request.target_summaries:
+        refuse_row_reading_options(
+            "--reference-summary and --target-summary are summaries, not rows",
+            engine=request.engine,
+            input_format=request.input_format,
+            dialect=request.dialect,
+            label_col=request.label_col,
+            positive_label=request.positive_label,
         )
     if request.reference_summaries or request.target_summaries:
         progress("estimating from summaries")
@@ -300,21 +324,48 @@ def _added_columns(request: EstimateShiftRequest, costs: tuple[float, float] | N
 
 
 def _estimate(
-    request: EstimateShiftRequest, model: ReferenceModel, counts: TargetCounts
+    request: EstimateShiftRequest,
+    model: ReferenceModel,
+    counts: TargetCounts,
+    *,
+    method: ShiftMethod | None = None,
+    n_bootstrap: int | None = None,
 ) -> ShiftEstimate:
+    """One batch's estimate with the request's options: its method, replicates and interval,
+    unless ``method`` (then a bootstrap interval) or ``n_bootstrap`` say otherwise."""
     # A fresh generator per batch: one call with --batch-col equals one call per batch.
     return estimate_prevalence(
         model,
         target_counts=counts,
-        method=request.method,
-        n_bootstrap=request.n_bootstrap,
-        ci_method=request.ci_method,
+        method=request.method if method is None else method,
+        n_bootstrap=request.n_bootstrap if n_bootstrap is None else n_bootstrap,
+        ci_method=request.ci_method if method is None else "bootstrap",
         rng=np.random.default_rng(request.seed),
         threshold=request.threshold,
-        map_nodes=request.map_nodes,
-        map_beta=request.map_beta,
-        map_power=request.map_power,
+        map_nodes=MAP_NODES if request.map_nodes is None else request.map_nodes,
+        map_beta=MAP_BETA if request.map_beta is None else request.map_beta,
+        map_power=MAP_POWER if request.map_power is None else request.map_power,
     )
+
+
+def _check_method_options(request: EstimateShiftRequest) -> None:
+    """A method's own options are refused when that method does not run (they would change
+    nothing, exit 2): ``--threshold`` is ``acc``'s, ``--map-*`` are ``map``'s (``auto`` is
+    ``mle``; ``--backtest`` runs :data:`BACKTEST_METHODS`)."""
+    if request.backtest:
+        runs: tuple[str, ...] = BACKTEST_METHODS
+        doing = f"--backtest runs {', '.join(runs)}"
+    else:
+        runs = ("mle",) if request.method == "auto" else (request.method,)
+        doing = f"this call runs --method {request.method}"
+    for option, value, owner in (
+        ("--threshold", request.threshold, "acc"),
+        ("--map-nodes", request.map_nodes, "map"),
+        ("--map-beta", request.map_beta, "map"),
+        ("--map-power", request.map_power, "map"),
+    ):
+        if value is not None and owner not in runs:
+            raise UsageError(f"{option} applies to --method {owner}; {doing}")
 
 
 def _batch_result(
@@ -843,6 +894,8 @@ def run_backtest(
         table_output=None,
         output_format=request.output_format,
         files=[request.report],
+        input_format=request.input_format,
+        dialect=request.dialect,
     )
     batch_col = request.batch_col
     if batch_col is None:
@@ -857,6 +910,13 @@ def run_backtest(
             raise UsageError(f"--backtest reports errors only; drop {option}")
     if request.method != "auto":
         raise UsageError("--backtest runs every method; drop --method")
+    _check_method_options(request)
+    refuse_row_options_without_rows(
+        False,
+        output_col=request.output_col,
+        output_format=request.output_format,
+        why="--backtest reports errors only",
+    )
     if _delay(request) < 1:
         raise UsageError(
             f"--label-delay must be at least 1 (a batch's labels arrive after it), "
@@ -887,20 +947,7 @@ def run_backtest(
         del ref, tgt, batches
     progress(f"estimating {len(values)} batches with {len(BACKTEST_METHODS)} methods")
     estimates: dict[str, list[ShiftEstimate]] = {
-        method: [
-            estimate_prevalence(
-                model,
-                target_counts=batch_counts,
-                method=method,
-                n_bootstrap=request.n_bootstrap,
-                rng=np.random.default_rng(request.seed),
-                threshold=request.threshold,
-                map_nodes=request.map_nodes,
-                map_beta=request.map_beta,
-                map_power=request.map_power,
-            )
-            for batch_counts in counts
-        ]
+        method: [_estimate(request, model, batch_counts, method=method) for batch_counts in counts]
         for method in BACKTEST_METHODS
     }
     delay = _delay(request)
@@ -1122,16 +1169,8 @@ def _history(
     """The blend for the target's batches, learnt on ``--history``'s labelled batches."""
     values, truth = past.values, past.truth
     past_estimates = [
-        estimate_prevalence(
-            model,
-            target_counts=counts,
-            method=request.method,
-            n_bootstrap=0,  # only the points: the blend's interval is conformal
-            threshold=request.threshold,
-            map_nodes=request.map_nodes,
-            map_beta=request.map_beta,
-            map_power=request.map_power,
-        )
+        # only the points: the blend's interval is conformal
+        _estimate(request, model, counts, method=request.method, n_bootstrap=0)
         for counts in _count_batches(model, past.scores, past.codes, len(values))
     ]
     n_past, n_new = len(values), len(batches)

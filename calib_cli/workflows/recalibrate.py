@@ -80,6 +80,7 @@ from calib_cli.workflows.common import (
     ignore,
     in_dialect,
     read_scored_table,
+    refuse_row_options_without_rows,
     whole_option,
 )
 from calib_cli.workflows.histogram_stream import (
@@ -97,6 +98,8 @@ from calib_cli.workflows.isotonic_stream import (
 from calib_cli.workflows.summary_paths import expand_summary_paths
 
 ISOTONIC_EPS = 1e-6
+#: ``--folds``' default: the cross-validation folds of ``auto`` on rows.
+AUTO_FOLDS = 5
 #: The grid of the summary a streaming fit is made on, by method. Platt and beta move rows
 #: to a point inside their cell, which changes the loss to second order in its width: held-out
 #: log loss within 3e-11 of the in-memory fit at 12 bits (200,000 rows, README "Out of
@@ -208,7 +211,8 @@ class RecalibrateRequest:
     strict: bool = False
     target_smoothing: bool = False
     bins: int | None = None
-    folds: int = 5
+    #: ``--folds`` (None: not given, :data:`AUTO_FOLDS`)
+    folds: int | None = None
     input_format: InputFormat | None = None
     #: ``--separator`` and ``--decimal-comma`` of CSV inputs (and CSV outputs)
     dialect: CsvDialect = DEFAULT_DIALECT
@@ -239,6 +243,11 @@ class RecalibrateRequest:
         """Whether a prior correction was asked for (a record, rates or priors)."""
         given = (self.sampling_record, self.negative_rate, self.train_prior, self.target_prior)
         return any(value is not None for value in given)
+
+    @property
+    def auto_folds(self) -> int:
+        """``--folds``, else :data:`AUTO_FOLDS`."""
+        return AUTO_FOLDS if self.folds is None else self.folds
 
 
 @dataclass(frozen=True)
@@ -292,6 +301,12 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
             )
         if request.output is not None:
             raise UsageError("-o needs an INPUT file to calibrate")
+        refuse_row_options_without_rows(
+            False,
+            output_col=request.output_col,
+            output_format=request.output_format,
+            why="give an INPUT file to calibrate",
+        )
     sources = [
         name
         for name, given in (
@@ -391,9 +406,13 @@ def _require_method_for_options(method: str, given: Mapping[str, bool]) -> None:
         owner = METHOD_OF_OPTION[option]
         if is_given and method not in (owner, "auto"):
             raise UsageError(
-                f"{option} applies to --method {owner} (or auto); this call "
-                f"{'applies a saved model' if method == 'model' else 'uses ' + method}"
+                f"{option} applies to --method {owner} (or auto); this call {_doing(method)}"
             )
+
+
+def _doing(method: str) -> str:
+    """What a call of the planned ``method`` does, for the refusal of an option it ignores."""
+    return "applies a saved model" if method == "model" else f"uses {method}"
 
 
 @dataclass(frozen=True)
@@ -524,7 +543,7 @@ class _Run:
                 score_kind=self.request.score_kind,
                 strata=strata,
                 rng=self.rng,
-                n_folds=self.request.folds,
+                n_folds=self.request.auto_folds,
                 options=self.options,
             )
         if fitted.choice is not None:
@@ -645,6 +664,8 @@ def run_recalibrate(
         table_output=request.output if file is not None else None,
         output_format=request.output_format,
         files=[request.save_model, request.report, request.refine_sql],
+        input_format=request.input_format,
+        dialect=request.dialect,
     )
     if request.positive_rate is not None and request.negative_rate is None:
         raise UsageError("--positive-rate goes with --negative-rate (the rates of a sample)")
@@ -657,6 +678,16 @@ def run_recalibrate(
             "--bins": request.bins is not None,
         },
     )
+    if request.folds is not None and (plan.method != "auto" or request.fit_summaries):
+        raise UsageError(
+            "--folds are the cross-validation folds --method auto deals on --fit FILE or "
+            "--cross-fit rows"
+            + (
+                "; --fit-summary takes its folds from --fold-col"
+                if request.fit_summaries
+                else f"; this call {_doing(plan.method)}"
+            )
+        )
     eps = ISOTONIC_EPS if request.eps is None else request.eps
     if not 0.0 <= eps < 0.5:
         raise UsageError(f"--eps must be in [0, 0.5), got {request.eps}")
@@ -737,7 +768,7 @@ def run_recalibrate(
         weights = table.weights(request.weight_col)
         strata = _strata_of(table, strata_column)
         if plan.cross_fit:
-            n_folds = request.cross_fit_folds or request.folds
+            n_folds = request.cross_fit_folds or request.auto_folds
             _check_folds(n_folds, labels, table.name, warn)
             if labels is None:
                 raise InputError(
@@ -1133,12 +1164,12 @@ def _stream_choose(run: _Run, scan: StreamInput, map_input: BatchMap | None) -> 
         map_input,
         mantissa_bits=AUTO_MANTISSA_BITS,
         eps=FIT_EPS,
-        n_folds=request.folds,
+        n_folds=request.auto_folds,
         seed=request.seed,
     )
     folds = [
         summary.select_group(str(k)).cells() if str(k) in summary.groups else _no_cells()
-        for k in range(request.folds)
+        for k in range(request.auto_folds)
     ]
     choice = _choose_on_folds(
         run,

@@ -55,6 +55,7 @@ from calib_cli.workflows.common import (
     ignore,
     in_dialect,
     read_scored_table,
+    refuse_row_reading_options,
     rows_read,
     unit_interval_option,
 )
@@ -118,7 +119,8 @@ class ReliabilityRequest:
     from_summaries: tuple[str, ...] = ()
     #: ``--plot PATH``: each entry then carries a fine histogram of its scores for the picture
     plot: str | None = None
-    plot_scale: PlotScale = "linear"
+    #: ``--plot-scale`` (None: not given, linear)
+    plot_scale: PlotScale | None = None
 
 
 @dataclass(frozen=True)
@@ -171,16 +173,30 @@ def run_reliability(
         finite_option(value, option)
         unit_interval_option(value, option)
     check_invalid_options(request.on_invalid, request.max_invalid)
-    check_plot(request.plot)
+    check_plot(request.plot, request.plot_scale)
     if request.from_summaries:
         if request.file is not None:
             raise UsageError("give either FILE or --from-summary, not both")
         check_paths(inputs=list(request.from_summaries), files=[request.report, request.plot])
+        refuse_row_reading_options(
+            "--from-summary reads summaries, not rows",
+            engine=request.engine,
+            input_format=request.input_format,
+            dialect=request.dialect,
+            label_col=request.label_col,
+            positive_label=request.positive_label,
+            on_invalid=request.on_invalid,
+        )
         return assess_summary_files(request, warn=warn, progress=progress)
     if request.file is None:
         raise UsageError("give a FILE of scored rows, or --from-summary SUMMARY")
     file = request.file
-    check_paths(inputs=[file], files=[request.report, request.plot])
+    check_paths(
+        inputs=[file],
+        files=[request.report, request.plot],
+        input_format=request.input_format,
+        dialect=request.dialect,
+    )
     if choose_engine(request.engine, [file], input_format=request.input_format) == "streaming":
         return assess_streaming(file, request, warn=warn, progress=progress)
     table, invalid = read_scored_table(
@@ -568,7 +584,7 @@ def _rows_histogram(
     """With ``--plot``: the histogram of one entry's rows (memory engine)."""
     if request.plot is None:
         return None
-    return score_histogram(scores, weights, request.plot_scale)
+    return score_histogram(scores, weights, request.plot_scale or "linear")
 
 
 def _summary_histogram(summary: ScoreSummary, request: ReliabilityRequest) -> ScoreHistogram | None:
@@ -578,4 +594,4 @@ def _summary_histogram(summary: ScoreSummary, request: ReliabilityRequest) -> Sc
         return None
     seen = (summary.weight > 0.0) & np.isfinite(summary.score_min)
     middle = 0.5 * (summary.score_min[seen] + summary.score_max[seen])
-    return score_histogram(middle, summary.weight[seen], request.plot_scale)
+    return score_histogram(middle, summary.weight[seen], request.plot_scale or "linear")

@@ -118,7 +118,8 @@ class RerankStrataRequest:
     engine: Engine = "auto"
     #: ``--plot PATH``: ROC curves of a labelled target, else the strata's ROC slopes
     plot: str | None = None
-    plot_scale: PlotScale = "linear"
+    #: ``--plot-scale`` (None: not given, linear)
+    plot_scale: PlotScale | None = None
 
 
 @dataclass(frozen=True)
@@ -193,12 +194,14 @@ def run_rerank_strata(
                 raise UsageError(
                     f"--engine streaming does not support {option} yet; use --engine memory"
                 )
-    check_plot(request.plot)
+    check_plot(request.plot, request.plot_scale)
     check_paths(
         inputs=[request.reference, request.target, request.prevalence_file],
         table_output=request.output,
         output_format=request.output_format,
         files=[request.report, request.plot],
+        input_format=request.input_format,
+        dialect=request.dialect,
     )
     added_columns = _added_columns(request)
     refuse_added_columns(request.target, added_columns, input_format=request.input_format)
@@ -332,11 +335,27 @@ def _check_pca_options(request: RerankStrataRequest) -> None:
     ]
     if request.pca_features is None and given:
         raise UsageError(f"{given[0]} applies only with --pca-features")
+    if request.pca_features is not None:
+        _pca_names(request.pca_features)
     if request.pca_cut == "sign" and request.n_strata not in (None, 2):
         raise UsageError(
             f"--pca-cut sign makes 2 strata (component <= 0 and > 0); --n-strata "
             f"{request.n_strata} needs --pca-cut quantiles"
         )
+
+
+def _pca_names(features: str) -> list[str]:
+    """The columns of ``--pca-features C1,C2,...``: at least one, each named once (exit 2)."""
+    names = [name.strip() for name in features.split(",") if name.strip()]
+    if not names:
+        raise UsageError("--pca-features needs at least one column name")
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise UsageError(
+            f"--pca-features names {', '.join(repr(n) for n in twice)} more than once; "
+            "name each feature column once"
+        )
+    return names
 
 
 def _weak_component_warning(pca: PcaStrata) -> str:
@@ -364,9 +383,7 @@ def _pca_strata(
     ref_weights: FloatArray,
 ) -> PcaStrata:
     """Algorithm 2 wiring: read the feature columns, let the core cut the strata."""
-    names = [name.strip() for name in str(request.pca_features).split(",") if name.strip()]
-    if not names:
-        raise UsageError("--pca-features needs at least one column name")
+    names = _pca_names(str(request.pca_features))
     ref_x: npt.NDArray[np.float64] = np.column_stack(
         [ref.numbers(name, option="--pca-features") for name in names]
     )

@@ -76,6 +76,8 @@ def run_resample(
         table_output=request.output,
         output_format=request.output_format,
         files=[record_path, request.report],
+        input_format=request.input_format,
+        dialect=request.dialect,
     )
     if request.rates_file is not None and request.strata_col is None:
         raise UsageError("--rates-file needs --strata-col")

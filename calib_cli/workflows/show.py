@@ -19,7 +19,8 @@ class ShowRequest:
 
     artifact: str
     plot: str | None = None
-    plot_scale: str = "linear"
+    #: ``--plot-scale`` (None: not given, linear)
+    plot_scale: str | None = None
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ class ShowResult:
 
 def run_show(request: ShowRequest, *, warn: Warn = ignore) -> ShowResult:
     """Check the picture's path, load and validate the artifact, summarise its steps."""
-    check_plot(request.plot)
+    check_plot(request.plot, request.plot_scale)
     check_paths(inputs=[request.artifact], files=[request.plot])
     artifact = load_artifact(request.artifact)
     return ShowResult(path=request.artifact, artifact=artifact, steps=summarise_steps(artifact))

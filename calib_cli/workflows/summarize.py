@@ -183,7 +183,12 @@ def run_summarize(
             f"--grid-bits must be an integer from 12 to 30, got {request.grid_bits!r}"
         )
     outputs = output_paths(request.output, request.score_cols)
-    check_paths(inputs=list(request.files), files=[*outputs, request.report])
+    check_paths(
+        inputs=list(request.files),
+        files=[*outputs, request.report],
+        input_format=request.input_format,
+        dialect=request.dialect,
+    )
     for path in outputs:  # a Parquet summary is no more for a terminal than Parquet rows
         if io.summary_format(path) == "parquet":
             io.check_destination(path, data_format="parquet", table=True)

@@ -1,0 +1,288 @@
+"""Options that cannot apply to a call are refused (exit 2) before any work, never silently
+ignored: a method's own options with another method, row options on a call that writes or
+reads no rows, the CSV dialect where nothing is CSV, ``--plot-scale`` without ``--plot``.
+The same options where they apply are accepted (the second half)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from calib_cli.errors import CalibError, ExitCode
+from calib_cli.types import CsvDialect
+from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
+from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
+from calib_cli.workflows.reliability import ReliabilityRequest, run_reliability
+from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+from calib_cli.workflows.show import ShowRequest, run_show
+from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+from tests.conftest import RunCalib
+
+RUNS: dict[str, tuple[type, Callable[..., Any]]] = {
+    "estimate-shift": (EstimateShiftRequest, run_estimate_shift),
+    "recalibrate": (RecalibrateRequest, run_recalibrate),
+    "reliability": (ReliabilityRequest, run_reliability),
+    "rerank-strata": (RerankStrataRequest, run_rerank_strata),
+    "show": (ShowRequest, run_show),
+    "summarize": (SummarizeRequest, run_summarize),
+}
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    """ref.csv / ref.parquet (labelled), batch.parquet, strata.csv, a summary and a model."""
+    rng = np.random.default_rng(4)
+    n = 600
+    score = rng.beta(2, 5, n)
+    frame = pl.DataFrame(
+        {
+            "score": score,
+            "label": (rng.random(n) < score).astype(np.int64),
+            "stratum": rng.choice(["a", "b"], n),
+            "w": rng.choice([1.0, 2.0], n),
+        }
+    )
+    frame.write_csv(tmp_path / "ref.csv")
+    frame.write_parquet(tmp_path / "ref.parquet")
+    frame.drop("label").write_parquet(tmp_path / "batch.parquet")
+    run_summarize(
+        SummarizeRequest(files=(str(tmp_path / "ref.csv"),), output=f"{tmp_path}/s.parquet")
+    )
+    run_recalibrate(
+        RecalibrateRequest(
+            fit=str(tmp_path / "ref.csv"), method="platt", save_model=f"{tmp_path}/m.json"
+        )
+    )
+    return tmp_path
+
+
+SHIFT = {"reference": "{d}/ref.csv", "target": "{d}/batch.parquet", "n_bootstrap": 0}
+SHIFT_OUT = {**SHIFT, "output": "{d}/o.csv"}
+FIT = {"file": "{d}/ref.csv", "fit": "{d}/ref.csv", "output": "{d}/o.csv"}
+RERANK = {
+    "reference": "{d}/ref.csv",
+    "target": "{d}/ref.csv",
+    "strata_col": "stratum",
+    "output": "{d}/o.csv",
+}
+DOING_MLE = "this call runs --method mle"
+READS_ROWS = "says how to read rows, and --from-summary reads summaries, not rows"
+BOTH_SUMMARIES = "--reference-summary and --target-summary are summaries, not rows"
+WRITES_NONE = "of the rows this call would write, and it writes none"
+
+REFUSED = [
+    # estimate-shift: a method's own options with another method
+    (
+        "estimate-shift",
+        {**SHIFT, "method": "mle", "map_beta": 10.0},
+        f"--map-beta applies to --method map; {DOING_MLE}",
+    ),
+    (
+        "estimate-shift",
+        {**SHIFT, "map_nodes": 5},
+        "--map-nodes applies to --method map; this call runs --method auto",
+    ),
+    (
+        "estimate-shift",
+        {**SHIFT, "method": "em", "map_power": 2.0},
+        "--map-power applies to --method map; this call runs --method em",
+    ),
+    (
+        "estimate-shift",
+        {**SHIFT, "method": "pacc", "threshold": 0.3},
+        "--threshold applies to --method acc; this call runs --method pacc",
+    ),
+    (
+        "estimate-shift",
+        {**SHIFT, "method": "mle", "threshold": 0.3},
+        f"--threshold applies to --method acc; {DOING_MLE}",
+    ),
+    # estimate-shift: row options without -o
+    (
+        "estimate-shift",
+        {**SHIFT, "output_col": "p"},
+        f"--output-col names a column {WRITES_NONE}: give -o PATH for the target's rows with "
+        "their calibrated probability",
+    ),
+    (
+        "estimate-shift",
+        {**SHIFT, "output_format": "csv"},
+        f"--output-format is the format {WRITES_NONE}: give -o PATH for the target's rows with "
+        "their calibrated probability",
+    ),
+    # estimate-shift: reading options when both sides are summaries
+    (
+        "estimate-shift",
+        {
+            "reference_summaries": ("{d}/s.parquet",),
+            "target_summaries": ("{d}/s.parquet",),
+            "n_bootstrap": 0,
+            "engine": "memory",
+        },
+        f"--engine says how to read rows, and {BOTH_SUMMARIES}: drop --engine",
+    ),
+    (
+        "estimate-shift",
+        {
+            "reference_summaries": ("{d}/s.parquet",),
+            "target_summaries": ("{d}/s.parquet",),
+            "n_bootstrap": 0,
+            "label_col": "y",
+        },
+        f"--label-col says how to read rows, and {BOTH_SUMMARIES}: drop --label-col",
+    ),
+    # the CSV dialect where nothing read or written is CSV
+    (
+        "estimate-shift",
+        {**SHIFT, "reference": "{d}/ref.parquet", "dialect": CsvDialect(";")},
+        "--separator is for CSV and TSV text, and this call reads and writes none "
+        "({d}/ref.parquet, {d}/batch.parquet): drop --separator",
+    ),
+    (
+        "reliability",
+        {"file": "{d}/ref.parquet", "dialect": CsvDialect(decimal_comma=True)},
+        "--decimal-comma is for CSV and TSV text, and this call reads and writes none "
+        "({d}/ref.parquet): drop --decimal-comma",
+    ),
+    # recalibrate: --folds without auto's cross-validation on rows; row options without rows
+    (
+        "recalibrate",
+        {**FIT, "method": "platt", "folds": 3},
+        "--folds are the cross-validation folds --method auto deals on --fit FILE or --cross-fit "
+        "rows; this call uses platt",
+    ),
+    (
+        "recalibrate",
+        {
+            "file": "{d}/ref.csv",
+            "fit_summaries": ("{d}/s.parquet",),
+            "method": "platt",
+            "folds": 3,
+            "output": "{d}/o.csv",
+        },
+        "--folds are the cross-validation folds --method auto deals on --fit FILE or --cross-fit "
+        "rows; --fit-summary takes its folds from --fold-col",
+    ),
+    (
+        "recalibrate",
+        {"fit": "{d}/ref.csv", "method": "platt", "save_model": "{d}/m2.json", "output_col": "p"},
+        f"--output-col names a column {WRITES_NONE}: give an INPUT file to calibrate",
+    ),
+    # reliability from summaries: the options that read rows
+    (
+        "reliability",
+        {"file": None, "from_summaries": ("{d}/s.parquet",), "engine": "streaming"},
+        f"--engine {READS_ROWS}: drop --engine",
+    ),
+    (
+        "reliability",
+        {"file": None, "from_summaries": ("{d}/s.parquet",), "on_invalid": "drop"},
+        f"--on-invalid {READS_ROWS}: drop --on-invalid",
+    ),
+    (
+        "reliability",
+        {"file": None, "from_summaries": ("{d}/s.parquet",), "positive_label": "1"},
+        f"--positive-label {READS_ROWS}: drop --positive-label",
+    ),
+    (
+        "reliability",
+        {"file": None, "from_summaries": ("{d}/s.parquet",), "input_format": "csv"},
+        f"--input-format {READS_ROWS}: drop --input-format",
+    ),
+    # --plot-scale without --plot
+    (
+        "reliability",
+        {"file": "{d}/ref.csv", "plot_scale": "logit"},
+        "--plot-scale sets the axes of --plot; give --plot PATH",
+    ),
+    (
+        "rerank-strata",
+        {**RERANK, "plot_scale": "logit"},
+        "--plot-scale sets the axes of --plot; give --plot PATH",
+    ),
+    (
+        "show",
+        {"artifact": "{d}/m.json", "plot_scale": "logit"},
+        "--plot-scale sets the axes of --plot; give --plot PATH",
+    ),
+]
+
+ACCEPTED = [
+    ("estimate-shift", {**SHIFT, "method": "map", "map_beta": 10.0, "map_nodes": 5}),
+    ("estimate-shift", {**SHIFT, "method": "acc", "threshold": 0.3}),
+    ("estimate-shift", {**SHIFT_OUT, "output_col": "p", "output_format": "csv"}),
+    # Parquet in, CSV out: the dialect shapes the output
+    ("estimate-shift", {**SHIFT_OUT, "reference": "{d}/ref.parquet", "dialect": CsvDialect(";")}),
+    (
+        "estimate-shift",
+        {
+            "reference_summaries": ("{d}/s.parquet",),
+            "target": "{d}/batch.parquet",
+            "n_bootstrap": 0,
+            "engine": "memory",
+        },
+    ),
+    ("recalibrate", {**FIT, "method": "auto", "folds": 3}),
+    ("reliability", {"file": "{d}/ref.csv", "dialect": CsvDialect(",")}),
+    ("reliability", {"file": None, "from_summaries": ("{d}/s.parquet",), "n_bins": 5}),
+    ("reliability", {"file": "{d}/ref.csv", "plot": "{d}/r.png", "plot_scale": "logit"}),
+]
+
+
+def _request(command: str, options: dict[str, Any], folder: Path) -> tuple[Any, Callable[..., Any]]:
+    def fill(value: object) -> object:
+        if isinstance(value, str):
+            return value.format(d=folder)
+        if isinstance(value, tuple):
+            return tuple(fill(v) for v in value)
+        return value
+
+    request_type, run = RUNS[command]
+    return request_type(**{key: fill(value) for key, value in options.items()}), run
+
+
+@pytest.mark.parametrize(("command", "options", "message"), REFUSED)
+def test_an_option_that_cannot_apply_is_refused_before_any_work(
+    files: Path, command: str, options: dict[str, Any], message: str
+) -> None:
+    before = sorted(p.name for p in files.iterdir())
+    request, run = _request(command, options, files)
+    with pytest.raises(CalibError) as caught:
+        run(request)
+    assert caught.value.exit_code == ExitCode.USAGE
+    assert str(caught.value) == message.format(d=files)
+    assert sorted(p.name for p in files.iterdir()) == before
+
+
+@pytest.mark.parametrize(("command", "options"), ACCEPTED)
+def test_the_same_options_where_they_apply_are_accepted(
+    files: Path, command: str, options: dict[str, Any]
+) -> None:
+    request, run = _request(command, options, files)
+    run(request)
+
+
+def test_the_installed_calib_refuses_an_unused_option_with_exit_2(
+    run_calib: RunCalib, files: Path
+) -> None:
+    done = run_calib(
+        [
+            "estimate-shift",
+            "--reference",
+            str(files / "ref.csv"),
+            "--target",
+            str(files / "batch.parquet"),
+            "--method",
+            "mle",
+            "--map-beta",
+            "10",
+        ]
+    )
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode().strip() == f"error: --map-beta applies to --method map; {DOING_MLE}"
