@@ -1,7 +1,8 @@
 """Options that cannot apply to a call are refused (exit 2) before any work, never silently
 ignored: a method's own options with another method, row options on a call that writes or
 reads no rows, the CSV dialect where nothing is CSV, ``--plot-scale`` without ``--plot``.
-The same options where they apply are accepted (the second half)."""
+The same options where they apply are accepted. Last, an input whose nested columns the
+text output cannot hold is refused before the work too, not after it."""
 
 from __future__ import annotations
 
@@ -286,3 +287,48 @@ def test_the_installed_calib_refuses_an_unused_option_with_exit_2(
     assert done.returncode == 2
     assert done.stdout == b""
     assert done.stderr.decode().strip() == f"error: --map-beta applies to --method map; {DOING_MLE}"
+
+
+@pytest.mark.parametrize("command", ["estimate-shift", "rerank-strata", "recalibrate", "resample"])
+def test_nested_columns_for_a_text_output_are_refused_before_any_work(
+    tmp_path: Path, command: str
+) -> None:
+    """The target's list column cannot go to CSV: refused naming the file, before the work,
+    so before the reference (here without labels) is even read."""
+    from calib_cli.workflows.resample import ResampleRequest, run_resample
+
+    nested = tmp_path / "nested.parquet"
+    frame = pl.DataFrame(
+        {"score": [0.2, 0.7, 0.4], "label": [0, 1, 0], "stratum": ["a", "b", "a"]}
+    ).with_columns(pl.concat_list(["score"]).alias("lst"))
+    frame.write_parquet(nested)
+    (tmp_path / "unlabelled.csv").write_text("score\n0.1\n0.5\n")
+    out = str(tmp_path / "out.csv")
+    request: Any
+    run: Callable[..., Any]
+    if command == "estimate-shift":
+        unlabelled = str(tmp_path / "unlabelled.csv")
+        request = EstimateShiftRequest(reference=unlabelled, target=str(nested), output=out)
+        run = run_estimate_shift
+    elif command == "rerank-strata":
+        request = RerankStrataRequest(
+            reference=str(tmp_path / "unlabelled.csv"),
+            target=str(nested),
+            strata_col="stratum",
+            output=out,
+        )
+        run = run_rerank_strata
+    elif command == "recalibrate":
+        request = RecalibrateRequest(file=str(nested), negative_rate=0.5, output=out)
+        run = run_recalibrate
+    else:
+        request = ResampleRequest(file=str(nested), negative_rate=0.5, output=out)
+        run = run_resample
+    with pytest.raises(CalibError) as caught:
+        run(request)
+    assert caught.value.exit_code == ExitCode.DATA_ERROR
+    assert str(caught.value) == (
+        f"{nested}: column(s) 'lst' hold nested values, which CSV cannot write; write "
+        "Parquet, Arrow or NDJSON (-o out.parquet), or drop the column(s) first"
+    )
+    assert not (tmp_path / "out.csv").exists()

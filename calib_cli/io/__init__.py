@@ -50,7 +50,13 @@ from calib_cli.io.formats import (
 from calib_cli.io.invalid import InvalidRows
 from calib_cli.io.read import read_table
 from calib_cli.io.sampling import key_kind, sample_rows
-from calib_cli.io.scan import ROW_INDEX, column_names, row_count_hint, scan_table
+from calib_cli.io.scan import (
+    ROW_INDEX,
+    check_passthrough_columns,
+    column_names,
+    row_count_hint,
+    scan_table,
+)
 from calib_cli.io.scored_scan import FLAG_COLUMN, ScoredScan, scored_scan
 from calib_cli.io.sink import sink_table
 from calib_cli.io.summary_file import read_summary, summary_format, write_summary
@@ -77,6 +83,7 @@ __all__ = [
     "atomic_destination",
     "canonical_output",
     "check_destination",
+    "check_passthrough_columns",
     "class_counts",
     "column_names",
     "counts_by_stratum",

@@ -9,8 +9,16 @@ from typing import Any
 import polars as pl
 
 from calib_cli.errors import InputError
+from calib_cli.io.columns import naming
 from calib_cli.io.dialect import current_dialect, parse_error_hint, refuse_one_column
-from calib_cli.io.formats import STDIO, display_name, resolve_format
+from calib_cli.io.formats import (
+    STDIO,
+    TEXT_FORMATS,
+    check_text_columns,
+    display_name,
+    resolve_format,
+)
+from calib_cli.io.formats import output_format as output_format_of
 from calib_cli.io.read import check_exists, exact_types, read_table, typed_columns
 from calib_cli.types import InputFormat
 
@@ -75,6 +83,26 @@ def column_names(path: str, *, input_format: InputFormat | None = None) -> list[
         return None
     lazy, _ = scan_table(path, input_format=input_format)
     return list(lazy.collect_schema().names())
+
+
+def check_passthrough_columns(
+    path: str,
+    output: str | None,
+    *,
+    input_format: InputFormat | None = None,
+    output_format: InputFormat | None = None,
+) -> None:
+    """Before any work: the columns of ``path``, which pass through to the rows written to
+    ``output``, can be written in its format (CSV and TSV hold no nested values; exit 65,
+    naming the file and the columns). Standard input and gzip files are checked when written."""
+    if output is None or path == STDIO or path.lower().endswith(".gz"):
+        return
+    fmt = output_format_of(output, output_format)
+    if fmt not in TEXT_FORMATS:
+        return
+    lazy, _ = scan_table(path, input_format=input_format)
+    with naming(display_name(path)):
+        check_text_columns(lazy.collect_schema(), fmt)
 
 
 def _peek(path: str) -> bytes:

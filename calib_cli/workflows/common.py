@@ -186,12 +186,19 @@ def whole_option(value: int | None, option: str, *, least: int) -> None:
 
 
 def refuse_added_columns(
-    path: str, added: Sequence[str], *, input_format: InputFormat | None
+    path: str,
+    added: Sequence[str],
+    *,
+    input_format: InputFormat | None,
+    output: str,
+    output_format: InputFormat | None,
 ) -> None:
-    """Before any work: the columns a command adds to its row-wise output (``--output-col``
+    """Before any work: the columns a command adds to its row-wise ``output`` (``--output-col``
     and the fixed ones) are distinct and none names a column of the input, which they would
-    replace. The input's columns are known here for a file; standard input and gzip files
-    are checked with :func:`refuse_clashing_columns` as soon as they are read."""
+    replace, and the input's own columns can be written in the output's format
+    (:func:`calib_cli.io.check_passthrough_columns`). The input's columns are known here for
+    a file; standard input and gzip files are checked with :func:`refuse_clashing_columns` as
+    soon as they are read, and their columns' format when written."""
     for index, column in enumerate(added):
         if column in added[:index]:
             raise UsageError(
@@ -200,6 +207,9 @@ def refuse_added_columns(
     columns = io.column_names(path, input_format=input_format)
     if columns is not None:
         refuse_clashing_columns(io.display_name(path), columns, added)
+    io.check_passthrough_columns(
+        path, output, input_format=input_format, output_format=output_format
+    )
 
 
 def refuse_clashing_columns(name: str, columns: Sequence[str], added: Sequence[str]) -> None:

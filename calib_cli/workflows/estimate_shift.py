@@ -248,7 +248,11 @@ def run_estimate_shift(
     costs = parse_costs(request.costs) if request.costs is not None else None
     if output is not None and request.target is not None:
         refuse_added_columns(
-            request.target, _added_columns(request, costs), input_format=request.input_format
+            request.target,
+            _added_columns(request, costs),
+            input_format=request.input_format,
+            output=output,
+            output_format=request.output_format,
         )
     if request.label_delay is not None and request.history is None:
         raise UsageError(

@@ -701,6 +701,12 @@ def run_recalibrate(
         _check_output_col(
             request, io.display_name(file), io.column_names(file, input_format=request.input_format)
         )
+        io.check_passthrough_columns(
+            file,
+            request.output or io.STDIO,
+            input_format=request.input_format,
+            output_format=request.output_format,
+        )
     run = _Run(request, plan, warn)
     run.prior, run.prior_rates = _prior(request)
     prior = run.prior

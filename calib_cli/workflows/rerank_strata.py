@@ -204,7 +204,13 @@ def run_rerank_strata(
         dialect=request.dialect,
     )
     added_columns = _added_columns(request)
-    refuse_added_columns(request.target, added_columns, input_format=request.input_format)
+    refuse_added_columns(
+        request.target,
+        added_columns,
+        input_format=request.input_format,
+        output=request.output or io.STDIO,
+        output_format=request.output_format,
+    )
     data_destination(request.output)  # rows on a terminal (no -o): refused before any work
     engine: Engine = "memory"
     if request.pca_features is None and not request.estimate_target_prevalence:

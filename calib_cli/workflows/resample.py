@@ -88,6 +88,12 @@ def run_resample(
             target_ratio=request.target_ratio,
             positive_rate=request.positive_rate,
         )
+    io.check_passthrough_columns(  # before the pass that counts the classes
+        request.file,
+        request.output,
+        input_format=request.input_format,
+        output_format=request.output_format,
+    )
     key_col, label_col, strata_col = request.key_col, request.label_col, request.strata_col
     lazy, fmt = io.scan_table(
         request.file,
