@@ -163,7 +163,10 @@ def recalibrate(
     folds: Annotated[
         int | None,
         typer.Option(
-            "--folds", min=2, help="auto on --fit FILE: cross-validation folds.", show_default="5"
+            "--folds",
+            min=2,
+            help="auto on rows (--fit FILE, --cross-fit): cross-validation folds.",
+            show_default="5",
         ),
     ] = None,
     fold_col: Annotated[
