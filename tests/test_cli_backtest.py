@@ -159,7 +159,11 @@ def test_labels_of_a_batch_and_later_ones_never_move_its_estimates(
     [
         ({"batch_col": None}, UsageError, "--backtest needs --batch-col"),
         ({"output": "out.csv"}, UsageError, "--backtest reports errors only; drop -o"),
-        ({"method": "mle"}, UsageError, "--backtest runs every method; drop --method"),
+        (
+            {"method": "mle"},
+            UsageError,
+            "--backtest runs mle, em, pacc, map and compares them; drop --method",
+        ),
         ({"label_delay": 0}, UsageError, "--label-delay must be at least 1"),
     ],
 )

@@ -524,7 +524,8 @@ def test_a_nested_column_is_refused_for_csv_output_naming_it(tmp_path: Path, eng
     assert done.returncode == 65
     assert done.stderr.decode() == (
         f"error: {source}: column(s) 'lst' hold nested values, which CSV cannot write; write "
-        "Parquet, Arrow or NDJSON (-o out.parquet), or drop the column(s) first\n"
+        "Parquet, Arrow or NDJSON (-o out.parquet, or --output-format parquet), "
+        "or drop the column(s) first\n"
     )
     assert not (tmp_path / "out.csv").exists()
     kept = subprocess.run(

@@ -74,47 +74,49 @@ RERANK = {
 DOING_MLE = "this call runs --method mle"
 READS_ROWS = "says how to read rows, and --from-summary reads summaries, not rows"
 BOTH_SUMMARIES = "--reference-summary and --target-summary are summaries, not rows"
-WRITES_NONE = "of the rows this call would write, and it writes none"
+FOLDS = "--folds applies to --method auto fitted on rows (--fit FILE, --cross-fit)"
+WRITES_NONE = "of the rows a call writes, and this one writes none"
 
 REFUSED = [
     # estimate-shift: a method's own options with another method
     (
         "estimate-shift",
         {**SHIFT, "method": "mle", "map_beta": 10.0},
-        f"--map-beta applies to --method map; {DOING_MLE}",
+        f"--map-beta applies to --method map; {DOING_MLE}: drop --map-beta or use --method map",
     ),
     (
         "estimate-shift",
         {**SHIFT, "map_nodes": 5},
-        "--map-nodes applies to --method map; this call runs --method auto",
+        "--map-nodes applies to --method map; this call runs --method auto (mle): drop "
+        "--map-nodes or use --method map",
     ),
     (
         "estimate-shift",
         {**SHIFT, "method": "em", "map_power": 2.0},
-        "--map-power applies to --method map; this call runs --method em",
+        "--map-power applies to --method map; this call runs --method em: drop --map-power "
+        "or use --method map",
     ),
     (
         "estimate-shift",
         {**SHIFT, "method": "pacc", "threshold": 0.3},
-        "--threshold applies to --method acc; this call runs --method pacc",
+        "--threshold applies to --method acc; this call runs --method pacc: drop --threshold "
+        "or use --method acc",
     ),
     (
         "estimate-shift",
         {**SHIFT, "method": "mle", "threshold": 0.3},
-        f"--threshold applies to --method acc; {DOING_MLE}",
+        f"--threshold applies to --method acc; {DOING_MLE}: drop --threshold or use --method acc",
     ),
     # estimate-shift: row options without -o
     (
         "estimate-shift",
         {**SHIFT, "output_col": "p"},
-        f"--output-col names a column {WRITES_NONE}: give -o PATH for the target's rows with "
-        "their calibrated probability",
+        f"--output-col names a column {WRITES_NONE} (no -o PATH): drop --output-col",
     ),
     (
         "estimate-shift",
         {**SHIFT, "output_format": "csv"},
-        f"--output-format is the format {WRITES_NONE}: give -o PATH for the target's rows with "
-        "their calibrated probability",
+        f"--output-format is the format {WRITES_NONE} (no -o PATH): drop --output-format",
     ),
     # estimate-shift: reading options when both sides are summaries
     (
@@ -154,8 +156,7 @@ REFUSED = [
     (
         "recalibrate",
         {**FIT, "method": "platt", "folds": 3},
-        "--folds are the cross-validation folds --method auto deals on --fit FILE or --cross-fit "
-        "rows; this call uses platt",
+        f"{FOLDS}; this call uses platt: drop --folds",
     ),
     (
         "recalibrate",
@@ -166,13 +167,12 @@ REFUSED = [
             "folds": 3,
             "output": "{d}/o.csv",
         },
-        "--folds are the cross-validation folds --method auto deals on --fit FILE or --cross-fit "
-        "rows; --fit-summary takes its folds from --fold-col",
+        f"{FOLDS}; this call uses platt: drop --folds",
     ),
     (
         "recalibrate",
         {"fit": "{d}/ref.csv", "method": "platt", "save_model": "{d}/m2.json", "output_col": "p"},
-        f"--output-col names a column {WRITES_NONE}: give an INPUT file to calibrate",
+        f"--output-col names a column {WRITES_NONE} (no INPUT file): drop --output-col",
     ),
     # reliability from summaries: the options that read rows
     (
@@ -210,6 +210,52 @@ REFUSED = [
         "show",
         {"artifact": "{d}/m.json", "plot_scale": "logit"},
         "--plot-scale sets the axes of --plot; give --plot PATH",
+    ),
+    # found by review: a named method's --folds with --fit-summary; summaries only
+    (
+        "recalibrate",
+        {
+            "fit_summaries": ("{d}/s.parquet",),
+            "method": "auto",
+            "fold_col": "stratum",
+            "folds": 3,
+            "save_model": "{d}/m3.json",
+        },
+        f"{FOLDS}; --fit-summary takes its folds from --fold-col: drop --folds",
+    ),
+    (
+        "recalibrate",
+        {
+            "fit_summaries": ("{d}/s.parquet",),
+            "method": "platt",
+            "engine": "streaming",
+            "save_model": "{d}/m3.json",
+        },
+        "--engine says how to read rows, and this call reads only --fit-summary summaries (no "
+        "INPUT file): drop --engine",
+    ),
+    (
+        "estimate-shift",
+        {
+            "reference_summaries": ("{d}/s.parquet",),
+            "target_summaries": ("{d}/s.parquet",),
+            "n_bootstrap": 0,
+            "output_col": "p",
+        },
+        f"--output-col names a column {WRITES_NONE} (a --target-summary holds no rows): "
+        "drop --output-col",
+    ),
+    # JSON side files (a saved model) are not CSV text
+    (
+        "recalibrate",
+        {
+            "file": "{d}/ref.parquet",
+            "model": "{d}/m.json",
+            "output": "{d}/o.parquet",
+            "dialect": CsvDialect(";"),
+        },
+        "--separator is for CSV and TSV text, and this call reads and writes none "
+        "({d}/ref.parquet, {d}/m.json): drop --separator",
     ),
 ]
 
@@ -286,7 +332,10 @@ def test_the_installed_calib_refuses_an_unused_option_with_exit_2(
     )
     assert done.returncode == 2
     assert done.stdout == b""
-    assert done.stderr.decode().strip() == f"error: --map-beta applies to --method map; {DOING_MLE}"
+    assert done.stderr.decode().strip() == (
+        f"error: --map-beta applies to --method map; {DOING_MLE}: drop --map-beta or use "
+        "--method map"
+    )
 
 
 @pytest.mark.parametrize("command", ["estimate-shift", "rerank-strata", "recalibrate", "resample"])
@@ -329,6 +378,108 @@ def test_nested_columns_for_a_text_output_are_refused_before_any_work(
     assert caught.value.exit_code == ExitCode.DATA_ERROR
     assert str(caught.value) == (
         f"{nested}: column(s) 'lst' hold nested values, which CSV cannot write; write "
-        "Parquet, Arrow or NDJSON (-o out.parquet), or drop the column(s) first"
+        "Parquet, Arrow or NDJSON (-o out.parquet, or --output-format parquet), "
+        "or drop the column(s) first"
     )
     assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("command", "options", "message"),
+    [
+        # a --label-col given must exist even where labels only feed the report
+        (
+            "recalibrate",
+            {"file": "{d}/ref.csv", "negative_rate": 0.5, "output": "{d}/o.csv", "label_col": "y"},
+            "{d}/ref.csv: no column 'y' (set --label-col); columns are: score, label, stratum, w",
+        ),
+        # with summaries on both sides, --score-col can only name a summary's column
+        (
+            "estimate-shift",
+            {
+                "reference_summaries": ("{d}/s.parquet",),
+                "target_summaries": ("{d}/s.parquet",),
+                "n_bootstrap": 0,
+                "score_col": "p",
+            },
+            "no summary of score column 'p' among the reference summaries (they summarise 'score')",
+        ),
+        # a reference summary's weights are fixed: --weight-col may only name them
+        (
+            "estimate-shift",
+            {
+                "reference_summaries": ("{d}/s.parquet",),
+                "target": "{d}/batch.parquet",
+                "n_bootstrap": 0,
+                "weight_col": "w",
+            },
+            "{d}/s.parquet: summary field 'weight_column' is None, so it cannot weight rows "
+            "by --weight-col 'w' (summarise with --weight-col w)",
+        ),
+    ],
+)
+def test_a_column_option_that_names_nothing_is_a_data_error(
+    files: Path, command: str, options: dict[str, Any], message: str
+) -> None:
+    request, run = _request(command, options, files)
+    with pytest.raises(CalibError) as caught:
+        run(request)
+    assert caught.value.exit_code == ExitCode.DATA_ERROR
+    assert str(caught.value) == message.format(d=files)
+    assert not (files / "o.csv").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "option"),
+    [
+        (["summarize", "--separator", ";"], "--separator"),
+        (["summarize", "--on-invalid", "drop"], "--on-invalid"),
+        (["summarize", "--input-format", "csv"], "--input-format"),
+        (["resample", "--negative-rate", "0.1", "--output-format", "parquet"], "--output-format"),
+        (["resample", "--negative-rate", "0.1", "--decimal-comma"], "--decimal-comma"),
+    ],
+)
+def test_emit_sql_refuses_the_options_of_a_run_on_files(
+    run_calib: RunCalib, args: list[str], option: str
+) -> None:
+    done = run_calib([*args, "--emit-sql", "--dialect", "duckdb", "--table", "t"])
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert done.stderr.decode() == (
+        f"error: {option} does nothing with --emit-sql, which prints SQL for the engine to run "
+        f"on --table: drop {option}\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recalibrate", "{d}/ref.parquet", "--negative-rate", "0.5"],
+        ["rerank-strata", "--reference", "{d}/ref.parquet", "--target", "{d}/ref.parquet"],
+    ],
+)
+def test_a_dialect_shapes_the_csv_rows_written_to_standard_output(
+    run_calib: RunCalib, files: Path, args: list[str]
+) -> None:
+    """Parquet in, rows to a pipe (no -o): the rows are CSV, so --separator applies (a review
+    found it refused)."""
+    extra = ["--strata-col", "stratum"] if args[0] == "rerank-strata" else []
+    done = run_calib([a.format(d=files) for a in args] + extra + ["--separator", ";", "-q"])
+    assert done.returncode == 0, done.stderr.decode()
+    assert done.stdout.decode().splitlines()[0].startswith("score;label;stratum;w;")
+
+
+def test_standard_input_with_engine_streaming_says_it_is_read_into_memory(
+    run_calib: RunCalib, files: Path
+) -> None:
+    batch = (files / "ref.csv").read_bytes()
+    args = ["estimate-shift", "--reference", str(files / "ref.csv"), "--target", "-"]
+    done = run_calib([*args, "--engine", "streaming", "--bootstrap", "0", "--json"], stdin=batch)
+    assert done.returncode == 0, done.stderr.decode()
+    assert (
+        "warning: standard input is read into memory whatever --engine (it cannot be read "
+        "twice): --engine streaming streams files only"
+    ) in done.stderr.decode()
+    quiet = run_calib([*args, "--bootstrap", "0", "--json"], stdin=batch)
+    assert "standard input is read into memory" not in quiet.stderr.decode()
+    assert quiet.stdout == done.stdout

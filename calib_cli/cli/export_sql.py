@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import Enum
 from typing import Annotated, cast
 
@@ -41,16 +42,28 @@ TableOpt = Annotated[
 
 
 def sql_target(
-    emit_sql: bool, sql_dialect: Enum | None, table: str | None, *, inputs: bool
+    emit_sql: bool,
+    sql_dialect: Enum | None,
+    table: str | None,
+    *,
+    inputs: bool,
+    file_options: Mapping[str, bool] | None = None,
 ) -> tuple[str, str] | None:
     """``(dialect, table)`` of an --emit-sql run, None for a run on files; mixed or
-    incomplete options are usage errors."""
+    incomplete options are usage errors, as are ``file_options`` given (option -> given)
+    that only a run on files uses (how to read them, the output's format)."""
     if not emit_sql:
         if sql_dialect is not None or table is not None:
             raise UsageError("--dialect and --table go with --emit-sql")
         return None
     if inputs:
         raise UsageError("--emit-sql reads no FILE: it prints SQL that reads --table")
+    for option, given in (file_options or {}).items():
+        if given:
+            raise UsageError(
+                f"{option} does nothing with --emit-sql, which prints SQL for the engine to "
+                f"run on --table: drop {option}"
+            )
     if sql_dialect is None or table is None:
         raise UsageError("--emit-sql needs --dialect and --table")
     return chosen(sql_dialect), table

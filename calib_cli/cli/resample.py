@@ -111,7 +111,18 @@ def resample(
     """Downsample negatives (and optionally positives) by a deterministic, portable hash rule,
     streaming, and record the rates for `calib recalibrate --sampling-record`."""
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
-        target = sql_target(emit_sql, sql_dialect, table, inputs=file is not None)
+        target = sql_target(
+            emit_sql,
+            sql_dialect,
+            table,
+            inputs=file is not None,
+            file_options={
+                "--input-format": input_format is not None,
+                "--separator": separator is not None,
+                "--decimal-comma": decimal_comma,
+                "--output-format": output_format is not None,
+            },
+        )
         if target is not None:
             from calib_cli.workflows.export_sql import ResampleSqlRequest, run_resample_sql
 

@@ -98,7 +98,19 @@ def summarize(
     """Summarise scored rows into a small mergeable file that reliability reads (--from-summary)."""
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
         kind = weight_kind(weight_kind_choice, weight_col) or "frequency"
-        target = sql_target(emit_sql, sql_dialect, table, inputs=bool(files))
+        target = sql_target(
+            emit_sql,
+            sql_dialect,
+            table,
+            inputs=bool(files),
+            file_options={
+                "--input-format": input_format is not None,
+                "--separator": separator is not None,
+                "--decimal-comma": decimal_comma,
+                "--on-invalid": chosen(on_invalid) == "drop",
+                "--max-invalid": max_invalid_rows is not None,
+            },
+        )
         if target is not None:
             if kind == "importance":
                 raise UsageError(

@@ -144,5 +144,6 @@ def check_text_columns(schema: Mapping[str, pl.DataType], fmt: InputFormat) -> N
         )
         raise InputError(
             f"column(s) {listed} hold nested values, which {fmt.upper()} cannot write; write "
-            "Parquet, Arrow or NDJSON (-o out.parquet), or drop the column(s) first"
+            "Parquet, Arrow or NDJSON (-o out.parquet, or --output-format parquet), "
+            "or drop the column(s) first"
         )

@@ -103,51 +103,81 @@ def check_paths(
     files: Sequence[str | None] = (),
     input_format: InputFormat | None = None,
     dialect: CsvDialect = DEFAULT_DIALECT,
+    rows_to_stdout: bool = False,
 ) -> None:
     """Before any work: stdin read at most once, no output over an input, every output
     writable (and a known table format), so a long job never ends in a usage error; and a
-    CSV ``dialect`` given only where some input or the table output is CSV or TSV text."""
+    CSV ``dialect`` given only where some input or the rows written (to ``table_output``, or
+    to standard output when it is None and ``rows_to_stdout``) are CSV or TSV text."""
     io.require_distinct_outputs([table_output, *files], inputs)
     io.check_destination(table_output, data_format=output_format, table=True)
     for path in files:
         io.check_destination(path)
+    if table_output is None and rows_to_stdout:
+        table_output = io.STDIO
+    _refuse_unused_dialect(dialect, inputs, table_output, input_format, output_format)
+
+
+def _refuse_unused_dialect(
+    dialect: CsvDialect,
+    inputs: Sequence[str | None],
+    table_output: str | None,
+    input_format: InputFormat | None,
+    output_format: InputFormat | None,
+) -> None:
+    """``--separator`` and ``--decimal-comma`` where no input and no table output is CSV or
+    TSV text: refused (exit 2). Standard input and files of unknown extension may be text and
+    count; ``.json`` files (saved calibrators, sampling records, summaries) do not."""
     if dialect == DEFAULT_DIALECT:
         return
     texts = [
         path
         for path in inputs
-        if path is not None and io.resolve_format(path, input_format) in io.TEXT_FORMATS
-    ]  # standard input, and files of unknown extension, may be text: they count
+        if path is not None
+        and not path.lower().endswith(".json")
+        and io.resolve_format(path, input_format) in io.TEXT_FORMATS
+    ]
     if table_output is not None and not io.typed_output(table_output, output_format):
         texts.append(table_output)
     if not texts:
         option = "--separator" if dialect.separator is not None else "--decimal-comma"
+        names = dict.fromkeys(io.display_name(p) for p in inputs if p is not None)
         raise UsageError(
             f"{option} is for CSV and TSV text, and this call reads and writes none "
-            f"({', '.join(io.display_name(p) for p in inputs if p is not None)}): drop {option}"
+            f"({', '.join(names)}): drop {option}"
         )
 
 
+class _ReadsRows(Protocol):
+    """The options of a request that say how its rows are read."""
+
+    @property
+    def engine(self) -> Engine: ...
+    @property
+    def input_format(self) -> InputFormat | None: ...
+    @property
+    def dialect(self) -> CsvDialect: ...
+    @property
+    def label_col(self) -> str: ...
+    @property
+    def positive_label(self) -> str | None: ...
+
+
 def refuse_row_reading_options(
-    why: str,
-    *,
-    engine: Engine = "auto",
-    input_format: InputFormat | None = None,
-    dialect: CsvDialect = DEFAULT_DIALECT,
-    label_col: str = "label",
-    positive_label: str | None = None,
-    on_invalid: OnInvalid = "error",
+    request: _ReadsRows, why: str, *, on_invalid: OnInvalid = "error"
 ) -> None:
-    """Refuse (exit 2) the options that say how to read rows, given to a call that reads
-    none (summaries only): they would change nothing. ``why`` ends the message. A default
-    ``--label-col`` cannot be told from one given as the default, and changes nothing."""
+    """Refuse (exit 2) the options of ``request`` that say how to read rows (and
+    ``--on-invalid``, where the command has it), given to a call that reads none (summaries
+    only): they would change nothing. ``why`` ends the message. A default ``--label-col``
+    cannot be told from one given as the default, and changes nothing."""
+    dialect = request.dialect
     for option, given in (
-        ("--engine", engine != "auto"),
-        ("--input-format", input_format is not None),
+        ("--engine", request.engine != "auto"),
+        ("--input-format", request.input_format is not None),
         ("--separator", dialect.separator is not None),
         ("--decimal-comma", dialect.decimal_comma),
-        ("--label-col", label_col != "label"),
-        ("--positive-label", positive_label is not None),
+        ("--label-col", request.label_col != "label"),
+        ("--positive-label", request.positive_label is not None),
         ("--on-invalid", on_invalid == "drop"),
     ):
         if given:
@@ -233,9 +263,9 @@ def refuse_row_options_without_rows(
     writes_rows: bool, *, output_col: str, output_format: InputFormat | None, why: str
 ) -> None:
     """``--output-col`` and ``--output-format`` shape the rows a command writes: given to a
-    call that writes none, they would change nothing, so they are refused (exit 2). A default
-    ``--output-col`` cannot be told from one given as the default, and changes nothing.
-    """
+    call that writes none (``why``: because of what), they would change nothing, so they are
+    refused (exit 2). A default ``--output-col`` cannot be told from one given as the default,
+    and changes nothing."""
     if writes_rows:
         return
     for option, given in (
@@ -245,7 +275,8 @@ def refuse_row_options_without_rows(
         if given:
             what = "is the format" if option == "--output-format" else "names a column"
             raise UsageError(
-                f"{option} {what} of the rows this call would write, and it writes none: {why}"
+                f"{option} {what} of the rows a call writes, and this one writes none "
+                f"({why}): drop {option}"
             )
 
 

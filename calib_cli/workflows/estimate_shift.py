@@ -86,7 +86,7 @@ from calib_cli.workflows.common import (
     refuse_row_reading_options,
     unit_interval_option,
 )
-from calib_cli.workflows.summarize import load_summaries
+from calib_cli.workflows.summarize import check_summary_weight_col, load_summaries
 from calib_cli.workflows.summary_paths import expand_summary_paths
 
 
@@ -240,7 +240,7 @@ def run_estimate_shift(
         output is not None,
         output_col=request.output_col,
         output_format=request.output_format,
-        why="give -o PATH for the target's rows with their calibrated probability",
+        why="a --target-summary holds no rows" if request.target_summaries else "no -o PATH",
     )
     finite_option(request.threshold, "--threshold")
     if request.score_kind == "probability":
@@ -261,12 +261,7 @@ def run_estimate_shift(
         )
     if request.reference_summaries and request.target_summaries:
         refuse_row_reading_options(
-            "--reference-summary and --target-summary are summaries, not rows",
-            engine=request.engine,
-            input_format=request.input_format,
-            dialect=request.dialect,
-            label_col=request.label_col,
-            positive_label=request.positive_label,
+            request, "--reference-summary and --target-summary are summaries, not rows"
         )
     if request.reference_summaries or request.target_summaries:
         progress("estimating from summaries")
@@ -278,13 +273,12 @@ def run_estimate_shift(
         progress(f"reading the history {io.display_name(request.history)}")
         past = _read_history(request, request.history, request.batch_col)
     reference, target = _rows_path(request.reference), _rows_path(request.target)
-    engine = choose_engine(request.engine, [reference, target], input_format=request.input_format)
+    streams = _streams(request, [reference, target], warn)
     progress(
         f"estimating {io.display_name(target)} against {io.display_name(reference)}"
         + (f", writing {io.display_name(output)}" if output is not None else "")
     )
-    if engine == "streaming" and io.STDIO not in (reference, target):
-        # standard input cannot be read twice: it is read into memory whatever the engine
+    if streams:
         result = _run_streaming(request, costs, warn=warn)
     else:
         result = _run_memory(request, costs, warn=warn)
@@ -293,6 +287,21 @@ def run_estimate_shift(
         return result
     progress("learning from the history's errors")
     return replace(result, history=_history(request, past, result.model, result.batches, warn=warn))
+
+
+def _streams(request: EstimateShiftRequest, paths: list[str], warn: Warn) -> bool:
+    """Whether to stream ``paths``: the engine chosen, except that standard input, which
+    cannot be read twice, is read into memory whatever the engine (with a warning when
+    ``--engine streaming`` was asked for)."""
+    engine = choose_engine(request.engine, paths, input_format=request.input_format)
+    if engine == "streaming" and io.STDIO in paths:
+        if request.engine == "streaming":
+            warn(
+                "standard input is read into memory whatever --engine (it cannot be read "
+                "twice): --engine streaming streams files only"
+            )
+        return False
+    return engine == "streaming"
 
 
 def _with_kind(result: EstimateShiftResult, request: EstimateShiftRequest) -> EstimateShiftResult:
@@ -361,7 +370,8 @@ def _check_method_options(request: EstimateShiftRequest) -> None:
         doing = f"--backtest runs {', '.join(runs)}"
     else:
         runs = ("mle",) if request.method == "auto" else (request.method,)
-        doing = f"this call runs --method {request.method}"
+        named = "auto (mle)" if request.method == "auto" else request.method
+        doing = f"this call runs --method {named}"
     for option, value, owner in (
         ("--threshold", request.threshold, "acc"),
         ("--map-nodes", request.map_nodes, "map"),
@@ -369,7 +379,10 @@ def _check_method_options(request: EstimateShiftRequest) -> None:
         ("--map-power", request.map_power, "map"),
     ):
         if value is not None and owner not in runs:
-            raise UsageError(f"{option} applies to --method {owner}; {doing}")
+            raise UsageError(
+                f"{option} applies to --method {owner}; {doing}: drop {option}"
+                + ("" if request.backtest else f" or use --method {owner}")
+            )
 
 
 def _batch_result(
@@ -913,7 +926,9 @@ def run_backtest(
         if given is not None:
             raise UsageError(f"--backtest reports errors only; drop {option}")
     if request.method != "auto":
-        raise UsageError("--backtest runs every method; drop --method")
+        raise UsageError(
+            f"--backtest runs {', '.join(BACKTEST_METHODS)} and compares them; drop --method"
+        )
     _check_method_options(request)
     refuse_row_options_without_rows(
         False,
@@ -927,8 +942,7 @@ def run_backtest(
             f"got {_delay(request)}"
         )
     progress(f"reading {io.display_name(reference)} and {io.display_name(target)}")
-    engine = choose_engine(request.engine, [reference, target], input_format=request.input_format)
-    if engine == "streaming" and io.STDIO not in (reference, target):
+    if _streams(request, [reference, target], warn):
         model = _streaming_reference(request)
         name, values, sizes, truth, counts = _stream_labelled_batches(request, model, batch_col)
     else:
@@ -1260,8 +1274,14 @@ def _summary_of(
 ) -> tuple[ScoreSummary, str]:
     """Summary files merged, the score column chosen as ``--score-col`` or the only one."""
     loaded = load_summaries(paths)
+    only_summaries = bool(request.reference_summaries and request.target_summaries)
     if request.score_col in loaded:
         column = request.score_col
+    elif only_summaries and request.score_col != "score":  # no rows it could name
+        raise InputError(
+            f"no summary of score column '{request.score_col}' among the {name} summaries "
+            f"(they summarise {', '.join(repr(c) for c in loaded)})"
+        )
     elif len(loaded) == 1:
         column = next(iter(loaded))
     else:
@@ -1297,6 +1317,7 @@ def _summary_reference(
 ) -> tuple[ReferenceModel, CellBinning]:
     """The reference fitted on the fine counts of its summaries (every group pooled)."""
     summary, source = _summary_of(request, request.reference_summaries, "reference")
+    check_summary_weight_col(summary, request.weight_col, source)
     counts, binning = reference_counts_from_keys(summary_keys(summary.pooled()))
     with io.naming(source):
         model = fit_reference_counts(counts, score_kind="probability")
@@ -1356,8 +1377,7 @@ def _run_with_summaries(
         model = _memory_reference(request)
     if not request.target_summaries:
         target = _rows_path(request.target)
-        engine = choose_engine(request.engine, [target], input_format=request.input_format)
-        run = _run_streaming if engine == "streaming" and target != io.STDIO else _run_memory
+        run = _run_streaming if _streams(request, [target], warn) else _run_memory
         result = run(request, costs, warn=warn, model=model)
         return replace(result, binning=SummaryBinning(reference=binning, batches=()))
     summary, source = _summary_of(request, request.target_summaries, "target")

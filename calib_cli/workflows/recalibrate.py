@@ -81,6 +81,7 @@ from calib_cli.workflows.common import (
     in_dialect,
     read_scored_table,
     refuse_row_options_without_rows,
+    refuse_row_reading_options,
     whole_option,
 )
 from calib_cli.workflows.histogram_stream import (
@@ -305,8 +306,14 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
             False,
             output_col=request.output_col,
             output_format=request.output_format,
-            why="give an INPUT file to calibrate",
+            why="no INPUT file",
         )
+        if fit is None:
+            refuse_row_reading_options(
+                request,
+                "this call reads only --fit-summary summaries (no INPUT file)",
+                on_invalid=request.on_invalid,
+            )
     sources = [
         name
         for name, given in (
@@ -666,6 +673,7 @@ def run_recalibrate(
         files=[request.save_model, request.report, request.refine_sql],
         input_format=request.input_format,
         dialect=request.dialect,
+        rows_to_stdout=file is not None,
     )
     if request.positive_rate is not None and request.negative_rate is None:
         raise UsageError("--positive-rate goes with --negative-rate (the rates of a sample)")
@@ -680,13 +688,13 @@ def run_recalibrate(
     )
     if request.folds is not None and (plan.method != "auto" or request.fit_summaries):
         raise UsageError(
-            "--folds are the cross-validation folds --method auto deals on --fit FILE or "
-            "--cross-fit rows"
+            "--folds applies to --method auto fitted on rows (--fit FILE, --cross-fit); "
             + (
-                "; --fit-summary takes its folds from --fold-col"
-                if request.fit_summaries
-                else f"; this call {_doing(plan.method)}"
+                "--fit-summary takes its folds from --fold-col"
+                if request.fit_summaries and plan.method == "auto"
+                else f"this call {_doing(plan.method)}"
             )
+            + ": drop --folds"
         )
     eps = ISOTONIC_EPS if request.eps is None else request.eps
     if not 0.0 <= eps < 0.5:
@@ -698,7 +706,7 @@ def run_recalibrate(
     whole_option(request.folds, "--folds", least=2)
     whole_option(request.cross_fit_folds, "--cross-fit", least=2)
     if file is not None:
-        _check_output_col(
+        _check_input_columns(
             request, io.display_name(file), io.column_names(file, input_format=request.input_format)
         )
         io.check_passthrough_columns(
@@ -765,10 +773,10 @@ def run_recalibrate(
         progress(f"reading {io.display_name(file)}")
     if file is not None and engines.apply == "streaming":
         streamed = _stream_scan(run, file, strata_column, steps)
-        _check_output_col(request, streamed.name, streamed.columns)
+        _check_input_columns(request, streamed.name, streamed.columns)
     elif file is not None:
         table = run.read(file, typed=io.typed_output(request.output or "-", request.output_format))
-        _check_output_col(request, table.name, table.columns)
+        _check_input_columns(request, table.name, table.columns)
         scores = table.scores(request.score_col, kind=kind)
         labels = _optional_labels(table, request, required=plan.cross_fit, warn=warn)
         weights = table.weights(request.weight_col)
@@ -855,15 +863,24 @@ def run_recalibrate(
     )
 
 
-def _check_output_col(
+def _check_input_columns(
     request: RecalibrateRequest, name: str, columns: Sequence[str] | None
 ) -> None:
     """--output-col must not name a column of the input (the calibrated scores would replace
-    it): refused before any work where the columns are known (a file), else once the input is
-    read (standard input, gzip), and always before anything is written."""
-    if columns is not None and request.output_col in columns:
+    it), and a --label-col given (not the default) must name one, even where labels are only
+    for the report (a misspelt name would silently drop the before/after figures): checked
+    before any work where the columns are known (a file), else once the input is read
+    (standard input, gzip), and always before anything is written."""
+    if columns is None:
+        return
+    if request.output_col in columns:
         raise UsageError(
             f"{name} already has a column '{request.output_col}'; choose another output name"
+        )
+    if request.label_col != "label" and request.label_col not in columns:
+        shown = ", ".join(columns[:20]) + (", ..." if len(columns) > 20 else "")
+        raise InputError(
+            f"{name}: no column '{request.label_col}' (set --label-col); columns are: {shown}"
         )
 
 

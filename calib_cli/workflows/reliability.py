@@ -60,6 +60,7 @@ from calib_cli.workflows.common import (
     unit_interval_option,
 )
 from calib_cli.workflows.summarize import (
+    check_summary_weight_col,
     load_summaries,
     summarize_scan,
     uniform_edges,
@@ -179,13 +180,7 @@ def run_reliability(
             raise UsageError("give either FILE or --from-summary, not both")
         check_paths(inputs=list(request.from_summaries), files=[request.report, request.plot])
         refuse_row_reading_options(
-            "--from-summary reads summaries, not rows",
-            engine=request.engine,
-            input_format=request.input_format,
-            dialect=request.dialect,
-            label_col=request.label_col,
-            positive_label=request.positive_label,
-            on_invalid=request.on_invalid,
+            request, "--from-summary reads summaries, not rows", on_invalid=request.on_invalid
         )
         return assess_summary_files(request, warn=warn, progress=progress)
     if request.file is None:
@@ -353,16 +348,6 @@ def _check_by(summary: ScoreSummary, by: str | None, source: str) -> None:
         )
 
 
-def _check_weight_col(summary: ScoreSummary, weight_col: str | None, source: str) -> None:
-    """A summary's weights are fixed when it is made: ``--weight-col`` may only name them."""
-    if weight_col is not None and summary.weight_column != weight_col:
-        raise InputError(
-            f"{source}: summary field 'weight_column' is {summary.weight_column!r}, so it "
-            f"cannot weight rows by --weight-col {weight_col!r} (summarise with --weight-col "
-            f"{weight_col})"
-        )
-
-
 def _figures(
     summary: ScoreSummary,
     request: ReliabilityRequest,
@@ -402,7 +387,7 @@ def assess_summary_files(
         names.extend(f for f in files if f not in names)
         source = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"
         _check_by(summary, request.by, files[0])
-        _check_weight_col(summary, request.weight_col, files[0])
+        check_summary_weight_col(summary, request.weight_col, files[0])
         _flat_summary(source, column, summary, warn)
         for group, part in _parts(summary, request.by):
             where = source if group is None else f"{source} ({request.by}={group})"

@@ -202,6 +202,7 @@ def run_rerank_strata(
         files=[request.report, request.plot],
         input_format=request.input_format,
         dialect=request.dialect,
+        rows_to_stdout=True,
     )
     added_columns = _added_columns(request)
     refuse_added_columns(

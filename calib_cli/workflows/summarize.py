@@ -255,6 +255,17 @@ def _shown(value: object) -> str:
     return repr(value)
 
 
+def check_summary_weight_col(summary: ScoreSummary, weight_col: str | None, source: str) -> None:
+    """A summary's weights are fixed when it is made: ``--weight-col`` may only name them
+    (exit 65 otherwise, naming the summary's own)."""
+    if weight_col is not None and summary.weight_column != weight_col:
+        raise InputError(
+            f"{source}: summary field 'weight_column' is {summary.weight_column!r}, so it "
+            f"cannot weight rows by --weight-col {weight_col!r} (summarise with --weight-col "
+            f"{weight_col})"
+        )
+
+
 def load_summaries(paths: Sequence[str]) -> dict[str, tuple[ScoreSummary, tuple[str, ...]]]:
     """Read summary files and merge them per score column (in the order first seen).
 
