@@ -245,6 +245,18 @@ REFUSED = [
         f"--output-col names a column {WRITES_NONE} (a --target-summary holds no rows): "
         "drop --output-col",
     ),
+    (
+        "recalibrate",
+        {**FIT, "method": "platt", "fit_data": "sampled"},
+        "--fit-data orders a prior correction and a map fitted on labels, and this call has "
+        "no prior correction: drop --fit-data",
+    ),
+    (
+        "recalibrate",
+        {"file": "{d}/ref.csv", "negative_rate": 0.5, "fit_data": "sampled", "output": "-"},
+        "--fit-data orders a prior correction and a map fitted on labels, and this call fits "
+        "no map: drop --fit-data",
+    ),
     # JSON side files (a saved model) are not CSV text
     (
         "recalibrate",
@@ -275,6 +287,7 @@ ACCEPTED = [
         },
     ),
     ("recalibrate", {**FIT, "method": "auto", "folds": 3}),
+    ("recalibrate", {**FIT, "method": "platt", "negative_rate": 0.5, "fit_data": "sampled"}),
     ("reliability", {"file": "{d}/ref.csv", "dialect": CsvDialect(",")}),
     ("reliability", {"file": None, "from_summaries": ("{d}/s.parquet",), "n_bins": 5}),
     ("reliability", {"file": "{d}/ref.csv", "plot": "{d}/r.png", "plot_scale": "logit"}),

@@ -696,6 +696,14 @@ def run_recalibrate(
             )
             + ": drop --folds"
         )
+    if request.fit_data == "sampled" and (
+        not request.prior_given or plan.method in ("prior", "model")
+    ):
+        raise UsageError(
+            "--fit-data orders a prior correction and a map fitted on labels, and this call "
+            f"{'has no prior correction' if not request.prior_given else 'fits no map'}: "
+            "drop --fit-data"
+        )
     eps = ISOTONIC_EPS if request.eps is None else request.eps
     if not 0.0 <= eps < 0.5:
         raise UsageError(f"--eps must be in [0, 0.5), got {request.eps}")
