@@ -15,6 +15,7 @@ from calib_cli.errors import InputError, MissingInputError
 from calib_cli.interrupts import wait_if_interrupted
 from calib_cli.io.dialect import current_dialect, parse_error_hint, refuse_one_column
 from calib_cli.io.formats import ARROW_FILE_MAGIC, GZIP_MAGIC, STDIO, display_name, resolve_format
+from calib_cli.io.spool import readable
 from calib_cli.io.table import Table
 from calib_cli.types import InputFormat
 
@@ -41,7 +42,7 @@ def _read_source_bytes(path: str) -> bytes:
     try:
         if path == STDIO:
             return read_stdin()
-        return Path(path).read_bytes()
+        return Path(readable(path)).read_bytes()
     except FileNotFoundError:
         raise MissingInputError(f"{path}: no such file") from None
     except IsADirectoryError:

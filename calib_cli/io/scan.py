@@ -20,6 +20,7 @@ from calib_cli.io.formats import (
 )
 from calib_cli.io.formats import output_format as output_format_of
 from calib_cli.io.read import check_exists, exact_types, read_table, typed_columns
+from calib_cli.io.spool import readable
 from calib_cli.types import InputFormat
 
 ROW_INDEX = "__calib_row__"
@@ -39,18 +40,19 @@ def scan_table(
     """
     name = display_name(path)
     check_exists(path)
-    if path == STDIO or path.lower().endswith(".gz"):
+    source = readable(path)  # a pipe: its copy, read as many times as needed
+    if path == STDIO or source.lower().endswith(".gz"):
         table = read_table(path, input_format=input_format)
         frame = table.frame
         if typed and table.format in ("csv", "tsv"):
             types = exact_types(frame.lazy(), text_columns=text_columns)
             frame = frame.with_columns(typed_columns(types))
         return frame.lazy(), table.format
-    fmt = resolve_format(path, input_format, _peek(path))
+    fmt = resolve_format(source, input_format, _peek(source))
     try:
         if fmt in ("csv", "tsv"):
             lazy = pl.scan_csv(
-                path,
+                source,
                 separator=current_dialect().read_separator(fmt),
                 infer_schema=False,
                 null_values=[""],
@@ -61,11 +63,11 @@ def scan_table(
                     typed_columns(exact_types(lazy, text_columns=text_columns))
                 )
         elif fmt == "parquet":
-            lazy = pl.scan_parquet(path)
+            lazy = pl.scan_parquet(source)
         elif fmt == "arrow":
-            lazy = pl.scan_ipc(path)
+            lazy = pl.scan_ipc(source)
         else:
-            lazy = pl.scan_ndjson(path)
+            lazy = pl.scan_ndjson(source)
         lazy.collect_schema()
     except InputError:
         raise
@@ -78,8 +80,8 @@ def scan_table(
 def column_names(path: str, *, input_format: InputFormat | None = None) -> list[str] | None:
     """The columns of ``path``, cheaply (a CSV's header, a Parquet or Arrow file's schema),
     to check options against them before any work; None for standard input and gzip files,
-    whose columns are known only once they are read."""
-    if path == STDIO or path.lower().endswith(".gz"):
+    whose columns are known only once they are read (a pipe: from its copy)."""
+    if path == STDIO or readable(path).lower().endswith(".gz"):
         return None
     lazy, _ = scan_table(path, input_format=input_format)
     return list(lazy.collect_schema().names())
@@ -95,7 +97,7 @@ def check_passthrough_columns(
     """Before any work: the columns of ``path``, which pass through to the rows written to
     ``output``, can be written in its format (CSV and TSV hold no nested values; exit 65,
     naming the file and the columns). Standard input and gzip files are checked when written."""
-    if output is None or path == STDIO or path.lower().endswith(".gz"):
+    if output is None or path == STDIO or readable(path).lower().endswith(".gz"):
         return
     fmt = output_format_of(output, output_format)
     if fmt not in TEXT_FORMATS:
@@ -138,9 +140,12 @@ def row_count_hint(path: str, *, input_format: InputFormat | None = None) -> int
     streaming engine: exact for Parquet and Arrow IPC (from their metadata), estimated from
     the file size and the first lines for CSV, TSV and NDJSON; None for standard input and
     gzip files (which are read into memory anyway)."""
-    if path == STDIO or path.lower().endswith(".gz"):
+    if path == STDIO:
         return None
     check_exists(path)
+    path = readable(path)  # a pipe: its copy
+    if path.lower().endswith(".gz"):
+        return None
     head = _peek(path)
     fmt = resolve_format(path, input_format, head)
     try:
