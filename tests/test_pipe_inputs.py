@@ -136,3 +136,28 @@ def test_a_pipe_that_cannot_be_copied_says_where_and_why(
         "(Not a directory; set TMPDIR to a directory with room)"
     )
     assert spool.readable(str(data / "ref.csv")) == str(data / "ref.csv")  # files: as they are
+
+
+def test_a_slow_writer_s_first_bytes_are_waited_for_before_sniffing(data: Path) -> None:
+    """Parquet written a byte, then the rest after a pause: the format is sniffed from the
+    first 4 KiB, not from the first read (which held only "P"; the streaming engine reads
+    the copy by its name)."""
+    import time
+
+    fifo = data / "slow"
+    os.mkfifo(fifo)
+    payload = (data / "ref.parquet").read_bytes()
+
+    def feed() -> None:
+        with open(fifo, "wb") as handle:
+            handle.write(payload[:1])
+            handle.flush()
+            time.sleep(0.3)
+            handle.write(payload[1:])
+
+    writer = threading.Thread(target=feed)
+    writer.start()
+    done = _bash("calib reliability slow --json --bootstrap 0 --engine streaming", data)
+    writer.join(timeout=10)
+    assert done.returncode == 0, done.stderr.decode()
+    assert '"n": 3000' in done.stdout.decode()

@@ -25,6 +25,8 @@ from calib_cli.io.formats import GZIP_MAGIC, STDIO, display_name, sniff_format
 
 #: Bytes copied per read (each read returns to Python, so an interrupt is acted on).
 SPOOL_CHUNK = 1 << 20
+#: Bytes the format is sniffed from (waited for, unless the pipe ends first).
+SNIFF_BYTES = 4096
 
 _SUFFIX = {"csv": ".csv", "tsv": ".tsv", "parquet": ".parquet", "arrow": ".arrow"}
 _lock = threading.Lock()
@@ -64,6 +66,8 @@ def _spool(path: str) -> Path:
     try:
         with open(path, "rb") as source:
             head = source.read1(SPOOL_CHUNK)
+            while len(head) < SNIFF_BYTES and (more := source.read1(SPOOL_CHUNK)):
+                head += more  # a slow writer's first bytes may come a few at a time
             suffix = ".gz" if head.startswith(GZIP_MAGIC) else _SUFFIX.get(sniff_format(head))
             copy = interrupts.new_temporary_file(
                 directory, prefix=".calib-pipe-", suffix=suffix or ".ndjson"
