@@ -221,6 +221,13 @@ def test_strata_from_the_first_principal_component(invoke_calib: RunCalib, tmp_p
     assert rates == sorted(rates)  # the component follows x1, which drives the labels
     assert set(pl.read_csv(out)["pca_stratum"].unique()) == {"pc1", "pc2", "pc3"}
     assert "explains" in done.stderr.decode()
+    # the option repeated is the comma-separated list (it kept only the last one before)
+    repeated = tmp_path / "repeated.csv"
+    args = ["rerank-strata", "--reference", str(tmp_path / "ref.csv")]
+    args += ["--target", str(tmp_path / "tgt.csv"), "--n-strata", "3", "-o", str(repeated)]
+    again = invoke_calib([*args, "--pca-features", "x1", "--pca-features", "x2"])
+    assert again.returncode == 0, again.stderr
+    assert repeated.read_bytes() == out.read_bytes()
 
 
 def test_refusals_are_one_error_line_exit_65_or_2_and_write_nothing(

@@ -81,10 +81,10 @@ def rerank_strata(
         str | None, typer.Option("--strata-col", help="Column naming each row's stratum.")
     ] = None,
     pca_features: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--pca-features",
-            help="Comma-separated feature columns: strata from "
+            help="Comma-separated feature columns (or the option repeated): strata from "
             "their first principal component (Algorithm 2) instead of --strata-col.",
         ),
     ] = None,
@@ -180,7 +180,7 @@ def rerank_strata(
             target=target,
             output=output,
             strata_col=strata_col,
-            pca_features=pca_features,
+            pca_features=None if pca_features is None else ",".join(pca_features),
             n_strata=n_strata,
             pca_scaling=cast("PCAScaling | None", chosen_or_none(pca_scaling)),
             pca_cut=cast("PCACut | None", chosen_or_none(pca_cut)),
