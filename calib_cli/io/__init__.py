@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from calib_cli.io.columns import naming, positive_label_expr
 from calib_cli.io.counts import ClassCounts, class_counts, counts_by_stratum
-from calib_cli.io.dialect import current_dialect, using_dialect
+from calib_cli.io.dialect import current_dialect, require_column, using_dialect
 from calib_cli.io.formats import (
     STDIO,
     TEXT_FORMATS,
@@ -54,6 +54,7 @@ from calib_cli.io.scan import (
     ROW_INDEX,
     check_passthrough_columns,
     column_names,
+    column_schema,
     row_count_hint,
     scan_table,
 )
@@ -86,6 +87,7 @@ __all__ = [
     "check_passthrough_columns",
     "class_counts",
     "column_names",
+    "column_schema",
     "counts_by_stratum",
     "current_dialect",
     "display_name",
@@ -98,6 +100,7 @@ __all__ = [
     "positive_label_expr",
     "read_summary",
     "read_table",
+    "require_column",
     "require_distinct_outputs",
     "resolve_format",
     "row_count_hint",

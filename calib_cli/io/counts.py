@@ -8,7 +8,7 @@ import polars as pl
 
 from calib_cli.errors import InputError
 from calib_cli.io.columns import positive_label_expr
-from calib_cli.io.dialect import separator_hint
+from calib_cli.io.dialect import require_column
 from calib_cli.io.scan import ROW_INDEX, collect
 
 
@@ -37,12 +37,8 @@ def class_counts(
     with the usual one-line message (count and first row)."""
     schema = lazy.collect_schema()
     for column, option in ((label_col, "--label-col"), (strata_col, "--strata-col")):
-        if column is not None and column not in schema:
-            shown = ", ".join(list(schema)[:20])
-            raise InputError(
-                f"{name}: no column '{column}' (set {option}); columns are: {shown}"
-                + separator_hint(list(schema))
-            )
+        if column is not None:
+            require_column(list(schema), column, option, name)
     _, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
     invalid = (
         lazy.with_row_index(ROW_INDEX)

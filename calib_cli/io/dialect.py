@@ -14,7 +14,7 @@ comma (TSV outputs keep the tab).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 
 import polars as pl
@@ -28,6 +28,7 @@ __all__ = [
     "number_text",
     "parse_error_hint",
     "refuse_one_column",
+    "require_column",
     "separator_hint",
     "using_dialect",
 ]
@@ -73,6 +74,26 @@ def separator_hint(columns: list[str]) -> str:
         if candidate in columns[0] and candidate != current_dialect().separator:
             return f"; the file looks separated by {shown}: add --separator {shown}"
     return ""
+
+
+def require_column(columns: Sequence[str], column: str, option: str | None, name: str) -> None:
+    """Refuse (exit 65) a ``column`` that ``name`` does not have, naming the option that
+    chose it, the columns it has and, for a CSV read as one column, the separator it looks
+    like: the one "no column" message of every reader.
+
+    >>> require_column(["id", "p"], "score", "--score-col", "s.csv")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: s.csv: no column 'score' (set --score-col); columns are: id, p
+    """
+    if column in columns:
+        return
+    names = list(columns)
+    shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    hint = f" (set {option})" if option else ""
+    raise InputError(
+        f"{name}: no column '{column}'{hint}; columns are: {shown}" + separator_hint(names)
+    )
 
 
 def refuse_one_column(columns: list[str], name: str) -> None:

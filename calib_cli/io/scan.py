@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import polars as pl
@@ -77,34 +77,42 @@ def scan_table(
     return lazy, fmt
 
 
-def column_names(path: str, *, input_format: InputFormat | None = None) -> list[str] | None:
-    """The columns of ``path``, cheaply (a CSV's header, a Parquet or Arrow file's schema),
-    to check options against them before any work; None for standard input and gzip files,
-    whose columns are known only once they are read (a pipe: from its copy)."""
+def column_schema(
+    path: str, *, input_format: InputFormat | None = None
+) -> Mapping[str, pl.DataType] | None:
+    """The columns of ``path`` and their types, cheaply (a CSV's header, a Parquet or Arrow
+    file's schema), to check options against them before any work; None for standard input
+    and gzip files, whose columns are known only once they are read (a pipe: from its copy)."""
     if path == STDIO or readable(path).lower().endswith(".gz"):
         return None
     lazy, _ = scan_table(path, input_format=input_format)
-    return list(lazy.collect_schema().names())
+    return lazy.collect_schema()
+
+
+def column_names(path: str, *, input_format: InputFormat | None = None) -> list[str] | None:
+    """The names of :func:`column_schema`."""
+    schema = column_schema(path, input_format=input_format)
+    return None if schema is None else list(schema)
 
 
 def check_passthrough_columns(
-    path: str,
+    schema: Mapping[str, pl.DataType] | None,
     output: str | None,
     *,
-    input_format: InputFormat | None = None,
+    name: str,
     output_format: InputFormat | None = None,
 ) -> None:
-    """Before any work: the columns of ``path``, which pass through to the rows written to
-    ``output``, can be written in its format (CSV and TSV hold no nested values; exit 65,
-    naming the file and the columns). Standard input and gzip files are checked when written."""
-    if output is None or path == STDIO or readable(path).lower().endswith(".gz"):
+    """Before any work: the columns of the input ``name`` (its ``schema``; None when not
+    known yet), which pass through to the rows written to ``output``, can be written in its
+    format (CSV and TSV hold no nested values; exit 65, naming the file and the columns).
+    Inputs whose schema is known only once read are checked when written."""
+    if output is None or schema is None:
         return
     fmt = output_format_of(output, output_format)
     if fmt not in TEXT_FORMATS:
         return
-    lazy, _ = scan_table(path, input_format=input_format)
-    with naming(display_name(path)):
-        check_text_columns(lazy.collect_schema(), fmt)
+    with naming(name):
+        check_text_columns(schema, fmt)
 
 
 def _peek(path: str) -> bytes:

@@ -15,7 +15,7 @@ import polars as pl
 
 from calib_cli.errors import InputError
 from calib_cli.io.columns import positive_label_expr
-from calib_cli.io.dialect import number_text, separator_hint
+from calib_cli.io.dialect import number_text, require_column
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.scan import ROW_INDEX, collect
 from calib_cli.types import OnInvalid
@@ -60,13 +60,7 @@ def _not_a_number(column: str, dtype: pl.DataType) -> pl.Expr:
 
 
 def _require(schema: pl.Schema, column: str, option: str, name: str) -> None:
-    if column not in schema:
-        names = list(schema)
-        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        raise InputError(
-            f"{name}: no column '{column}' (set {option}); columns are: {shown}"
-            + separator_hint(names)
-        )
+    require_column(list(schema), column, option, name)
 
 
 def scored_scan(

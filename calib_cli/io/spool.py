@@ -21,34 +21,29 @@ from pathlib import Path
 
 from calib_cli import interrupts
 from calib_cli.errors import MissingInputError
-from calib_cli.io.formats import GZIP_MAGIC, STDIO, display_name, sniff_format
+from calib_cli.io.formats import GZIP_MAGIC, STDIO, display_name, is_stream, sniff_format
 
 #: Bytes copied per read (each read returns to Python, so an interrupt is acted on).
 SPOOL_CHUNK = 1 << 20
 #: Bytes the format is sniffed from (waited for, unless the pipe ends first).
 SNIFF_BYTES = 4096
 
-_SUFFIX = {"csv": ".csv", "tsv": ".tsv", "parquet": ".parquet", "arrow": ".arrow"}
+_SUFFIX = {
+    "csv": ".csv",
+    "tsv": ".tsv",
+    "parquet": ".parquet",
+    "arrow": ".arrow",
+    "ndjson": ".ndjson",
+}
 _lock = threading.Lock()
 _copies: dict[str, Path] = {}
 
 
-def is_pipe(path: str) -> bool:
-    """An input that exists but is neither a regular file nor a directory (a FIFO, a device,
-    ``/dev/fd/N``): it can be read only once."""
-    if path == STDIO:
-        return False
-    try:
-        target = Path(path)
-        return target.exists() and not target.is_file() and not target.is_dir()
-    except OSError:
-        return False
-
-
 def readable(path: str) -> str:
-    """The path to read ``path`` from: itself for a file (and standard input), else the
-    temporary copy of the pipe, made on the first call."""
-    if not is_pipe(path):
+    """The path to read ``path`` from: itself for a file (and standard input), else, for a
+    pipe (a FIFO, a device, ``/dev/fd/N``: what :func:`~calib_cli.io.formats.is_stream` tells
+    apart for outputs too), the temporary copy made on the first call."""
+    if path == STDIO or not is_stream(path):
         return path
     with _lock:
         copy = _copies.get(path)
@@ -68,10 +63,8 @@ def _spool(path: str) -> Path:
             head = source.read1(SPOOL_CHUNK)
             while len(head) < SNIFF_BYTES and (more := source.read1(SPOOL_CHUNK)):
                 head += more  # a slow writer's first bytes may come a few at a time
-            suffix = ".gz" if head.startswith(GZIP_MAGIC) else _SUFFIX.get(sniff_format(head))
-            copy = interrupts.new_temporary_file(
-                directory, prefix=".calib-pipe-", suffix=suffix or ".ndjson"
-            )
+            suffix = ".gz" if head.startswith(GZIP_MAGIC) else _SUFFIX[sniff_format(head)]
+            copy = interrupts.new_temporary_file(directory, prefix=".calib-pipe-", suffix=suffix)
             with open(copy, "wb") as out:
                 out.write(head)
                 while chunk := source.read1(SPOOL_CHUNK):

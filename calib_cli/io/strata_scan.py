@@ -41,7 +41,7 @@ from calib_cli.core import elementary as el
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
-from calib_cli.io.dialect import number_text, separator_hint
+from calib_cli.io.dialect import number_text, require_column
 from calib_cli.io.scan import ROW_INDEX, collect, ordered_batches
 from calib_cli.io.sink import sink_table
 from calib_cli.summaries.grid import cell_index, half_cell
@@ -114,12 +114,7 @@ class ComparisonCounts:
 
 def _require_columns(schema: pl.Schema, name: str, columns: Sequence[tuple[str, str]]) -> None:
     for column, option in columns:
-        if column not in schema:
-            shown = ", ".join(list(schema)[:20])
-            raise InputError(
-                f"{name}: no column '{column}' (set {option}); columns are: {shown}"
-                + separator_hint(list(schema))
-            )
+        require_column(list(schema), column, option, name)
 
 
 def _number(column: str, dtype: pl.DataType) -> pl.Expr:

@@ -29,7 +29,7 @@ import polars as pl
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
-from calib_cli.io.dialect import number_text, separator_hint
+from calib_cli.io.dialect import number_text, require_column
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.sampling import _key_hash_expr
 from calib_cli.io.scan import ROW_INDEX, collect, ordered_batches, scan_table
@@ -178,13 +178,7 @@ class _Checks:
 
 
 def _require(schema: pl.Schema, name: str, column: str, option: str) -> None:
-    if column not in schema:
-        names = list(schema)
-        shown = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-        raise InputError(
-            f"{name}: no column '{column}' (set {option}); columns are: {shown}"
-            + separator_hint(names)
-        )
+    require_column(list(schema), column, option, name)
 
 
 def scan_input(

@@ -13,7 +13,7 @@ import polars as pl
 from calib_cli.core.checks import bad_values_message, check_scores, check_weights
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import as_float, naming, parse_labels, positive_label_expr
-from calib_cli.io.dialect import number_text, separator_hint
+from calib_cli.io.dialect import number_text, require_column
 from calib_cli.io.formats import TEXT_FORMATS
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.types import FloatArray, InputFormat, ScoreKind
@@ -47,14 +47,7 @@ class Table:
 
     def require_column(self, column: str, *, option: str | None = None) -> pl.Series:
         """The column, or an InputError naming the file, the column and the columns it has."""
-        if column not in self.frame.columns:
-            shown = ", ".join(self.frame.columns[:20])
-            more = ", ..." if len(self.frame.columns) > 20 else ""
-            hint = f" (set {option})" if option else ""
-            raise InputError(
-                f"{self.name}: no column '{column}'{hint}; columns are: {shown}{more}"
-                + separator_hint(self.frame.columns)
-            )
+        require_column(self.frame.columns, column, option, self.name)
         return self.frame.get_column(column)
 
     def scores(

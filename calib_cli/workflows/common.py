@@ -234,11 +234,11 @@ def refuse_added_columns(
             raise UsageError(
                 f"--output-col '{column}' is also a column calib adds; choose another output name"
             )
-    columns = io.column_names(path, input_format=input_format)
-    if columns is not None:
-        refuse_clashing_columns(io.display_name(path), columns, added)
+    schema = io.column_schema(path, input_format=input_format)  # read once, for both
+    if schema is not None:
+        refuse_clashing_columns(io.display_name(path), list(schema), added)
     io.check_passthrough_columns(
-        path, output, input_format=input_format, output_format=output_format
+        schema, output, name=io.display_name(path), output_format=output_format
     )
 
 

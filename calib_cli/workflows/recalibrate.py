@@ -714,14 +714,11 @@ def run_recalibrate(
     whole_option(request.folds, "--folds", least=2)
     whole_option(request.cross_fit_folds, "--cross-fit", least=2)
     if file is not None:
-        _check_input_columns(
-            request, io.display_name(file), io.column_names(file, input_format=request.input_format)
-        )
+        schema = io.column_schema(file, input_format=request.input_format)  # read once
+        name = io.display_name(file)
+        _check_input_columns(request, name, None if schema is None else list(schema))
         io.check_passthrough_columns(
-            file,
-            request.output or io.STDIO,
-            input_format=request.input_format,
-            output_format=request.output_format,
+            schema, request.output or io.STDIO, name=name, output_format=request.output_format
         )
     run = _Run(request, plan, warn)
     run.prior, run.prior_rates = _prior(request)
@@ -885,11 +882,8 @@ def _check_input_columns(
         raise UsageError(
             f"{name} already has a column '{request.output_col}'; choose another output name"
         )
-    if request.label_col != "label" and request.label_col not in columns:
-        shown = ", ".join(columns[:20]) + (", ..." if len(columns) > 20 else "")
-        raise InputError(
-            f"{name}: no column '{request.label_col}' (set --label-col); columns are: {shown}"
-        )
+    if request.label_col != "label":
+        io.require_column(columns, request.label_col, "--label-col", name)
 
 
 def _check_folds(n_folds: int, labels: FloatArray | None, name: str, warn: Warn) -> None:

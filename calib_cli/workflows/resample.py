@@ -88,12 +88,6 @@ def run_resample(
             target_ratio=request.target_ratio,
             positive_rate=request.positive_rate,
         )
-    io.check_passthrough_columns(  # before the pass that counts the classes
-        request.file,
-        request.output,
-        input_format=request.input_format,
-        output_format=request.output_format,
-    )
     key_col, label_col, strata_col = request.key_col, request.label_col, request.strata_col
     lazy, fmt = io.scan_table(
         request.file,
@@ -102,6 +96,16 @@ def run_resample(
         text_columns=[key_col] if key_col is not None else [],
     )
     name = io.display_name(request.file)
+    # the columns the output cannot take, before the pass that counts the classes
+    schema = lazy.collect_schema()
+    if request.weight_col_out is not None and request.weight_col_out in schema:
+        raise UsageError(
+            f"{name} already has a column '{request.weight_col_out}'; choose another name for "
+            "--weight-col-out"
+        )
+    io.check_passthrough_columns(
+        schema, request.output, name=name, output_format=request.output_format
+    )
     progress(f"counting the classes of {name}")
     before = io.class_counts(
         lazy,
@@ -110,13 +114,7 @@ def run_resample(
         positive_label=request.positive_label,
         strata_col=strata_col,
     )
-    schema = lazy.collect_schema()
     label_dtype = schema[label_col]
-    if request.weight_col_out is not None and request.weight_col_out in schema:
-        raise UsageError(
-            f"{name} already has a column '{request.weight_col_out}'; choose another name for "
-            "--weight-col-out"
-        )
     key_type = io.key_kind(lazy, key_col, name=name)
     rates = resolve_stratum_rates(
         {c.stratum or "": (float(c.positives), float(c.negatives)) for c in before},
