@@ -78,6 +78,19 @@ FOLDS = "--folds applies to --method auto fitted on rows (--fit FILE, --cross-fi
 WRITES_NONE = "of the rows a call writes, and this one writes none"
 
 REFUSED = [
+    # recalibrate: a strata column where no step is per stratum
+    (
+        "recalibrate",
+        {
+            "file": "{d}/ref.csv",
+            "model": "{d}/m.json",
+            "strata_col": "stratum",
+            "output": "{d}/o.csv",
+        },
+        "--strata-col names the strata of a per-stratum prior correction (a stratified "
+        "--sampling-record or --model), and no step of this calibration is per stratum: "
+        "drop --strata-col",
+    ),
     # estimate-shift: a method's own options with another method
     (
         "estimate-shift",

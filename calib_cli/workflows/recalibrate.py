@@ -744,7 +744,11 @@ def run_recalibrate(
     ]
     strata_column = (request.strata_col or stratified[0]) if stratified else None
     if request.strata_col is not None and not stratified:
-        warn("--strata-col has no effect: no step of this calibration is per stratum")
+        raise UsageError(
+            "--strata-col names the strata of a per-stratum prior correction (a stratified "
+            "--sampling-record or --model), and no step of this calibration is per stratum: "
+            "drop --strata-col"
+        )
 
     fit_effect: FileEffect | None = None
     fit_table: Table | None = None
