@@ -39,7 +39,7 @@ def test_the_kernel_does_the_work(monkeypatch: pytest.MonkeyPatch) -> None:
     assert kernel is not None
 
     def spy(*args: Any) -> Any:
-        calls.append(args[1])
+        calls.append(args[0])
         return kernel(*args)
 
     monkeypatch.setattr(scatter, "_kernel", lambda: spy)
