@@ -469,6 +469,28 @@ def test_weights_count_as_repetition() -> None:
         assert a == pytest.approx(b.prevalence, abs=1e-9), method
 
 
+@pytest.mark.parametrize("scale", [1e-9, 1e-4, 0.3])
+def test_reference_weights_below_one_count_in_units_of_their_mean(scale: float) -> None:
+    """Weights normalised to sum to 1 (or any scale below 1 on average) are not a reference of
+    "one row" drowned by the pseudo-weights: every method gives the estimate of the same
+    weights scaled to a mean of 1 (it gave 0 with a zero-width interval at 1e-4)."""
+    rng = np.random.default_rng(23)
+    z, y = _sample(rng, 3000, 0.25)
+    w = np.where(y == 1, 1.0, rng.choice([0.5, 1.5], y.size))
+    w /= w.mean()  # a mean of exactly 1, up to rounding: the rows' own scale
+    t, _ = _sample(rng, 900, 0.4)
+    base = sh.fit_reference(z, y, sample_weight=w)
+    scaled = sh.fit_reference(z, y, sample_weight=w * scale)
+    assert scaled.n_cells == base.n_cells
+    np.testing.assert_allclose(scaled.mass_pos, base.mass_pos, rtol=1e-9)
+    np.testing.assert_allclose(scaled.mass_neg, base.mass_neg, rtol=1e-9)
+    for method in ("mle", "em", "pacc", "map"):
+        got = sh.estimate_prevalence(scaled, t, method=method, n_bootstrap=0).prevalence
+        want = sh.estimate_prevalence(base, t, method=method, n_bootstrap=0).prevalence
+        assert got == pytest.approx(want, abs=1e-6), method
+        assert 0.3 < got < 0.5, method
+
+
 @settings(max_examples=15, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_target_permutation_invariance_and_no_mutation(seed: int) -> None:

@@ -1074,8 +1074,12 @@ def fit_reference_counts(
     )
     n_eff_neg = _kish(float(weight_neg.sum()), counts.square_neg)
     n_eff_pos = _kish(float(weight_pos.sum()), counts.square_pos)
+    # The weight of one row: 1, or the mean weight where it is below 1 (weights normalised to
+    # sum to 1 must not make the reference "one row", drowned by the pseudo-weights).
+    unit = _row_unit(weight_neg, weight_pos, rows_neg, rows_pos)
+    smoothing, map_smoothing = smoothing * unit, map_smoothing * unit
     if n_cells is None:  # weighted counts, so that weights count as repetition
-        n_cells = _default_n_cells(float(weight_neg.sum()), float(weight_pos.sum()))
+        n_cells = _default_n_cells(float(weight_neg.sum()) / unit, float(weight_pos.sum()) / unit)
     n_cells = _check_positive_int(n_cells, "n_cells")
     bounds = _cell_bounds(_balanced_mass(weight_neg, weight_pos), n_cells)
     cell_edges = np.concatenate(
@@ -1124,6 +1128,18 @@ def fit_reference_counts(
         map_smoothing=float(map_smoothing),
     )
     return _rebuild(base, rows_neg, rows_pos, weight_neg, weight_pos)
+
+
+def _row_unit(
+    weight_neg: FloatArray, weight_pos: FloatArray, rows_neg: FloatArray, rows_pos: FloatArray
+) -> float:
+    """The weight that counts as one reference row (as ``metrics.count_unit``): 1, or the mean
+    weight of the rows of positive weight when that is below 1. The pseudo-weights of the
+    smoothing and the default number of cells count in it, so that weights of any scale
+    below 1 give the estimates of weights of 1."""
+    rows = float(rows_neg.sum()) + float(rows_pos.sum())
+    mean = (float(weight_neg.sum()) + float(weight_pos.sum())) / rows if rows > 0.0 else 1.0
+    return mean if 0.0 < mean < 1.0 else 1.0
 
 
 def _rebuild(
