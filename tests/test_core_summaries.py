@@ -72,3 +72,42 @@ def test_normalised_weights_give_the_unweighted_calibration_errors() -> None:
         assert scaled.ece_debiased > 0.0
         assert scaled.ece_ci == pytest.approx(plain.ece_ci, rel=1e-9)
         assert scaled.ece_debiased_ci == pytest.approx(plain.ece_debiased_ci, rel=1e-9)
+
+
+@pytest.mark.parametrize("engine", ["memory", "summary"])
+def test_normalised_frequency_weights_count_in_rows_in_every_interval_and_test(
+    engine: str,
+) -> None:
+    """Frequency weights below 1 on average count in units of their mean (the README's
+    promise): weights of 1/n give the unweighted file's Wilson, DeLong and Wald intervals,
+    Hosmer-Lemeshow and Spiegelhalter, not those of a file of one row; the weight totals
+    stay in the weights' own units. Weights of 1 or more are counts (2 is two rows)."""
+    from calib_cli.core.metrics import ReliabilitySummary, reliability_summary
+    from calib_cli.summaries.figures import reliability_from_summary
+    from calib_cli.summaries.summary import summarize_arrays
+
+    rng = np.random.default_rng(5)
+    n = 2000
+    p = rng.beta(2, 6, n)
+    y = (rng.random(n) < np.clip(p * 1.2, 0, 1)).astype(float)
+
+    def figures(w: np.ndarray | None) -> ReliabilitySummary:
+        if engine == "memory":
+            return reliability_summary(y, p, sample_weight=w)
+        return reliability_from_summary(summarize_arrays(y, p, sample_weight=w)).reliability
+
+    plain, scaled, doubled = figures(None), figures(np.full(n, 1.0 / n)), figures(np.full(n, 2.0))
+    for name in ("auc_ci", "calibration_intercept_ci", "calibration_slope_ci"):
+        assert getattr(scaled, name) == pytest.approx(getattr(plain, name), rel=1e-9), name
+    for name in ("hosmer_lemeshow", "spiegelhalter_z", "auc", "calibration_slope", "ece"):
+        assert getattr(scaled, name) == pytest.approx(getattr(plain, name), rel=1e-9), name
+    for got, want in zip(scaled.bins, plain.bins, strict=True):
+        assert (got.observed_ci_low, got.observed_ci_high) == pytest.approx(
+            (want.observed_ci_low, want.observed_ci_high), rel=1e-9, nan_ok=True
+        )
+        assert got.count == pytest.approx(want.count / n, rel=1e-12)  # the weights' units
+    assert scaled.weight_total == pytest.approx(1.0, rel=1e-12)
+    # weights of 2 are two rows each: narrower intervals, a statistic twice as large
+    assert doubled.hosmer_lemeshow == pytest.approx(2.0 * plain.hosmer_lemeshow, rel=1e-9)
+    width = plain.auc_ci[1] - plain.auc_ci[0]
+    assert doubled.auc_ci[1] - doubled.auc_ci[0] < 0.75 * width

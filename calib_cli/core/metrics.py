@@ -837,7 +837,10 @@ def _delong(
     negative: FloatArray,
     confidence: float,
     squares: _Squares | None = None,
+    unit: float = 1.0,
 ) -> AucInterval:
+    """AUC and its DeLong interval from tie groups' class weights; frequency weights count in
+    rows of weight ``unit`` (:func:`count_unit`) in the variance."""
     n_pos = float(positive.sum())
     n_neg = float(negative.sum())
     if not (n_pos > 0.0 and n_neg > 0.0):
@@ -855,12 +858,13 @@ def _delong(
         var_pos = dot(squares.square_pos, (v10 - auc) ** 2) / (n_pos * n_pos)
         var_neg = dot(squares.square_neg, (v01 - auc) ** 2) / (n_neg * n_neg)
         se = math.sqrt(var_pos * m_pos / (m_pos - 1.0) + var_neg * m_neg / (m_neg - 1.0))
-    elif not (n_pos > 1.0 and n_neg > 1.0):
+    elif not (n_pos / unit > 1.0 and n_neg / unit > 1.0):
         return AucInterval(auc=auc, auc_se=NAN, auc_ci=NAN_PAIR)
-    else:
-        s10 = dot(positive, (v10 - auc) ** 2) / (n_pos - 1.0)
-        s01 = dot(negative, (v01 - auc) ** 2) / (n_neg - 1.0)
-        se = math.sqrt(s10 / n_pos + s01 / n_neg)
+    else:  # in rows: weights / unit
+        rows_pos, rows_neg = n_pos / unit, n_neg / unit
+        s10 = dot(positive, (v10 - auc) ** 2) / unit / (rows_pos - 1.0)
+        s01 = dot(negative, (v01 - auc) ** 2) / unit / (rows_neg - 1.0)
+        se = math.sqrt(s10 / rows_pos + s01 / rows_neg)
     half = _z_value(confidence) * se
     return AucInterval(auc=auc, auc_se=se, auc_ci=(max(auc - half, 0.0), min(auc + half, 1.0)))
 
@@ -1103,7 +1107,8 @@ def wilson_interval(
     return low, high
 
 
-def _table(stats: _BinStats, confidence: float) -> tuple[Bin, ...]:
+def _table(stats: _BinStats, confidence: float, unit: float = 1.0) -> tuple[Bin, ...]:
+    """The bin table; frequency weights count in rows of weight ``unit`` in the intervals."""
     mean_score = stats.mean_score
     observed = stats.observed_rate
     if stats.square_pos is not None and stats.square_neg is not None:
@@ -1113,6 +1118,10 @@ def _table(stats: _BinStats, confidence: float) -> tuple[Bin, ...]:
         trials = np.where(np.isfinite(trials), trials, 0.0)
         successes = np.where(trials > 0.0, observed * trials, 0.0)
         low, high = wilson_interval(successes, trials, confidence=confidence)
+    elif unit != 1.0:
+        low, high = wilson_interval(
+            stats.positive_sum / unit, stats.weight / unit, confidence=confidence
+        )
     else:
         low, high = wilson_interval(stats.positive_sum, stats.weight, confidence=confidence)
     # Python numbers in one conversion per array (tolist), not one per element
@@ -1854,7 +1863,11 @@ def calibration_intercept_slope(
 # ---------------------------------------------------------------------------------------------
 
 
-def _hosmer_lemeshow(stats: _BinStats, w: FloatArray, p: FloatArray) -> HosmerLemeshow:
+def _hosmer_lemeshow(
+    stats: _BinStats, w: FloatArray, p: FloatArray, unit: float = 1.0
+) -> HosmerLemeshow:
+    """The test on ``stats``' groups; frequency weights count in rows of weight ``unit`` (each
+    term is linear in the weights' scale, so the statistic in rows is the sum over ``unit``)."""
     # Expected negatives as sum w (1 - p) directly (not n - E, which cancels), so that groups
     # of scores 0 or 1 get an expected variance of exactly 0 and scores near 1 keep precision.
     complement = np.bincount(stats.bin_id, weights=w * (1.0 - p), minlength=stats.weight.size)
@@ -1876,7 +1889,7 @@ def _hosmer_lemeshow(stats: _BinStats, w: FloatArray, p: FloatArray) -> HosmerLe
     # Terms near the largest double may add up past it: the statistic is then inf, like a
     # single infinite term (the p-value is 0 either way).
     with np.errstate(over="ignore"):
-        statistic = float(np.sum(terms))
+        statistic = float(np.sum(terms)) / unit
     groups = int(count.size)
     df = groups - 2
     pvalue = float(_special().chdtrc(df, statistic)) if df > 0 else NAN
@@ -1929,14 +1942,16 @@ def hosmer_lemeshow(
 
 
 def _spiegelhalter(
-    y: FloatArray, p: FloatArray, w: FloatArray, importance: bool = False
+    y: FloatArray, p: FloatArray, w: FloatArray, importance: bool = False, unit: float = 1.0
 ) -> Spiegelhalter:
+    """Spiegelhalter's z; frequency weights count in rows of weight ``unit`` (numerator and
+    variance both scale with the weights, so z in rows is z over the square root of it)."""
     centred = 1.0 - 2.0 * p
     num = dot(w, (y - p) * centred)
     den = dot(w * w if importance else w, centred * centred * p * (1.0 - p))
     if not den > 0.0:
         return Spiegelhalter(spiegelhalter_z=NAN, spiegelhalter_pvalue=NAN)
-    z = num / math.sqrt(den)
+    z = num / math.sqrt(den) / math.sqrt(unit)
     p_two_sided = float(2.0 * _special().ndtr(-abs(z)))
     return Spiegelhalter(spiegelhalter_z=z, spiegelhalter_pvalue=p_two_sided)
 
@@ -2055,7 +2070,10 @@ def reliability_summary(
     if importance:
         stats = _with_squares(stats, w, y)
     murphy = _murphy(stats)
-    debiased = _debiased_sq(stats, count_unit(w))
+    # frequency weights below 1 on average count in units of their mean in every interval
+    # and test (count_unit); importance weights have their own variances
+    unit = 1.0 if importance else count_unit(w)
+    debiased = _debiased_sq(stats, unit)
     ece_ci: tuple[float, float] | None = None
     ece_debiased_ci: tuple[float, float] | None = None
     if n_bootstrap > 0 and rng is not None:
@@ -2076,12 +2094,12 @@ def reliability_summary(
     # precision and the recalibration fits (whose likelihood depends on nothing else).
     scores_g, positive_g, negative_g = _tie_groups(rows)
     squares = _tie_squares(rows) if importance else None
-    auc = _delong(positive_g, negative_g, 0.95, squares)
+    auc = _delong(positive_g, negative_g, 0.95, squares, unit)
     x_g = el.log_odds(np.clip(scores_g, eps, 1.0 - eps))
-    fit = _calibration_fit(
+    fit = _calibration_fit(  # the same fit for weights of any scale; Wald intervals in rows
         x_g,
-        positive_g + negative_g,
-        positive_g,
+        (positive_g + negative_g) / unit,
+        positive_g / unit,
         confidence=0.95,
         tol=1e-10,
         max_iter=50,
@@ -2090,8 +2108,8 @@ def reliability_summary(
     hl_stats = _bin_stats_sorted(p, w, wp, wy, _edges(p, w, 10, "quantile"))
     if importance:
         hl_stats = _with_squares(hl_stats, w, y)
-    hl = _hosmer_lemeshow(hl_stats, w, p)
-    spieg = _spiegelhalter(y, p, w, importance)
+    hl = _hosmer_lemeshow(hl_stats, w, p, unit)
+    spieg = _spiegelhalter(y, p, w, importance, unit)
     citl = _citl(base_rate, mean_score)
     return ReliabilitySummary(
         n=int(p.shape[0]),
@@ -2127,7 +2145,7 @@ def reliability_summary(
         spiegelhalter_pvalue=spieg.spiegelhalter_pvalue,
         n_bins=int(stats.weight.size),
         strategy=strategy,
-        bins=_table(stats, 0.95),
+        bins=_table(stats, 0.95, unit),
     )
 
 

@@ -1072,11 +1072,12 @@ def _auc_terms(atoms: _Atoms) -> FloatArray:
 
 
 def _auc(
-    atoms: _Atoms, squares: _Squares | None = None
+    atoms: _Atoms, squares: _Squares | None = None, unit: float = 1.0
 ) -> tuple[float, float, tuple[float, float]]:
     """AUC (within-atom pairs exact where known, else one half), its bound and DeLong CI
-    (``squares``: importance weights, DeLong by linearisation with atoms as tie groups)."""
-    grid = _delong(atoms.pos, atoms.neg, 0.95, squares)
+    (``squares``: importance weights, DeLong by linearisation with atoms as tie groups;
+    ``unit``: the weight of a row for frequency weights, ``metrics.count_unit``)."""
+    grid = _delong(atoms.pos, atoms.neg, 0.95, squares, unit)
     if math.isnan(grid.auc):
         return NAN, 0.0, NAN_PAIR
     n_pos, n_neg = float(np.sum(atoms.pos)), float(np.sum(atoms.neg))
@@ -1501,6 +1502,8 @@ def reliability_from_summary(
     n_weighted = int(np.sum(summary.n_rows_weighted))
     unit = total / n_weighted if n_weighted else 1.0
     unit = unit if unit < 1.0 else 1.0  # metrics.count_unit from sums
+    # frequency weights count in rows of weight `unit` in every interval and test
+    rows_unit = 1.0 if importance else unit
 
     atoms = _prepared(summary, resolved, refinement)
     rank = atoms
@@ -1536,14 +1539,14 @@ def reliability_from_summary(
             rows_pos=float(np.sum(live_rows[pos_rows])),
             rows_neg=float(np.sum(live_rows[~pos_rows])),
         )
-    auc, auc_bound, auc_ci = _auc(rank, squares)
+    auc, auc_bound, auc_ci = _auc(rank, squares, rows_unit)
     ranked = rank.weight > 0.0
     ap = _average_precision(rank.pos[ranked], rank.neg[ranked])
     live = atoms.weight > 0.0
-    fit = _fit(atoms, summary.eps, importance)
+    fit = _fit(atoms, summary.eps, importance, rows_unit)
     hl_binning = _binning(atoms, 10, "quantile", min_weight, None, importance)
     hl = _hosmer_lemeshow(
-        hl_binning.stats, hl_binning.complement, np.zeros(hl_binning.complement.size)
+        hl_binning.stats, hl_binning.complement, np.zeros(hl_binning.complement.size), rows_unit
     )
     spieg_num = float(np.sum(summary.spiegelhalter_num))
     if importance:  # sum w^2 v per key from sum w v: exact when a key's weights are equal
@@ -1557,7 +1560,7 @@ def reliability_from_summary(
     else:
         spieg_den = float(np.sum(summary.spiegelhalter_var))
     if spieg_den > 0.0:
-        z = spieg_num / math.sqrt(spieg_den)
+        z = spieg_num / math.sqrt(spieg_den) / math.sqrt(rows_unit)
         spieg_z, spieg_p = z, float(2.0 * special().ndtr(-abs(z)))
     else:
         spieg_z, spieg_p = NAN, NAN
@@ -1596,7 +1599,7 @@ def reliability_from_summary(
         spiegelhalter_pvalue=spieg_p,
         n_bins=int(stats.weight.size),
         strategy=strategy,
-        bins=_table(stats, 0.95),
+        bins=_table(stats, 0.95, rows_unit),
     )
     untied = live & ~atoms.tied
     exactness = Exactness(
@@ -1632,9 +1635,10 @@ def _replaced_cells(atoms: _Atoms, summary: ScoreSummary) -> int:
     return int(np.unique(key).size)
 
 
-def _fit(atoms: _Atoms, eps: float, importance: bool = False) -> Any:
+def _fit(atoms: _Atoms, eps: float, importance: bool = False, unit: float = 1.0) -> Any:
     """The recalibration fits on two points per atom: each class at its mean logit
-    (``importance``: sandwich covariances from the atoms' squared weights)."""
+    (``importance``: sandwich covariances from the atoms' squared weights; ``unit``: the
+    weight of a row for frequency weights, in which the Wald intervals count)."""
     del eps  # the summary's logits are already clipped at eps
     w = np.concatenate((atoms.neg, atoms.pos))
     logits = np.concatenate((atoms.logit_neg, atoms.logit_pos))
@@ -1651,5 +1655,5 @@ def _fit(atoms: _Atoms, eps: float, importance: bool = False) -> Any:
         else None
     )
     return _calibration_fit(
-        x, w[keep], wy, confidence=0.95, tol=1e-10, max_iter=50, squares=squares
+        x, w[keep] / unit, wy / unit, confidence=0.95, tol=1e-10, max_iter=50, squares=squares
     )
