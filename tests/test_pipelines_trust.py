@@ -177,8 +177,8 @@ def test_fractional_weights_a_rounding_short_of_the_minimum_count_as_the_minimum
     n = 2000
     labels = np.zeros(n, dtype=np.int64)
     labels[:100] = 1
-    frame = pl.DataFrame(
-        {"score": rng.random(n), "label": labels, "w": np.where(labels == 1, 0.1, 1.0)}
+    frame = pl.DataFrame(  # a mean weight above 1: weights are the counts themselves
+        {"score": rng.random(n), "label": labels, "w": np.where(labels == 1, 0.1, 2.0)}
     )
     source = tmp_path / "w.parquet"
     frame.write_parquet(source)
@@ -200,6 +200,40 @@ def test_fractional_weights_a_rounding_short_of_the_minimum_count_as_the_minimum
         InputError, match="the labels have 10 positive rows; beta needs at least 20"
     ):
         fit("beta")
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+@pytest.mark.parametrize("weight_kind", ["frequency", "importance"])
+def test_weights_normalised_to_sum_to_one_count_in_rows_of_their_mean(
+    tmp_path: Path, engine: Engine, weight_kind: str
+) -> None:
+    """Weights below 1 on average count in units of their mean (``metrics.count_unit``):
+    2,000 rows weighted to sum to 1, about 600 positive, are not "0.3 positive rows"; the
+    fit is refused only where the same rows unweighted would be."""
+    rng = np.random.default_rng(8)
+    n = 2000
+    score = rng.beta(2, 4, n)
+    label = (rng.random(n) < score).astype(np.int64)
+    w = rng.choice([1.0, 3.0], n)
+    frame = pl.DataFrame({"score": score, "label": label, "w": w / w.sum()})
+    source = tmp_path / "normalised.csv"
+    frame.write_csv(source)
+    for method in ("isotonic", "beta", "histogram"):
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(source),
+                method=method,  # type: ignore[arg-type]
+                weight_col="w",
+                weight_kind=weight_kind,  # type: ignore[arg-type]
+                engine=engine,
+                save_model=str(tmp_path / f"{method}.json"),
+            )
+        )
+        assert (tmp_path / f"{method}.json").exists()
+    facts = fit_facts(frame["score"], frame["label"], frame["w"])
+    positive_weight = float(np.sum(frame["w"].to_numpy()[label == 1]))
+    assert facts.positives == pytest.approx(positive_weight * n / float(frame["w"].sum()))
+    assert facts.positives + facts.negatives == pytest.approx(n)
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -65,6 +65,9 @@ class CellSums:
     score_min, score_max : ndarray of float64, shape (k,)
         The key's smallest and largest score: means are kept inside them, so a cell of ties
         sits exactly at its score (a sum divided by a weight may round off it).
+    rows : ndarray of float64, shape (k,), optional
+        The key's rows of positive weight (a summary's ``n_rows_weighted``): with it, weights
+        below 1 on average count in units of their mean (:func:`cell_facts`).
     """
 
     cell: IntArray
@@ -74,6 +77,7 @@ class CellSums:
     logit_sum: FloatArray
     score_min: FloatArray
     score_max: FloatArray
+    rows: FloatArray | None = None
 
 
 def pooled_points(cells: CellSums) -> tuple[FloatArray, FloatArray, FloatArray]:
@@ -128,11 +132,15 @@ def cell_facts(cells: CellSums) -> FitFacts:
     FitFacts(lowest=0.1, highest=0.9, positives=2.0, negatives=3.0, score_kind='probability')
     """
     live = cells.weight > 0.0
+    unit = 1.0  # metrics.count_unit from the sums: the mean weight of a row, when below 1
+    if cells.rows is not None and float(np.sum(cells.rows[live])) > 0.0:
+        mean = float(np.sum(cells.weight[live])) / float(np.sum(cells.rows[live]))
+        unit = mean if mean < 1.0 else 1.0
     return FitFacts(
         lowest=float(np.min(cells.score_min[live])),
         highest=float(np.max(cells.score_max[live])),
-        positives=float(np.sum(cells.weight[live & (cells.label == 1)])),
-        negatives=float(np.sum(cells.weight[live & (cells.label == 0)])),
+        positives=float(np.sum(cells.weight[live & (cells.label == 1)])) / unit,
+        negatives=float(np.sum(cells.weight[live & (cells.label == 0)])) / unit,
     )
 
 
@@ -185,8 +193,14 @@ def concat_cells(parts: Sequence[CellSums]) -> CellSums:
     >>> concat_cells([a, a]).weight.tolist()
     [2.0, 2.0]
     """
-    return CellSums(
-        **{f.name: np.concatenate([getattr(p, f.name) for p in parts]) for f in fields(CellSums)}
+    rows = [p.rows for p in parts if p.rows is not None]
+    joined = {
+        f.name: np.concatenate([getattr(p, f.name) for p in parts])
+        for f in fields(CellSums)
+        if f.name != "rows"
+    }
+    return CellSums(  # row counts only when every part has them
+        **joined, rows=np.concatenate(rows) if len(rows) == len(parts) else None
     )
 
 

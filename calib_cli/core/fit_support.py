@@ -7,8 +7,9 @@ A scheduled refit on a broken day would save such a map. The rules, checked in t
 
 1. **Both classes** carry positive weight.
 2. **Enough rows of each class.** Rows are counted by weight (a row of weight 2 counts as two
-   rows, as everywhere in calib), and the smaller class must reach the method's minimum
-   (:data:`MIN_CLASS_ROWS`):
+   rows, as everywhere in calib; weights below 1 on average, e.g. normalised to sum to 1,
+   count in units of their mean, :func:`~calib_cli.core.metrics.count_unit`), and the
+   smaller class must reach the method's minimum (:data:`MIN_CLASS_ROWS`):
 
    * ``platt``: 10. One covariate (the score's log-odds) and an intercept: the classic floor
      of 10 events per covariate for a logistic regression (Peduzzi et al. 1996), where the
@@ -55,6 +56,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+from calib_cli.core.metrics import count_unit
 from calib_cli.errors import InputError
 from calib_cli.types import FittedMethod, ScoreKind
 
@@ -87,7 +89,8 @@ class FitFacts:
     lowest, highest : float
         The smallest and largest score among rows of positive weight.
     positives, negatives : float
-        The weight of each class (the row counts when there are no weights).
+        The rows of each class: their weight, in units of the mean weight where it is below 1
+        (the row counts when there are no weights).
     score_kind : {"probability", "logit", "raw"}
         What the scores are.
     """
@@ -117,11 +120,12 @@ def fit_facts(
     w = check_weights(sample_weight, x.shape[0])
     used = w > 0.0
     lowest, highest = (float(x[used].min()), float(x[used].max())) if used.any() else (0.0, 0.0)
+    unit = count_unit(w)
     return FitFacts(
         lowest=lowest,
         highest=highest,
-        positives=float(np.sum(w[y == 1.0])),
-        negatives=float(np.sum(w[y == 0.0])),
+        positives=float(np.sum(w[y == 1.0])) / unit,
+        negatives=float(np.sum(w[y == 0.0])) / unit,
         score_kind=score_kind,
     )
 

@@ -219,6 +219,7 @@ class ScoreSummary:
             logit_sum=self.logit_sum,
             score_min=self.score_min,
             score_max=self.score_max,
+            rows=self.n_rows_weighted.astype(np.float64),
         )
 
     def pooled(self) -> ScoreSummary:
