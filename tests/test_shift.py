@@ -409,6 +409,8 @@ def test_constant_target(small_reference: sh.ReferenceModel, method: str) -> Non
     est = sh.estimate_prevalence(small_reference, np.full(300, 0.8), method=method, n_bootstrap=20)  # type: ignore[arg-type]
     assert 0.0 <= est.prevalence <= 1.0 and not math.isnan(est.fit_pvalue)
     assert any("falls in one cell" in w for w in est.warnings)
+    # one score tells one likelihood ratio: no confident number (it was [1, 1] for mle)
+    assert (est.ci_low, est.ci_high) == (0.0, 1.0)
 
 
 def test_reference_without_a_class_is_refused() -> None:

@@ -1991,6 +1991,11 @@ def _estimate_and_interval(
             "the reference AUC does not differ significantly from 0.5: the scores cannot tell "
             "positives from negatives, so any prevalence fits and the interval is [0, 1]"
         )
+    if not point.flat and _one_cell(ref, stats):
+        # The batch tells the density ratio at one score: the likelihood is monotone in the
+        # prevalence, whose estimate is an end of [0, 1] however many rows say it; a batch of
+        # one score (a model outage's default score, say) gets no confident number.
+        ci_low, ci_high = 0.0, 1.0
     if point.flat:
         prevalence = ref.reference_prevalence
         ci_low, ci_high = 0.0, 1.0
@@ -2041,6 +2046,12 @@ def _estimate_and_interval(
     )
 
 
+def _one_cell(ref: ReferenceModel, stats: _TargetStats) -> bool:
+    """Whether a batch of more than one row has every row in one cell of the densities."""
+    occupied = _cell_sum(stats.weight, ref.cell_bounds) > 0.0
+    return stats.n_rows > 1 and int(occupied.sum()) == 1
+
+
 def _diagnostic_warnings(
     ref: ReferenceModel,
     stats: _TargetStats,
@@ -2062,11 +2073,11 @@ def _diagnostic_warnings(
             f"the batch has only {stats.n_rows} row{'s' if stats.n_rows != 1 else ''}: the "
             "estimate is very uncertain"
         )
-    occupied = _cell_sum(stats.weight, ref.cell_bounds) > 0.0
-    if stats.n_rows > 1 and int(occupied.sum()) == 1:
+    if _one_cell(ref, stats):
         out.append(
             "every score of the batch falls in one cell of the score grid (are all scores "
-            "equal?): the estimate rests on the likelihood ratio at a single score"
+            "equal?): the estimate rests on the likelihood ratio at a single score, and the "
+            "interval is [0, 1]"
         )
     if stats.outside > 0.01:
         out.append(
