@@ -375,3 +375,22 @@ def test_history_holding_the_target_batches_never_lends_a_batch_its_own_labels(
     assert again.history is not None
     assert again.history.prevalence[:4].tolist() == result.history.prevalence[:4].tolist()
     assert again.history.prevalence[4:].tolist() != result.history.prevalence[4:].tolist()
+
+
+def test_coverage_counts_only_the_batches_with_an_interval(files: tuple[Path, Path]) -> None:
+    """Without intervals (``--bootstrap 0``) a method's coverage is None, not 0%; the methods
+    whose intervals need no bootstrap keep theirs."""
+    reference, target = files
+    result = run_backtest(_request(reference, target, n_bootstrap=0))
+    coverage = {m.name: m.coverage for m in result.methods}
+    for name in ("mle", "em", "pacc", "map"):
+        assert coverage[name] is None, name
+    with_intervals = run_backtest(_request(reference, target))
+    for method in with_intervals.methods:
+        if method.ci_low is None or method.ci_high is None:
+            continue
+        held = np.isfinite(method.ci_low)
+        if held.any():
+            truth = with_intervals.true_prevalence[held]
+            inside = (method.ci_low[held] <= truth) & (truth <= method.ci_high[held])
+            assert method.coverage == pytest.approx(float(np.mean(inside)))

@@ -824,8 +824,8 @@ class BacktestMethod:
     """One method's estimate of every batch in a backtest, and its errors.
 
     ``uses_labels``: learnt from the labels of earlier batches (never from the batch's own or
-    later ones); ``coverage``: share of batches whose interval holds the true rate (None
-    without intervals)."""
+    later ones); ``coverage``: share of the batches with an interval whose interval holds the
+    true rate (None where no batch has one, as with ``--bootstrap 0``)."""
 
     name: str
     uses_labels: bool
@@ -871,11 +871,12 @@ def _backtest_method(
     uses_labels: bool = False,
 ) -> BacktestMethod:
     error = np.abs(prevalence - truth)
-    covered = (
-        None
-        if ci_low is None or ci_high is None
-        else float(np.mean((ci_low <= truth) & (truth <= ci_high)))
-    )
+    covered = None  # over the batches that have an interval (none with --bootstrap 0)
+    if ci_low is not None and ci_high is not None:
+        held = np.isfinite(ci_low) & np.isfinite(ci_high)
+        if np.any(held):
+            inside = (ci_low[held] <= truth[held]) & (truth[held] <= ci_high[held])
+            covered = float(np.mean(inside))
     return BacktestMethod(
         name=name,
         uses_labels=uses_labels,
