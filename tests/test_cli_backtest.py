@@ -394,3 +394,55 @@ def test_coverage_counts_only_the_batches_with_an_interval(files: tuple[Path, Pa
             truth = with_intervals.true_prevalence[held]
             inside = (method.ci_low[held] <= truth) & (truth <= method.ci_high[held])
             assert method.coverage == pytest.approx(float(np.mean(inside)))
+
+
+def test_a_history_whose_batch_values_are_of_another_type_is_refused_before_any_output(
+    files: tuple[Path, Path], history_files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """Weeks as text in the history ("3") and as numbers in the target (21) do not compare
+    as times (text order put "3" after 21 and dropped those weeks): refused, naming both."""
+    reference, _ = files
+    history, new = history_files
+    as_text = tmp_path / "past.parquet"
+    pl.read_csv(history).with_columns(pl.col("week").cast(pl.String)).write_parquet(as_text)
+    output = tmp_path / "out.csv"
+    request = EstimateShiftRequest(
+        reference=str(reference),
+        target=str(new),
+        history=str(as_text),
+        batch_col="week",
+        output=str(output),
+        n_bootstrap=0,
+    )
+    with pytest.raises(InputError) as error:
+        run_estimate_shift(request)
+    first_new = int(pl.read_csv(new)["week"].min())  # type: ignore[arg-type]
+    assert str(error.value) == (
+        f"{as_text}: column 'week' holds text ('0', ...) and the target's holds numbers "
+        f"({first_new}, ...): the batches' places in time cannot be compared; give both files "
+        "the same type of batch values"
+    )
+    assert not output.exists()
+
+
+def test_batches_placed_in_time_by_text_order_are_warned(
+    files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    reference, target = files
+    named = tmp_path / "named.csv"
+    frame = pl.read_csv(target)
+    frame.with_columns(("w" + pl.col("week").cast(pl.String)).alias("week")).write_csv(named)
+    said: list[str] = []
+    run_backtest(_request(reference, named, n_bootstrap=0), warn=said.append)
+    assert any(
+        "--backtest places the batches of 'week' in time in text order (w0, w1, w2, w3, ...)"
+        in line
+        for line in said
+    )
+    iso = tmp_path / "iso.csv"
+    frame.with_columns(
+        pl.format("2024-05-{}", pl.col("week").cast(pl.String).str.zfill(2)).alias("week")
+    ).write_csv(iso)
+    said.clear()
+    run_backtest(_request(reference, iso, n_bootstrap=0), warn=said.append)
+    assert not any("text order" in line for line in said)

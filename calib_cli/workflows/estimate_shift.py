@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, cast
@@ -272,6 +273,9 @@ def run_estimate_shift(
             raise UsageError("--history needs --batch-col: the column that orders the past batches")
         progress(f"reading the history {io.display_name(request.history)}")
         past = _read_history(request, request.history, request.batch_col)
+        if _rows_path(request.target) != "-":  # standard input is read once: checked later
+            target_values = _target_batch_values(request, request.batch_col)
+            _check_same_kind(past.values, past.name, target_values, request.batch_col)
     reference, target = _rows_path(request.reference), _rows_path(request.target)
     streams = _streams(request, [reference, target], warn)
     progress(
@@ -542,6 +546,22 @@ def _batch_key(value: GroupValue) -> tuple[int, object]:
     if value is None:
         return (2, 0)
     return (1, value) if isinstance(value, str) else (0, value)
+
+
+def _target_batch_values(request: EstimateShiftRequest, batch_col: str) -> tuple[GroupValue, ...]:
+    """The target's batch values (one column read in chunks), before any work: a history
+    whose values cannot be compared with them is refused before any output is written."""
+    target = _rows_path(request.target)
+    values: dict[GroupValue, None] = {}
+    for table in scan_chunks(
+        target,
+        columns=[batch_col],
+        chunk_rows=COUNT_CHUNK,
+        required=[batch_col],
+        input_format=request.input_format,
+    ):
+        values.update(dict.fromkeys(_chunk_groups(table, batch_col)[0]))
+    return tuple(values)
 
 
 def _chunk_groups(table: Table, batch_col: str | None) -> tuple[list[GroupValue], IntArray]:
@@ -964,6 +984,7 @@ def run_backtest(
         sizes = np.bincount(codes, minlength=len(values))
         counts = _count_batches(model, batches.scores, codes, len(values))
         del ref, tgt, batches
+    _warn_text_order(values, name, batch_col, "--backtest", warn)
     progress(f"estimating {len(values)} batches with {len(BACKTEST_METHODS)} methods")
     estimates: dict[str, list[ShiftEstimate]] = {
         method: [_estimate(request, model, batch_counts, method=method) for batch_counts in counts]
@@ -1187,6 +1208,9 @@ def _history(
 ) -> HistoryResult:
     """The blend for the target's batches, learnt on ``--history``'s labelled batches."""
     values, truth = past.values, past.truth
+    batch_col = request.batch_col or ""
+    _check_same_kind(values, past.name, tuple(b.batch for b in batches), batch_col)
+    _warn_text_order(values, past.name, batch_col, "--history", warn)
     past_estimates = [
         # only the points: the blend's interval is conformal
         _estimate(request, model, counts, method=request.method, n_bootstrap=0)
@@ -1237,6 +1261,55 @@ def _history(
         weights=blend.weights[new],
         ci_level=CI_LEVEL,
     )
+
+
+#: Text batch values that order as time does: ISO dates and times (2024-05-01, 2024-05-01T08).
+_ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _value_kind(value: GroupValue) -> str:
+    """What a batch value is, for the refusal: numbers, text or dates (times)."""
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (int, float)):
+        return "numbers"
+    return "dates"
+
+
+def _shown(value: GroupValue) -> str:
+    """A batch value as a message shows it: text quoted, numbers and dates as written."""
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def _check_same_kind(
+    past: tuple[GroupValue, ...], past_name: str, new: tuple[GroupValue, ...], batch_col: str
+) -> None:
+    """Refuse a history whose batch values are not of the target's kind: "3" and 21 do not
+    compare as times, and text order would put the history's "3" after the target's 21."""
+    placed = [v for v in new if v is not None and v != MISSING_GROUP]
+    known = [v for v in past if v is not None and v != MISSING_GROUP]
+    kinds_new, kinds_past = {_value_kind(v) for v in placed}, {_value_kind(v) for v in known}
+    if kinds_new and kinds_past and kinds_new != kinds_past:
+        raise InputError(
+            f"{past_name}: column '{batch_col}' holds {' and '.join(sorted(kinds_past))} "
+            f"({_shown(known[0])}, ...) and the target's holds "
+            f"{' and '.join(sorted(kinds_new))} ({_shown(placed[0])}, ...): the batches' places "
+            "in time cannot be compared; give both files the same type of batch values"
+        )
+
+
+def _warn_text_order(
+    values: tuple[GroupValue, ...], name: str, batch_col: str, option: str, warn: Warn
+) -> None:
+    """Warn when batches are placed in time by text order that may not be time's ("d10"
+    before "d2", "1/10/2024" before "1/9/2024"): ISO dates are the text that orders as time."""
+    text = [v for v in values if isinstance(v, str) and v != MISSING_GROUP]
+    if len(text) > 1 and not all(_ISO_DATE.match(v) for v in text):
+        shown = ", ".join(text[:4])
+        warn(
+            f"{name}: {option} places the batches of '{batch_col}' in time in text order "
+            f"({shown}, ...): numbers or ISO dates (2024-05-01) order as time does"
+        )
 
 
 def _batches_before(values: tuple[GroupValue, ...], value: GroupValue) -> int:
