@@ -97,6 +97,14 @@ def check_labels(y_true: npt.ArrayLike, *, name: str = "label") -> FloatArray:
     return as_float
 
 
+#: The range of a positive weight: within 15 orders of magnitude of 1 (a frequency weight of
+#: 1e15 rows, or weights normalised over 1e15 rows). Past it, squares and their sums leave
+#: the floats (1e-300 squares to 0, 1e160 to inf) and a bootstrap cannot draw rows of it.
+WEIGHT_RANGE = (1e-15, 1e15)
+#: How a weight outside :data:`WEIGHT_RANGE` is named, in messages and in dropped-row reasons.
+WEIGHT_RANGE_PROBLEM = "positive but outside [1e-15, 1e15]"
+
+
 def check_weights(
     sample_weight: npt.ArrayLike | None, n_rows: int, *, name: str = "weight"
 ) -> FloatArray:
@@ -114,6 +122,10 @@ def check_weights(
     if bad.any():
         problem = "that are negative, missing or infinite"
         raise InputError(bad_values_message(name, problem, bad, arr))
+    low, high = WEIGHT_RANGE
+    extreme = (arr > 0.0) & ((arr < low) | (arr > high))
+    if extreme.any():
+        raise InputError(bad_values_message(name, WEIGHT_RANGE_PROBLEM, extreme, arr))
     return arr
 
 

@@ -112,6 +112,7 @@ _SHORT = {
     "that are infinite": "infinite",
     "that are negative": "negative",
     "that are negative, missing or infinite": "negative, missing or infinite",
+    "positive but outside [1e-15, 1e15]": "outside [1e-15, 1e15]",
 }
 
 

@@ -38,6 +38,7 @@ import numpy.typing as npt
 import polars as pl
 
 from calib_cli.core import elementary as el
+from calib_cli.core.checks import WEIGHT_RANGE, WEIGHT_RANGE_PROBLEM
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -171,6 +172,11 @@ def _weight_checks(column: str, dtype: pl.DataType) -> list[tuple[str, str, pl.E
             column,
             "that are missing, negative or not finite",
             value.is_null() | ~value.is_finite() | (value < 0.0),
+        ),
+        (
+            column,
+            WEIGHT_RANGE_PROBLEM,
+            (value > 0.0) & ((value < WEIGHT_RANGE[0]) | (value > WEIGHT_RANGE[1])),
         ),
     ]
 

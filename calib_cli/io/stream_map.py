@@ -26,6 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
+from calib_cli.core.checks import WEIGHT_RANGE, WEIGHT_RANGE_PROBLEM
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -272,6 +273,11 @@ def scan_input(
         if w_not_number is not None:
             drops.append((reason(weight_col, "that are not numbers"), w_not_number))
         drops.append((reason(weight_col, "that are negative, missing or infinite"), bad_w))
+        low, high = WEIGHT_RANGE
+        extreme = (w > 0.0) & ((w < low) | (w > high))
+        checks.add(weight_col, WEIGHT_RANGE_PROBLEM, extreme, w, numeric=True)
+        valid.append(~extreme.fill_null(False))
+        drops.append((reason(weight_col, WEIGHT_RANGE_PROBLEM), extreme))
     if strata_col is not None:
         s = pl.col(strata_col)
         checks.add(strata_col, "missing", s.is_null(), s, numeric=schema[strata_col].is_numeric())
