@@ -671,3 +671,28 @@ def test_resample_refuses_impossible_rates_before_reading_a_row(
     with pytest.raises(OptionError) as error:  # an InputError whose exit code is 2
         run_resample(request)
     assert (str(error.value), error.value.exit_code) == (message, 2)
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_fit_data_whose_every_weight_is_zero_are_refused_alike(
+    tmp_path: Path, engine: Engine
+) -> None:
+    """No row of positive weight: the same one-line refusal in both engines (streaming said
+    "internal error: zero-size array to reduction operation minimum", exit 70)."""
+    rng = np.random.default_rng(4)
+    source = tmp_path / "zero.csv"
+    pl.DataFrame(
+        {"score": rng.random(50), "label": rng.integers(0, 2, 50), "w": np.zeros(50)}
+    ).write_csv(source)
+    request = RecalibrateRequest(
+        fit=str(source),
+        method="isotonic",
+        weight_col="w",
+        engine=engine,
+        save_model=str(tmp_path / "m.json"),
+    )
+    with pytest.raises(InputError) as error:
+        run_recalibrate(request)
+    assert str(error.value) == (
+        f"{source}: cannot fit isotonic: the labels have no positive rows (with positive weight)"
+    )

@@ -136,6 +136,8 @@ def cell_facts(cells: CellSums) -> FitFacts:
     if cells.rows is not None and float(np.sum(cells.rows[live])) > 0.0:
         mean = float(np.sum(cells.weight[live])) / float(np.sum(cells.rows[live]))
         unit = mean if mean < 1.0 else 1.0
+    if not live.any():  # no row of positive weight: refused as fit_facts refuses it
+        return FitFacts(lowest=0.0, highest=0.0, positives=0.0, negatives=0.0)
     return FitFacts(
         lowest=float(np.min(cells.score_min[live])),
         highest=float(np.max(cells.score_max[live])),
