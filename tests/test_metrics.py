@@ -763,7 +763,7 @@ def test_summary_one_class_gives_nan_not_an_error() -> None:
         ({"y_true": [0, 2]}, "column 'y_true' has 1 value that is not 0 or 1"),
         ({"sample_weight": [1.0, -1.0]}, "column 'sample_weight' has 1 value that is negative"),
         ({"sample_weight": [1.0]}, "column 'sample_weight' has 1 values for 2 rows"),
-        ({"sample_weight": [0.0, 0.0]}, "sample_weight sums to 0"),
+        ({"sample_weight": [0.0, 0.0]}, "every weight is 0: no row carries weight"),
         ({"y_true": [0, 1, 1]}, "different numbers of rows (y_true=3, y_prob=2)"),
         ({"y_true": [], "y_prob": []}, "y_prob is empty"),
         ({"n_bins": 0}, "n_bins must be a positive integer, got 0"),

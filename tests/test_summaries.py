@@ -396,7 +396,7 @@ def test_one_class_and_tiny_inputs() -> None:
     r = reliability_from_summary(s).reliability
     assert math.isnan(r.auc) and math.isnan(r.average_precision)
     assert math.isnan(r.calibration_slope) and not r.calibration_converged
-    with pytest.raises(InputError, match="sum to 0"):
+    with pytest.raises(InputError, match="every weight is 0"):
         reliability_from_summary(summarize_arrays([0, 1], [0.1, 0.2], sample_weight=[0, 0]))
     empty = summarize_arrays([], [])
     assert empty.n_keys == 0

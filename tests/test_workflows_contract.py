@@ -100,13 +100,23 @@ def test_one_tiny_weight_does_not_narrow_the_intervals(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------- data errors (65)
 
 
-def test_a_group_without_weight_is_named(tmp_path: Path) -> None:
+def test_a_group_without_weight_is_named_and_left_out(tmp_path: Path) -> None:
     source = tmp_path / "z.csv"
     source.write_text("g,score,label,w\na,0.1,0,1\na,0.8,1,1\nb,0.3,0,0\nb,0.4,1,0\n")
-    with pytest.raises(InputError) as caught:
-        run_reliability(ReliabilityRequest(file=str(source), by="g", weight_col="w"))
+    said: list[str] = []
+    result = run_reliability(
+        ReliabilityRequest(file=str(source), by="g", weight_col="w"), warn=said.append
+    )
+    assert [e.group for e in result.entries] == [None, "a"]
+    assert said == [
+        f"{source} (g=b): every weight is 0, so the group has no figures: it is left out"
+    ]
+    every = tmp_path / "none.csv"
+    every.write_text("score,label,w\n0.3,0,0\n0.4,1,0\n")
+    with pytest.raises(InputError) as caught:  # the whole file: nothing to report at all
+        run_reliability(ReliabilityRequest(file=str(every), weight_col="w"))
     assert caught.value.exit_code == ExitCode.DATA_ERROR
-    assert str(caught.value).startswith(f"{source} (g=b): ")
+    assert str(caught.value) == f"{every}: every weight is 0: no row carries weight"
 
 
 def test_a_label_that_is_not_0_or_1_is_a_data_error(tmp_path: Path) -> None:

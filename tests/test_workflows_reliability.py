@@ -382,3 +382,47 @@ def test_streaming_refines_again_while_the_bound_is_above_the_tolerance(
     assert loose.exactness.refinement_levels > 0
     assert loose.exactness.auc_bound <= workflow.AUC_TOLERANCE
     assert abs(loose.summary.auc - exact) <= loose.exactness.auc_bound + 1e-12
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming", "summary"])
+def test_a_group_whose_every_weight_is_zero_is_left_out_with_a_warning(
+    tmp_path: Path, engine: str
+) -> None:
+    """``--by`` with one group of no weight: the other groups are reported and that one is
+    left out with a warning, alike in both engines and from a summary (it stopped the whole
+    report, worded "sample_weight sums to 0" in memory)."""
+    from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+
+    rng = np.random.default_rng(6)
+    n = 600
+    group = np.repeat(["a", "b", "c"], n // 3)
+    score = rng.beta(2, 5, n)
+    frame = pl.DataFrame(
+        {
+            "score": score,
+            "label": (rng.random(n) < score).astype(int),
+            "w": np.where(group == "b", 0.0, 1.0),
+            "g": group,
+        }
+    )
+    rows = tmp_path / "rows.csv"
+    frame.write_csv(rows)
+    if engine == "summary":
+        summary = tmp_path / "s.parquet"
+        run_summarize(
+            SummarizeRequest(files=(str(rows),), output=str(summary), weight_col="w", by="g")
+        )
+        request = ReliabilityRequest(file=None, from_summaries=(str(summary),), by="g")
+        where = str(summary)
+    else:
+        request = ReliabilityRequest(
+            file=str(rows),
+            weight_col="w",
+            by="g",
+            engine=engine,  # type: ignore[arg-type]
+        )
+        where = str(rows)
+    said: list[str] = []
+    result = run_reliability(request, warn=said.append)
+    assert [e.group for e in result.entries] == [None, "a", "c"]
+    assert f"{where} (g=b): every weight is 0, so the group has no figures: it is left out" in said

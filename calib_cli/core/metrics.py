@@ -306,7 +306,7 @@ def _validate(
     w = check_weights(sample_weight, p.shape[0], name="sample_weight")
     total = float(w.sum())
     if not total > 0.0:
-        raise InputError("sample_weight sums to 0: no row carries weight")
+        raise InputError("every weight is 0: no row carries weight")
     if not math.isfinite(total):
         raise InputError(f"sample_weight sums to {total}: weights are too large")
     return y, p, w
@@ -1057,7 +1057,7 @@ def bin_edges(
     if strategy == "uniform":
         return _edges(None, None, n_bins, strategy).copy()
     if not float(np.sum(w)) > 0.0:
-        raise InputError("sample_weight sums to 0: no row carries weight")
+        raise InputError("every weight is 0: no row carries weight")
     order = np.argsort(p, kind="stable")
     return _edges(p[order], w[order], n_bins, strategy)
 

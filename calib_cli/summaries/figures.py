@@ -1491,7 +1491,7 @@ def reliability_from_summary(
     pos_rows = summary.label == 1
     total = float(np.sum(summary.weight))
     if not total > 0.0:
-        raise InputError("the summary's weights sum to 0: no row carries weight")
+        raise InputError("every weight is 0: no row carries weight")
     positives = float(np.sum(summary.weight[pos_rows]))
     base_rate = positives / total
     mean_score = float(np.sum(summary.score_sum)) / total

@@ -223,6 +223,8 @@ def assess_table(
             warn_if_flat(table.name, column, float(used.min()), float(used.max()), warn)
         for group, rows in groups(table, by, with_all_rows=True):
             where = table.name if group is None else f"{table.name} ({by}={group})"
+            if _weightless(where, group, float(np.sum(weights[rows])), warn):
+                continue
             with io.naming(where):
                 # a fresh generator per entry: a column's interval does not depend on which
                 # other columns or groups are reported
@@ -246,6 +248,16 @@ def assess_table(
                 )
             )
     return _result(table.name, request, entries, engine="memory")
+
+
+def _weightless(where: str, group: GroupValue, weight: float, warn: Warn) -> bool:
+    """Whether a ``--by`` group carries no weight (every row's weight 0): it has no figures,
+    and is left out with a warning rather than stopping the other groups' report. The
+    whole file's entry (``group`` None) is never left out: with no weight it is refused."""
+    if group is None or weight > 0.0:
+        return False
+    warn(f"{where}: every weight is 0, so the group has no figures: it is left out")
+    return True
 
 
 def warn_if_flat(name: str, column: str, lowest: float, highest: float, warn: Warn) -> None:
@@ -391,6 +403,8 @@ def assess_summary_files(
         _flat_summary(source, column, summary, warn)
         for group, part in _parts(summary, request.by):
             where = source if group is None else f"{source} ({request.by}={group})"
+            if _weightless(where, group, float(np.sum(part.weight)), warn):
+                continue
             with io.naming(where):
                 figures, exactness = _figures(part, request)
             entries.append(
@@ -445,6 +459,8 @@ def assess_streaming(
         parts = _parts_with_sub_cells(summaries.pop(column), sub_cells.pop(column), request.by)
         for group, part, sub in parts:
             where = name if group is None else f"{name} ({request.by}={group})"
+            if _weightless(where, group, float(np.sum(part.weight)), warn):
+                continue
             with io.naming(where):
                 figures, exactness = _refined_figures(
                     scan, part, request, sub=sub, progress=progress, where=where
