@@ -151,8 +151,9 @@ def estimate_shift(
         typer.Option(
             "--label-delay",
             min=1,
-            help="--backtest and --history: labels arrive this many batches late (K: batch t "
-            "sees the labels of batches up to t - K; default 1).",
+            help="--backtest and --history's past batches: labels arrive this many batches "
+            "late (K: batch t is estimated from the labels of batches up to t - K; default "
+            "1). A new batch uses every --history batch before it.",
         ),
     ] = None,
     history: Annotated[
