@@ -481,3 +481,34 @@ def test_a_target_on_standard_input_is_read_in_memory_whatever_the_engine(
         engines.append(result.engine)
     assert reports[0] == reports[1]
     assert engines == ["memory", "memory"]
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_rows_without_a_batch_value_are_one_batch_with_a_warning(
+    tmp_path: Path, engine: str
+) -> None:
+    rng = np.random.default_rng(9)
+    y = rng.random(2000) < 0.3
+    reference = tmp_path / "ref.csv"
+    pl.DataFrame(
+        {"score": np.where(y, rng.beta(4, 2, y.size), rng.beta(2, 4, y.size)), "label": y}
+    ).with_columns(pl.col("label").cast(pl.Int64)).write_csv(reference)
+    day = [1] * 300 + [2] * 300 + [None] * 40
+    target = tmp_path / "tgt.csv"
+    pl.DataFrame({"day": day, "score": rng.random(len(day))}).write_csv(target)
+    said: list[str] = []
+    result = run_estimate_shift(
+        EstimateShiftRequest(
+            reference=str(reference),
+            target=str(target),
+            batch_col="day",
+            n_bootstrap=0,
+            engine=engine,  # type: ignore[arg-type]
+        ),
+        warn=said.append,
+    )
+    assert [b.batch for b in result.batches][:2] == [1, 2] and len(result.batches) == 3
+    assert (
+        "batch (missing): 40 rows have no 'day' value; they are estimated together as one "
+        "batch, after all the others"
+    ) in said

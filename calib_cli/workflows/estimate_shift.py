@@ -397,6 +397,11 @@ def _batch_result(
     decision: DecisionCosts | None,
     warn: Warn,
 ) -> BatchEstimate:
+    if request.batch_col is not None and batch in (None, MISSING_GROUP):
+        warn(
+            f"batch {MISSING_GROUP}: {estimate.n} rows have no '{request.batch_col}' value; "
+            "they are estimated together as one batch, after all the others"
+        )
     for warning in estimate.warnings:
         prefix = f"batch {batch}: " if request.batch_col is not None else ""
         warn(f"{prefix}{warning}")
