@@ -158,7 +158,10 @@ def test_weight_kind_importance_needs_a_weight_column(
     assert (
         done.stderr.decode()
         .strip()
-        .endswith("--weight-kind importance needs --weight-col (the weights)")
+        .endswith(
+            "--weight-kind importance needs --weight-col (the weights): name the weight column "
+            "with --weight-col, or drop --weight-kind"
+        )
     )
     assert not out.exists()
     done = invoke_calib(

@@ -86,16 +86,19 @@ def weight_kind(choice: Enum | str | None, weight_col: str | None) -> WeightKind
 
     >>> weight_kind("importance", "iw"), weight_kind(None, None)
     ('importance', None)
-    >>> weight_kind("importance", None)
+    >>> weight_kind("importance", None)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    calib_cli.errors.UsageError: --weight-kind importance needs --weight-col (the weights)
+    calib_cli.errors.UsageError: --weight-kind importance needs --weight-col (the weights): ...
     """
     value = chosen_or_none(choice)
     if value is None:
         return None
     if value == "importance" and weight_col is None:
-        raise UsageError("--weight-kind importance needs --weight-col (the weights)")
+        raise UsageError(
+            "--weight-kind importance needs --weight-col (the weights): name the weight "
+            "column with --weight-col, or drop --weight-kind"
+        )
     return "importance" if value == "importance" else "frequency"
 
 

@@ -2004,7 +2004,8 @@ def _estimate_and_interval(
             "positive and negative score distributions coincide where the batch lies): the "
             "estimate is the reference prevalence and the interval is [0, 1]"
         )
-    if point.flat or not identifiable:
+    if point.flat or not identifiable or stats.n_rows < FEW_ROWS_WARN:
+        # no measure of sampling: a bootstrap of a handful of rows cannot vary enough
         difference_se = math.nan
     pcc = _pcc(ref, stats)
     difference = prevalence - pcc
