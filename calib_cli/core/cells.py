@@ -37,7 +37,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.fit_support import FitFacts, require_fit_support
-from calib_cli.core.metrics import brier_score, log_loss
+from calib_cli.core.metrics import brier_score, count_unit_of, log_loss
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.selection import (
     CalibratorParams,
@@ -132,10 +132,12 @@ def cell_facts(cells: CellSums) -> FitFacts:
     FitFacts(lowest=0.1, highest=0.9, positives=2.0, negatives=3.0, score_kind='probability')
     """
     live = cells.weight > 0.0
-    unit = 1.0  # metrics.count_unit from the sums: the mean weight of a row, when below 1
-    if cells.rows is not None and float(np.sum(cells.rows[live])) > 0.0:
-        mean = float(np.sum(cells.weight[live])) / float(np.sum(cells.rows[live]))
-        unit = mean if mean < 1.0 else 1.0
+    rows = cells.rows
+    unit = (
+        1.0
+        if rows is None
+        else count_unit_of(float(np.sum(cells.weight[live])), float(np.sum(rows[live])))
+    )
     if not live.any():  # no row of positive weight: refused as fit_facts refuses it
         return FitFacts(lowest=0.0, highest=0.0, positives=0.0, negatives=0.0)
     return FitFacts(

@@ -601,6 +601,17 @@ def _ece_from_sums(
     return _divide(np.sum(np.abs(positive_sum - score_sum), axis=-1), total)
 
 
+def count_unit_of(weight: float, rows: float) -> float:
+    """:func:`count_unit` from sums: ``weight`` the total weight of ``rows`` rows of positive
+    weight (a summary's, a reference's counts).
+
+    >>> count_unit_of(1.0, 200.0), count_unit_of(600.0, 200.0), count_unit_of(0.0, 0.0)
+    (0.005, 1.0, 1.0)
+    """
+    mean = weight / rows if rows > 0.0 else 1.0
+    return mean if 0.0 < mean < 1.0 else 1.0
+
+
 def count_unit(sample_weight: FloatArray) -> float:
     """The weight that counts as one row: 1, or the mean positive weight when that is below 1
     (weights normalised to sum to 1 must not make a sample of "one row"). Weights of 1 or more

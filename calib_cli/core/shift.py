@@ -152,6 +152,7 @@ from calib_cli.core.checks import (
 from calib_cli.core.convergence import newton_distance
 from calib_cli.core.dots import dot, rows_dot
 from calib_cli.core.lazy_scipy import brentq, isotonic_regression
+from calib_cli.core.metrics import count_unit_of
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.core.shift_map import MapFit, PiecewiseLinearFit
 from calib_cli.errors import InputError
@@ -1076,7 +1077,10 @@ def fit_reference_counts(
     n_eff_pos = _kish(float(weight_pos.sum()), counts.square_pos)
     # The weight of one row: 1, or the mean weight where it is below 1 (weights normalised to
     # sum to 1 must not make the reference "one row", drowned by the pseudo-weights).
-    unit = _row_unit(weight_neg, weight_pos, rows_neg, rows_pos)
+    unit = count_unit_of(
+        float(weight_neg.sum()) + float(weight_pos.sum()),
+        float(rows_neg.sum()) + float(rows_pos.sum()),
+    )
     smoothing, map_smoothing = smoothing * unit, map_smoothing * unit
     if n_cells is None:  # weighted counts, so that weights count as repetition
         n_cells = _default_n_cells(float(weight_neg.sum()) / unit, float(weight_pos.sum()) / unit)
@@ -1128,18 +1132,6 @@ def fit_reference_counts(
         map_smoothing=float(map_smoothing),
     )
     return _rebuild(base, rows_neg, rows_pos, weight_neg, weight_pos)
-
-
-def _row_unit(
-    weight_neg: FloatArray, weight_pos: FloatArray, rows_neg: FloatArray, rows_pos: FloatArray
-) -> float:
-    """The weight that counts as one reference row (as ``metrics.count_unit``): 1, or the mean
-    weight of the rows of positive weight when that is below 1. The pseudo-weights of the
-    smoothing and the default number of cells count in it, so that weights of any scale
-    below 1 give the estimates of weights of 1."""
-    rows = float(rows_neg.sum()) + float(rows_pos.sum())
-    mean = (float(weight_neg.sum()) + float(weight_pos.sum())) / rows if rows > 0.0 else 1.0
-    return mean if 0.0 < mean < 1.0 else 1.0
 
 
 def _rebuild(

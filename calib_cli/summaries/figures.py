@@ -87,6 +87,7 @@ from calib_cli.core.metrics import (
     _Squares,
     _table,
     _z_value,
+    count_unit_of,
 )
 from calib_cli.core.special import special
 from calib_cli.errors import InputError
@@ -1500,8 +1501,7 @@ def reliability_from_summary(
         + float(np.sum(summary.complement_sq_sum[pos_rows]))
     ) / total
     n_weighted = int(np.sum(summary.n_rows_weighted))
-    unit = total / n_weighted if n_weighted else 1.0
-    unit = unit if unit < 1.0 else 1.0  # metrics.count_unit from sums
+    unit = count_unit_of(total, float(n_weighted))
     # frequency weights count in rows of weight `unit` in every interval and test
     rows_unit = 1.0 if importance else unit
 
