@@ -20,6 +20,7 @@ from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimat
 from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
 from calib_cli.workflows.reliability import ReliabilityRequest, run_reliability
 from calib_cli.workflows.rerank_strata import RerankStrataRequest, run_rerank_strata
+from calib_cli.workflows.resample import ResampleRequest, run_resample
 from calib_cli.workflows.show import ShowRequest, run_show
 from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
 from tests.conftest import RunCalib
@@ -29,6 +30,7 @@ RUNS: dict[str, tuple[type, Callable[..., Any]]] = {
     "recalibrate": (RecalibrateRequest, run_recalibrate),
     "reliability": (ReliabilityRequest, run_reliability),
     "rerank-strata": (RerankStrataRequest, run_rerank_strata),
+    "resample": (ResampleRequest, run_resample),
     "show": (ShowRequest, run_show),
     "summarize": (SummarizeRequest, run_summarize),
 }
@@ -77,7 +79,18 @@ BOTH_SUMMARIES = "--reference-summary and --target-summary are summaries, not ro
 FOLDS = "--folds applies to --method auto fitted on rows (--fit FILE, --cross-fit)"
 WRITES_NONE = "of the rows a call writes, and this one writes none"
 
+NAMES_NONE = "names the column written, and '' names none: give a name"
+
 REFUSED = [
+    # an empty or blank name for a column a command writes
+    ("recalibrate", {**FIT, "output_col": ""}, f"--output-col {NAMES_NONE}"),
+    ("estimate-shift", {**SHIFT_OUT, "output_col": " "}, f"--output-col {NAMES_NONE}"),
+    ("rerank-strata", {**RERANK, "output_col": ""}, f"--output-col {NAMES_NONE}"),
+    (
+        "resample",
+        {"file": "{d}/ref.csv", "output": "{d}/o.csv", "negative_rate": 0.5, "weight_col_out": ""},
+        f"--weight-col-out {NAMES_NONE}",
+    ),
     # recalibrate: a strata column where no step is per stratum
     (
         "recalibrate",
@@ -439,7 +452,7 @@ def test_nested_columns_for_a_text_output_are_refused_before_any_work(
                 "n_bootstrap": 0,
                 "weight_col": "w",
             },
-            "{d}/s.parquet: summary field 'weight_column' is None, so it cannot weight rows "
+            "{d}/s.parquet: summary field 'weight_column' is null, so it cannot weight rows "
             "by --weight-col 'w' (summarise with --weight-col w)",
         ),
     ],

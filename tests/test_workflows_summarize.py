@@ -192,12 +192,12 @@ def test_several_score_columns_write_one_file_each(days: list[Path], tmp_path: P
             ("ten.parquet", "by.parquet"),
             None,
             "{by.parquet}: summary field 'group_column' is 'segment', but {ten.parquet} has "
-            "None: summaries merge only when they share it",
+            "null: summaries merge only when they share it",
         ),
         (
             ("ten.parquet",),
             "segment",
-            "{ten.parquet}: summary field 'group_column' is None, so it cannot report --by "
+            "{ten.parquet}: summary field 'group_column' is null, so it cannot report --by "
             "'segment' (summarise with --by segment)",
         ),
         (
@@ -248,7 +248,7 @@ def test_a_weight_column_the_summary_was_not_made_with_is_refused(
     with pytest.raises(InputError) as refused:
         from_summaries(plain, weight_col="w")
     assert str(refused.value) == (
-        f"{plain}: summary field 'weight_column' is None, so it cannot weight rows by "
+        f"{plain}: summary field 'weight_column' is null, so it cannot weight rows by "
         "--weight-col 'w' (summarise with --weight-col w)"
     )
     weighted = summarize(days[0], output=tmp_path / "weighted.parquet", weight_col="w")

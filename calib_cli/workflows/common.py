@@ -230,6 +230,7 @@ def refuse_added_columns(
     a file; standard input and gzip files are checked with :func:`refuse_clashing_columns` as
     soon as they are read, and their columns' format when written."""
     for index, column in enumerate(added):
+        require_column_name(column, "--output-col")  # the fixed names are never empty
         if column in added[:index]:
             raise UsageError(
                 f"--output-col '{column}' is also a column calib adds; choose another output name"
@@ -259,6 +260,21 @@ def refuse_clashing_columns(name: str, columns: Sequence[str], added: Sequence[s
 OUTPUT_COL = "calibrated"
 
 
+def require_column_name(name: str, option: str) -> None:
+    """Refuse (exit 2) an empty or blank name for a column a command writes: a CSV header
+    cell of nothing, which no later step can name.
+
+    >>> require_column_name(" ", "--output-col")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: --output-col names the column written, and '' names none: ...
+    """
+    if not name.strip():
+        raise UsageError(
+            f"{option} names the column written, and '{name.strip()}' names none: give a name"
+        )
+
+
 def refuse_row_options_without_rows(
     writes_rows: bool, *, output_col: str, output_format: InputFormat | None, why: str
 ) -> None:
@@ -267,6 +283,7 @@ def refuse_row_options_without_rows(
     refused (exit 2). A default ``--output-col`` cannot be told from one given as the default,
     and changes nothing."""
     if writes_rows:
+        require_column_name(output_col, "--output-col")
         return
     for option, given in (
         ("--output-format", output_format is not None),

@@ -87,7 +87,7 @@ from calib_cli.workflows.common import (
     refuse_row_reading_options,
     unit_interval_option,
 )
-from calib_cli.workflows.summarize import check_summary_weight_col, load_summaries
+from calib_cli.workflows.summarize import check_summary_weight_col, load_summaries, shown_field
 from calib_cli.workflows.summary_paths import expand_summary_paths
 
 
@@ -1469,8 +1469,9 @@ def _run_with_summaries(
     by = request.batch_col
     if by is not None and summary.group_column != by:
         raise InputError(
-            f"{source}: summary field 'group_column' is {summary.group_column!r}, so it cannot "
-            f"give the batches of --batch-col {by!r} (summarise the target with --by {by})"
+            f"{source}: summary field 'group_column' is "
+            f"{shown_field(summary.group_column)}, so it cannot give the batches of "
+            f"--batch-col {by!r} (summarise the target with --by {by})"
         )
     # a summary always has a label column: a batch summarised with a constant label 0 (no
     # positive row) is read as unlabelled

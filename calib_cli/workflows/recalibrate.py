@@ -82,6 +82,7 @@ from calib_cli.workflows.common import (
     read_scored_table,
     refuse_row_options_without_rows,
     refuse_row_reading_options,
+    require_column_name,
     whole_option,
 )
 from calib_cli.workflows.histogram_stream import (
@@ -880,6 +881,7 @@ def _check_input_columns(
     for the report (a misspelt name would silently drop the before/after figures): checked
     before any work where the columns are known (a file), else once the input is read
     (standard input, gzip), and always before anything is written."""
+    require_column_name(request.output_col, "--output-col")
     if columns is None:
         return
     if request.output_col in columns:

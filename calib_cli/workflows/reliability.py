@@ -62,6 +62,7 @@ from calib_cli.workflows.common import (
 from calib_cli.workflows.summarize import (
     check_summary_weight_col,
     load_summaries,
+    shown_field,
     summarize_scan,
     uniform_edges,
 )
@@ -355,8 +356,9 @@ def _parts_with_sub_cells(
 def _check_by(summary: ScoreSummary, by: str | None, source: str) -> None:
     if by is not None and summary.group_column != by:
         raise InputError(
-            f"{source}: summary field 'group_column' is {summary.group_column!r}, so it cannot "
-            f"report --by {by!r} (summarise with --by {by})"
+            f"{source}: summary field 'group_column' is "
+            f"{shown_field(summary.group_column)}, so it cannot report --by {by!r} "
+            f"(summarise with --by {by})"
         )
 
 

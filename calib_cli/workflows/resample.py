@@ -15,7 +15,13 @@ from calib_cli.core.sampling import (
 )
 from calib_cli.errors import UsageError
 from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, Warn
-from calib_cli.workflows.common import Progress, check_paths, ignore, in_dialect
+from calib_cli.workflows.common import (
+    Progress,
+    check_paths,
+    ignore,
+    in_dialect,
+    require_column_name,
+)
 
 
 @dataclass(frozen=True)
@@ -98,6 +104,8 @@ def run_resample(
     name = io.display_name(request.file)
     # the columns the output cannot take, before the pass that counts the classes
     schema = lazy.collect_schema()
+    if request.weight_col_out is not None:
+        require_column_name(request.weight_col_out, "--weight-col-out")
     if request.weight_col_out is not None and request.weight_col_out in schema:
         raise UsageError(
             f"{name} already has a column '{request.weight_col_out}'; choose another name for "

@@ -248,8 +248,11 @@ MATCHING_FIELDS = (
 )
 
 
-def _shown(value: object) -> str:
-    """A metadata value for a message (long edge lists abbreviated)."""
+def shown_field(value: object) -> str:
+    """A metadata value for a message: as the summary's JSON metadata writes it for a field
+    never set (``null``, not Python's ``None``), long edge lists abbreviated."""
+    if value is None:
+        return "null"
     if isinstance(value, list) and len(value) > 4:
         return f"[{value[0]!r}, {value[1]!r}, ... {len(value)} values]"
     return repr(value)
@@ -260,9 +263,9 @@ def check_summary_weight_col(summary: ScoreSummary, weight_col: str | None, sour
     (exit 65 otherwise, naming the summary's own)."""
     if weight_col is not None and summary.weight_column != weight_col:
         raise InputError(
-            f"{source}: summary field 'weight_column' is {summary.weight_column!r}, so it "
-            f"cannot weight rows by --weight-col {weight_col!r} (summarise with --weight-col "
-            f"{weight_col})"
+            f"{source}: summary field 'weight_column' is "
+            f"{shown_field(summary.weight_column)}, so it cannot weight rows by --weight-col "
+            f"{weight_col!r} (summarise with --weight-col {weight_col})"
         )
 
 
@@ -296,8 +299,8 @@ def load_summaries(paths: Sequence[str]) -> dict[str, tuple[ScoreSummary, tuple[
                     )
                 if meta[field] != first_meta[field]:
                     raise InputError(
-                        f"{name}: summary field {field!r} is {_shown(meta[field])}, but "
-                        f"{first_name} has {_shown(first_meta[field])}: summaries merge only "
+                        f"{name}: summary field {field!r} is {shown_field(meta[field])}, but "
+                        f"{first_name} has {shown_field(first_meta[field])}: summaries merge only "
                         "when they share it"
                     )
         groups.setdefault(summary.score_column, []).append((name, summary))
