@@ -446,3 +446,21 @@ def test_batches_placed_in_time_by_text_order_are_warned(
     said.clear()
     run_backtest(_request(reference, iso, n_bootstrap=0), warn=said.append)
     assert not any("text order" in line for line in said)
+
+
+def test_a_label_delay_past_the_last_batch_is_warned(files: tuple[Path, Path]) -> None:
+    reference, target = files
+    said: list[str] = []
+    result = run_backtest(
+        _request(reference, target, n_bootstrap=0, label_delay=N_BATCHES), warn=said.append
+    )
+    assert any(
+        f"--label-delay {N_BATCHES} leaves no batch of the {N_BATCHES} a labelled one before it"
+        in line
+        for line in said
+    )
+    by_name = {m.name: m for m in result.methods}
+    np.testing.assert_array_equal(by_name["rolling"].prevalence, by_name["no_shift"].prevalence)
+    said.clear()
+    run_backtest(_request(reference, target, n_bootstrap=0), warn=said.append)
+    assert not any("leaves no batch" in line for line in said)

@@ -990,6 +990,12 @@ def run_backtest(
         counts = _count_batches(model, batches.scores, codes, len(values))
         del ref, tgt, batches
     _warn_text_order(values, name, batch_col, "--backtest", warn)
+    if _delay(request) >= len(values):
+        warn(
+            f"{name}: --label-delay {_delay(request)} leaves no batch of the {len(values)} a "
+            "labelled one before it: the methods that learn from labels fall back to the "
+            "reference rate (rolling) and PCC (history_blend)"
+        )
     progress(f"estimating {len(values)} batches with {len(BACKTEST_METHODS)} methods")
     estimates: dict[str, list[ShiftEstimate]] = {
         method: [_estimate(request, model, batch_counts, method=method) for batch_counts in counts]
