@@ -132,14 +132,11 @@ def cell_facts(cells: CellSums) -> FitFacts:
     FitFacts(lowest=0.1, highest=0.9, positives=2.0, negatives=3.0, score_kind='probability')
     """
     live = cells.weight > 0.0
-    rows = cells.rows
-    unit = (
-        1.0
-        if rows is None
-        else count_unit_of(float(np.sum(cells.weight[live])), float(np.sum(rows[live])))
-    )
     if not live.any():  # no row of positive weight: refused as fit_facts refuses it
         return FitFacts(lowest=0.0, highest=0.0, positives=0.0, negatives=0.0)
+    rows = cells.rows
+    total = float(np.sum(cells.weight[live]))
+    unit = 1.0 if rows is None else count_unit_of(total, float(np.sum(rows[live])))
     return FitFacts(
         lowest=float(np.min(cells.score_min[live])),
         highest=float(np.max(cells.score_max[live])),

@@ -7,6 +7,7 @@ Messages follow DESIGN.md: they name the column, the problem, how many rows and 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -105,6 +106,18 @@ WEIGHT_RANGE = (1e-15, 1e15)
 WEIGHT_RANGE_PROBLEM = "positive but outside [1e-15, 1e15]"
 
 
+def outside_weight_range(weights: Any) -> Any:
+    """Where a weight is positive but outside :data:`WEIGHT_RANGE`: a boolean array of a NumPy
+    array, or a boolean expression of a Polars one (the same comparisons serve both, so every
+    reader applies one rule).
+
+    >>> outside_weight_range(np.array([0.0, 1e-300, 1.0, 1e16])).tolist()
+    [False, True, False, True]
+    """
+    low, high = WEIGHT_RANGE
+    return (weights > 0.0) & ((weights < low) | (weights > high))
+
+
 def check_weights(
     sample_weight: npt.ArrayLike | None, n_rows: int, *, name: str = "weight"
 ) -> FloatArray:
@@ -122,8 +135,7 @@ def check_weights(
     if bad.any():
         problem = "that are negative, missing or infinite"
         raise InputError(bad_values_message(name, problem, bad, arr))
-    low, high = WEIGHT_RANGE
-    extreme = (arr > 0.0) & ((arr < low) | (arr > high))
+    extreme = outside_weight_range(arr)
     if extreme.any():
         raise InputError(bad_values_message(name, WEIGHT_RANGE_PROBLEM, extreme, arr))
     return arr

@@ -1129,12 +1129,10 @@ def _table(stats: _BinStats, confidence: float, unit: float = 1.0) -> tuple[Bin,
         trials = np.where(np.isfinite(trials), trials, 0.0)
         successes = np.where(trials > 0.0, observed * trials, 0.0)
         low, high = wilson_interval(successes, trials, confidence=confidence)
-    elif unit != 1.0:
+    else:  # in rows of weight `unit` (dividing by 1 is exact)
         low, high = wilson_interval(
             stats.positive_sum / unit, stats.weight / unit, confidence=confidence
         )
-    else:
-        low, high = wilson_interval(stats.positive_sum, stats.weight, confidence=confidence)
     # Python numbers in one conversion per array (tolist), not one per element
     edges, count, n_rows = stats.edges.tolist(), stats.weight.tolist(), stats.n_rows.tolist()
     means, rates, lows, highs = mean_score.tolist(), observed.tolist(), low.tolist(), high.tolist()

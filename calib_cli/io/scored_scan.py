@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from calib_cli.core.checks import WEIGHT_RANGE, WEIGHT_RANGE_PROBLEM
+from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
 from calib_cli.errors import InputError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import number_text, require_column
@@ -128,9 +128,7 @@ def scored_scan(
         checks.append((weight_col, "missing or NaN", weight.is_null() | weight.is_nan()))
         checks.append((weight_col, "that are infinite", weight.is_infinite()))
         checks.append((weight_col, "that are negative", weight < 0.0))
-        low, high = WEIGHT_RANGE
-        extreme = (weight > 0.0) & ((weight < low) | (weight > high))
-        checks.append((weight_col, WEIGHT_RANGE_PROBLEM, extreme))
+        checks.append((weight_col, WEIGHT_RANGE_PROBLEM, outside_weight_range(weight)))
         clean.append(weight.alias(weight_col))
     if by is not None and by not in (*score_cols, label_col, weight_col):
         group = pl.col(by)

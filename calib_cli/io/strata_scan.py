@@ -38,7 +38,7 @@ import numpy.typing as npt
 import polars as pl
 
 from calib_cli.core import elementary as el
-from calib_cli.core.checks import WEIGHT_RANGE, WEIGHT_RANGE_PROBLEM
+from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -173,11 +173,7 @@ def _weight_checks(column: str, dtype: pl.DataType) -> list[tuple[str, str, pl.E
             "that are missing, negative or not finite",
             value.is_null() | ~value.is_finite() | (value < 0.0),
         ),
-        (
-            column,
-            WEIGHT_RANGE_PROBLEM,
-            (value > 0.0) & ((value < WEIGHT_RANGE[0]) | (value > WEIGHT_RANGE[1])),
-        ),
+        (column, WEIGHT_RANGE_PROBLEM, outside_weight_range(value)),
     ]
 
 

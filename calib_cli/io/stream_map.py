@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from calib_cli.core.checks import WEIGHT_RANGE, WEIGHT_RANGE_PROBLEM
+from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -273,8 +273,7 @@ def scan_input(
         if w_not_number is not None:
             drops.append((reason(weight_col, "that are not numbers"), w_not_number))
         drops.append((reason(weight_col, "that are negative, missing or infinite"), bad_w))
-        low, high = WEIGHT_RANGE
-        extreme = (w > 0.0) & ((w < low) | (w > high))
+        extreme = outside_weight_range(w)
         checks.add(weight_col, WEIGHT_RANGE_PROBLEM, extreme, w, numeric=True)
         valid.append(~extreme.fill_null(False))
         drops.append((reason(weight_col, WEIGHT_RANGE_PROBLEM), extreme))

@@ -11,11 +11,11 @@ import numpy as np
 import polars as pl
 
 from calib_cli.core.checks import (
-    WEIGHT_RANGE,
     WEIGHT_RANGE_PROBLEM,
     bad_values_message,
     check_scores,
     check_weights,
+    outside_weight_range,
 )
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import as_float, naming, parse_labels, positive_label_expr
@@ -207,10 +207,7 @@ def _weight_problems(table: Table, column: str) -> list[tuple[str, Any]]:
         ("missing or NaN", np.isnan(array)),
         ("that are infinite", np.isinf(array)),
         ("that are negative", array < 0.0),
-        (
-            WEIGHT_RANGE_PROBLEM,
-            (array > 0.0) & ((array < WEIGHT_RANGE[0]) | (array > WEIGHT_RANGE[1])),
-        ),
+        (WEIGHT_RANGE_PROBLEM, outside_weight_range(array)),
     ]
 
 

@@ -1501,9 +1501,9 @@ def reliability_from_summary(
         + float(np.sum(summary.complement_sq_sum[pos_rows]))
     ) / total
     n_weighted = int(np.sum(summary.n_rows_weighted))
-    unit = count_unit_of(total, float(n_weighted))
-    # frequency weights count in rows of weight `unit` in every interval and test
-    rows_unit = 1.0 if importance else unit
+    # frequency weights count in rows of weight `unit` in every interval and test (as
+    # metrics.reliability_summary); importance weights have their own variances
+    unit = 1.0 if importance else count_unit_of(total, float(n_weighted))
 
     atoms = _prepared(summary, resolved, refinement)
     rank = atoms
@@ -1539,14 +1539,14 @@ def reliability_from_summary(
             rows_pos=float(np.sum(live_rows[pos_rows])),
             rows_neg=float(np.sum(live_rows[~pos_rows])),
         )
-    auc, auc_bound, auc_ci = _auc(rank, squares, rows_unit)
+    auc, auc_bound, auc_ci = _auc(rank, squares, unit)
     ranked = rank.weight > 0.0
     ap = _average_precision(rank.pos[ranked], rank.neg[ranked])
     live = atoms.weight > 0.0
-    fit = _fit(atoms, summary.eps, importance, rows_unit)
+    fit = _fit(atoms, summary.eps, importance, unit)
     hl_binning = _binning(atoms, 10, "quantile", min_weight, None, importance)
     hl = _hosmer_lemeshow(
-        hl_binning.stats, hl_binning.complement, np.zeros(hl_binning.complement.size), rows_unit
+        hl_binning.stats, hl_binning.complement, np.zeros(hl_binning.complement.size), unit
     )
     spieg_num = float(np.sum(summary.spiegelhalter_num))
     if importance:  # sum w^2 v per key from sum w v: exact when a key's weights are equal
@@ -1560,7 +1560,7 @@ def reliability_from_summary(
     else:
         spieg_den = float(np.sum(summary.spiegelhalter_var))
     if spieg_den > 0.0:
-        z = spieg_num / math.sqrt(spieg_den) / math.sqrt(rows_unit)
+        z = spieg_num / math.sqrt(spieg_den) / math.sqrt(unit)
         spieg_z, spieg_p = z, float(2.0 * special().ndtr(-abs(z)))
     else:
         spieg_z, spieg_p = NAN, NAN
@@ -1599,7 +1599,7 @@ def reliability_from_summary(
         spiegelhalter_pvalue=spieg_p,
         n_bins=int(stats.weight.size),
         strategy=strategy,
-        bins=_table(stats, 0.95, rows_unit),
+        bins=_table(stats, 0.95, unit),
     )
     untied = live & ~atoms.tied
     exactness = Exactness(

@@ -1220,6 +1220,7 @@ def _history(
     """The blend for the target's batches, learnt on ``--history``'s labelled batches."""
     values, truth = past.values, past.truth
     batch_col = request.batch_col or ""
+    # checked before any work for a target file (run_estimate_shift); standard input here
     _check_same_kind(values, past.name, tuple(b.batch for b in batches), batch_col)
     _warn_text_order(values, past.name, batch_col, "--history", warn)
     past_estimates = [
@@ -1325,8 +1326,9 @@ def _warn_text_order(
 
 def _batches_before(values: tuple[GroupValue, ...], value: GroupValue) -> int:
     """How many of the history's batch ``values`` (ascending) come before a target batch's
-    ``value``, in the batch column's order (as text where the two files' types differ); all
-    of them for the target's rows without a batch (not placed in time)."""
+    ``value``, in the batch column's order (as text where they do not compare: dates against
+    date-times; other kinds are refused, :func:`_check_same_kind`); all of them for the
+    target's rows without a batch (not placed in time)."""
     if value is None or value == MISSING_GROUP:
         return len(values)
     try:

@@ -1279,6 +1279,7 @@ def _no_cells() -> CellSums:
         logit_sum=empty,
         score_min=empty,
         score_max=empty,
+        rows=empty,  # else the folds joined with it would lose their row counts
     )
 
 

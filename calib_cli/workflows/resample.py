@@ -87,6 +87,8 @@ def run_resample(
     )
     if request.rates_file is not None and request.strata_col is None:
         raise UsageError("--rates-file needs --strata-col")
+    if request.weight_col_out is not None:
+        require_column_name(request.weight_col_out, "--weight-col-out")
     if request.rates_file is None:  # impossible rates are refused before any row is read
         check_rate_options(
             negative_rate=request.negative_rate,
@@ -104,8 +106,6 @@ def run_resample(
     name = io.display_name(request.file)
     # the columns the output cannot take, before the pass that counts the classes
     schema = lazy.collect_schema()
-    if request.weight_col_out is not None:
-        require_column_name(request.weight_col_out, "--weight-col-out")
     if request.weight_col_out is not None and request.weight_col_out in schema:
         raise UsageError(
             f"{name} already has a column '{request.weight_col_out}'; choose another name for "
