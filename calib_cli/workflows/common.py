@@ -184,6 +184,51 @@ def refuse_row_reading_options(
             raise UsageError(f"{option} says how to read rows, and {why}: drop {option}")
 
 
+#: The request fields that name input columns, each with its option; every one gives its
+#: column a role (what the column's values mean).
+_COLUMN_ROLES = (
+    ("score_col", "--score-col"),
+    ("score_cols", "--score-col"),
+    ("label_col", "--label-col"),
+    ("weight_col", "--weight-col"),
+    ("batch_col", "--batch-col"),
+    ("by", "--by"),
+    ("strata_col", "--strata-col"),
+    ("fold_col", "--fold-col"),
+    ("key_col", "--key-col"),
+)
+
+
+def refuse_shared_columns(request: object) -> None:
+    """Refuse (exit 2), before any work, one input column named by two of ``request``'s column
+    options (:data:`_COLUMN_ROLES`): a label read as weights, or scores as batches, gives
+    figures of nothing (or a crash), never what was meant. ``--label-col`` counts at its
+    default too, where the command has it: the column named ``label`` is read as labels.
+
+    >>> from types import SimpleNamespace
+    >>> refuse_shared_columns(SimpleNamespace(label_col="label", weight_col="label"))
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: --label-col (by default) and --weight-col both name the column \
+'label', and a column has one role: name another column for one of them
+    """
+    seen: dict[str, str] = {}
+    for field, option in _COLUMN_ROLES:
+        value = getattr(request, field, None)
+        for column in (value,) if isinstance(value, str) else tuple(value or ()):
+            first = seen.setdefault(column, option)
+            if first != option:
+                raise UsageError(
+                    f"{_named(first, column)} and {_named(option, column)} both name the column "
+                    f"'{column}', and a column has one role: name another column for one of them"
+                )
+
+
+def _named(option: str, column: str) -> str:
+    """``option``, saying so where ``column`` is its default (a user may not have given it)."""
+    return f"{option} (by default)" if f"--{column}-col" == option else option
+
+
 def finite_option(value: float | None, option: str) -> None:
     """Refuse NaN and infinities given to a numeric option (exit 2)."""
     if value is not None and not math.isfinite(value):

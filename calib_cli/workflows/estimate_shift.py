@@ -85,6 +85,7 @@ from calib_cli.workflows.common import (
     refuse_clashing_columns,
     refuse_row_options_without_rows,
     refuse_row_reading_options,
+    refuse_shared_columns,
     unit_interval_option,
 )
 from calib_cli.workflows.summarize import check_summary_weight_col, load_summaries, shown_field
@@ -210,6 +211,7 @@ def run_estimate_shift(
     output = request.output
     check_plot(request.plot)
     _check_sources(request)
+    refuse_shared_columns(request)
     request = replace(  # directories of part files, or quoted globs
         request,
         reference_summaries=expand_summary_paths(request.reference_summaries),
@@ -927,6 +929,7 @@ def run_backtest(
     the mean rate of the last :data:`BACKTEST_WINDOW` labelled batches; ``history_blend`` the
     inverse-error blend of :func:`~calib_cli.core.shift_history.history_blend` with its
     conformal interval. None uses the labels of batch ``t`` or later for batch ``t``."""
+    refuse_shared_columns(request)
     if request.reference_summaries or request.target_summaries:
         raise UsageError(
             "--backtest reads each labelled batch's rows: give --reference and --target files"

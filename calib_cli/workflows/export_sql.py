@@ -9,7 +9,7 @@ from calib_cli.artifacts import STEP_KINDS, load_artifact, steps_of
 from calib_cli.errors import OptionError
 from calib_cli.sql.calibrators import calibrated_sql
 from calib_cli.types import ScoreKind, Warn
-from calib_cli.workflows.common import check_paths, ignore
+from calib_cli.workflows.common import check_paths, ignore, refuse_shared_columns
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,8 @@ def run_resample_sql(request: ResampleSqlRequest, *, warn: Warn = ignore) -> str
     from calib_cli.core.sampling import ClassRates, check_rate_options
     from calib_cli.sql.sampling import SamplingQuery, sampling_sql
 
+    refuse_shared_columns(request)
+
     if request.key_col is None:
         raise OptionError(
             "--emit-sql needs --key-col: a table has no row order, so the row-number key "
@@ -165,6 +167,8 @@ def run_summarize_sql(request: SummarizeSqlRequest, *, warn: Warn = ignore) -> s
     import numpy as np
 
     from calib_cli.sql.summary import SummaryQuery, summary_sql
+
+    refuse_shared_columns(request)
 
     if isinstance(request.bins, bool) or request.bins < 1:
         raise OptionError(f"--bins must be a positive integer, got {request.bins!r}")

@@ -82,6 +82,7 @@ from calib_cli.workflows.common import (
     read_scored_table,
     refuse_row_options_without_rows,
     refuse_row_reading_options,
+    refuse_shared_columns,
     require_column_name,
     whole_option,
 )
@@ -652,6 +653,7 @@ def run_recalibrate(
 ) -> RecalibrateResult:
     """Plan, fit or load the steps, apply them, save the model, write the calibrated rows
     (``progress``: each stage, for a progress display)."""
+    refuse_shared_columns(request)
     plan = plan_recalibration(request)
     if request.fit_summaries:  # a directory of part files, or a quoted glob
         request = replace(

@@ -56,6 +56,7 @@ from calib_cli.workflows.common import (
     in_dialect,
     read_scored_table,
     refuse_row_reading_options,
+    refuse_shared_columns,
     rows_read,
     unit_interval_option,
 )
@@ -175,6 +176,7 @@ def run_reliability(
         finite_option(value, option)
         unit_interval_option(value, option)
     check_invalid_options(request.on_invalid, request.max_invalid)
+    refuse_shared_columns(request)
     check_plot(request.plot, request.plot_scale)
     if request.from_summaries:
         if request.file is not None:

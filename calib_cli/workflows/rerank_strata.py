@@ -71,6 +71,7 @@ from calib_cli.workflows.common import (
     in_dialect,
     refuse_added_columns,
     refuse_clashing_columns,
+    refuse_shared_columns,
 )
 
 #: False-positive rates at which a picture's ROC curves are drawn (``--plot``, labelled
@@ -185,6 +186,7 @@ def run_rerank_strata(
     if request.prevalence_file is not None and request.estimate_target_prevalence:
         raise UsageError("give --prevalence-file or --estimate-target-prevalence, not both")
     _check_pca_options(request)
+    refuse_shared_columns(request)
     if request.engine == "streaming":
         for given, option in (
             (request.pca_features is not None, "--pca-features"),

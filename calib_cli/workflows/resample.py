@@ -20,6 +20,7 @@ from calib_cli.workflows.common import (
     check_paths,
     ignore,
     in_dialect,
+    refuse_shared_columns,
     require_column_name,
 )
 
@@ -77,6 +78,7 @@ def run_resample(
     """Count, choose the rates, stream the kept rows to the output, save the record
     (``progress``: each stage, for a progress display)."""
     record_path = record_path_of(request)
+    refuse_shared_columns(request)
     check_paths(
         inputs=[request.file, request.rates_file],
         table_output=request.output,

@@ -25,6 +25,7 @@ from calib_cli.workflows.common import (
     check_paths,
     ignore,
     in_dialect,
+    refuse_shared_columns,
     rows_read,
 )
 
@@ -178,6 +179,7 @@ def run_summarize(
     if request.files.count(io.STDIO) > 1:
         raise UsageError("standard input ('-') can be read only once")
     check_invalid_options(request.on_invalid, request.max_invalid)
+    refuse_shared_columns(request)
     if not isinstance(request.grid_bits, int) or not 12 <= request.grid_bits <= 30:
         raise OptionError(
             f"--grid-bits must be an integer from 12 to 30, got {request.grid_bits!r}"
