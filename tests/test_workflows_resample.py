@@ -247,8 +247,7 @@ def test_impossible_target_is_refused_before_any_output(
         (
             "1,a\n2,b\n3,c\n",
             "b",
-            "column 'label' has 3 distinct values ('a', 'b', 'c', ...); "
-            "labels must take two values",
+            "column 'label' has 3 distinct values ('a', 'b', 'c'); labels must take two values",
             "3 distinct values",
         ),
         (
@@ -257,6 +256,12 @@ def test_impossible_target_is_refused_before_any_output(
             "column 'label' has 50 distinct values ('v0', 'v1', 'v10', 'v11', 'v12', ...); "
             "labels must take two values",
             "has 50 distinct values",
+        ),
+        (  # a typo or the wrong case made every row a negative, and sampled the positives
+            "1,fraud\n2,ok\n3,ok\n",
+            "Fraud",
+            "column 'label' never equals --positive-label 'Fraud'",
+            "never equals --positive-label 'Fraud'",
         ),
         (
             "1,no\n2,yes\n3,\n",
@@ -284,3 +289,21 @@ def test_label_values_are_refused_as_in_memory_before_any_output(
     # the in-memory check of a label column (recalibrate, reliability) names the same fault
     with pytest.raises(InputError, match=re.escape(in_memory_too)):
         io.read_table(str(source)).labels("label", positive_label=positive_label)
+
+
+def test_a_missing_label_is_not_told_to_name_a_positive_value(tmp_path: Path) -> None:
+    """--positive-label names one of two values present; it cannot fill an empty cell."""
+    source = tmp_path / "labels.csv"
+    source.write_text("id,label\n1,0\n2,1\n3,\n4,\n")
+    out = tmp_path / "o.csv"
+    with pytest.raises(InputError) as error:
+        run_resample(ResampleRequest(file=str(source), output=str(out), negative_rate=0.5))
+    assert str(error.value) == (
+        f"{source}: column 'label' has 2 values that are not valid labels (first at row 3: empty)"
+    )
+    source.write_text("id,label\n1,0\n2,1\n3,maybe\n")
+    with pytest.raises(InputError) as error:
+        run_resample(ResampleRequest(file=str(source), output=str(out), negative_rate=0.5))
+    assert str(error.value).endswith(
+        "(first at row 3: 'maybe'); name the positive value with --positive-label"
+    )

@@ -106,14 +106,45 @@ def _require_two_values(
 ) -> None:
     """With --positive-label, a label column takes two values, one of them the positive."""
     distinct = series.cast(pl.String).str.strip_chars().unique()
-    if distinct.len() > 2:
-        shown = ", ".join(repr(v) for v in distinct.sort().head(5).to_list())
+    shown = distinct.sort().head(5).to_list()
+    check_label_values(column, distinct.len(), shown, any_positive, positive_label)
+
+
+def check_label_values(
+    column: str,
+    count: int,
+    shown: list[str],
+    any_positive: bool,
+    positive_label: str,
+    *,
+    name: str | None = None,
+) -> None:
+    """The rule of every reader for a label column read with --positive-label: ``count``
+    distinct values (the first five sorted in ``shown``) are at most two, and with two, one
+    of them is the positive (a typo or the wrong case would make every row a negative). With
+    one value only, every row is of one class, which a batch may be.
+
+    >>> check_label_values("y", 3, ["a", "b", "c"], True, "a", name="t.csv")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: t.csv: column 'y' has 3 distinct values ('a', 'b', 'c'); \
+labels must take two values
+    >>> check_label_values("y", 2, ["fraud", "ok"], False, "Fraud")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: column 'y' never equals --positive-label 'Fraud'
+    """
+    where = f"{name}: " if name is not None else ""
+    if count > 2:
+        listed = ", ".join(repr(value) for value in shown) + (", ..." if count > len(shown) else "")
         raise InputError(
-            f"column '{column}' has {distinct.len()} distinct values ({shown}...); "
+            f"{where}column '{column}' has {count} distinct values ({listed}); "
             "labels must take two values"
         )
-    if distinct.len() == 2 and not any_positive:
-        raise InputError(f"column '{column}' never equals --positive-label {positive_label!r}")
+    if count == 2 and not any_positive:
+        raise InputError(
+            f"{where}column '{column}' never equals --positive-label {positive_label!r}"
+        )
 
 
 def positive_label_expr(

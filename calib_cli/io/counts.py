@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from calib_cli.errors import InputError
-from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.columns import check_label_values, positive_label_expr
 from calib_cli.io.dialect import require_column
 from calib_cli.io.scan import ROW_INDEX, collect
 
@@ -62,20 +62,24 @@ def class_counts(
         what = (
             "value that is not a valid label" if count == 1 else "values that are not valid labels"
         )
-        hint = "; name the positive value with --positive-label" if positive_label is None else ""
+        # a missing label is no other value to name: the hint fits only a value present
+        hint = (
+            "; name the positive value with --positive-label"
+            if positive_label is None and value is not None and value.strip()
+            else ""
+        )
         shown = "empty" if value is None else repr(value)
         raise InputError(
             f"{name}: column '{label_col}' has {count} {what} (first at row {row}: {shown}){hint}"
         )
-    if labels_seen and labels_seen[0]["count"][0] > 2:
-        count = labels_seen[0]["count"][0]
-        shown = ", ".join(repr(v) for v in labels_seen[0]["shown"][0].to_list())
-        raise InputError(
-            f"{name}: column '{label_col}' has {count} distinct values ({shown}, ...); "
-            "labels must take two values"
-        )
     if grouped.height == 0:
         raise InputError(f"{name}: no data rows")
+    if labels_seen:
+        assert positive_label is not None  # queried only with --positive-label
+        seen = labels_seen[0]
+        count, shown = int(seen["count"][0]), seen["shown"][0].to_list()
+        any_positive = bool(grouped["positives"].sum())
+        check_label_values(label_col, count, shown, any_positive, positive_label, name=name)
     if strata_col and grouped["stratum"].is_null().any():
         raise InputError(f"{name}: column '{strata_col}' has missing values")
     return _as_class_counts(grouped, strata_col)

@@ -15,7 +15,7 @@ import polars as pl
 
 from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
 from calib_cli.errors import InputError
-from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.columns import check_label_values, positive_label_expr
 from calib_cli.io.dialect import number_text, require_column
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.scan import ROW_INDEX, collect
@@ -250,17 +250,10 @@ def _tally(
 def _check_two_values(
     frame: pl.DataFrame, name: str, column: str, positive_label: str | None
 ) -> None:
-    count = int(frame["count"][0])
-    if count > 2:
-        shown = ", ".join(repr(v) for v in frame["shown"][0].to_list())
-        raise InputError(
-            f"{name}: column '{column}' has {count} distinct values ({shown}...); "
-            "labels must take two values"
-        )
-    if count == 2 and not bool(frame["any_positive"][0]):
-        raise InputError(
-            f"{name}: column '{column}' never equals --positive-label {positive_label!r}"
-        )
+    assert positive_label is not None  # queried only with --positive-label
+    shown = frame["shown"][0].to_list()
+    count, any_positive = int(frame["count"][0]), bool(frame["any_positive"][0])
+    check_label_values(column, count, shown, any_positive, positive_label, name=name)
 
 
 def _first_bad(
