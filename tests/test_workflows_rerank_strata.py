@@ -533,3 +533,39 @@ def test_pca_features_name_each_column_once(tmp_path: Path, features: str, messa
         run_rerank_strata(request)
     assert str(caught.value) == message
     assert not (tmp_path / "out.csv").exists()
+
+
+@pytest.mark.parametrize("kept", [0, 1])
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_a_labelled_target_of_one_class_is_reranked_without_a_comparison(
+    tmp_path: Path, engine: str, kept: int
+) -> None:
+    """A day without a fraud is a normal batch: its rows are re-ranked exactly as without
+    labels, and only the comparison (which needs both classes) is left out, with a warning.
+    Before, both engines refused the target with "the labels have no positive rows"."""
+    reference, target = _files(tmp_path)
+    one_class = tmp_path / "one_class.csv"
+    pl.read_csv(target).filter(pl.col("label") == kept).write_csv(one_class)
+    unlabelled = tmp_path / "unlabelled.csv"
+    pl.read_csv(one_class).drop("label").write_csv(unlabelled)
+    outputs, warnings = [], []
+    for name, path in (("labelled", one_class), ("unlabelled", unlabelled)):
+        out = tmp_path / f"out_{name}.csv"
+        result = run_rerank_strata(
+            RerankStrataRequest(
+                reference=str(reference),
+                target=str(path),
+                strata_col="stratum",
+                output=str(out),
+                engine=engine,  # type: ignore[arg-type]
+            ),
+            warn=warnings.append,
+        )
+        assert result.comparison is None
+        outputs.append(pl.read_csv(out).drop("label", strict=False))
+    assert outputs[0].equals(outputs[1])
+    missing = "positive" if kept == 0 else "negative"
+    assert warnings == [
+        f"{one_class}: the target's labels hold no {missing} row (with positive weight): "
+        "no comparison of the rankings (its AUC and TPRs need both classes)"
+    ]

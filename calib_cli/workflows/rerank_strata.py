@@ -225,7 +225,7 @@ def run_rerank_strata(
         f"{io.display_name(request.reference)} into {io.display_name(request.output or '-')}"
     )
     if engine == "streaming":
-        return _run_streaming(request)
+        return _run_streaming(request, warn)
     kind = request.score_kind
     ref = io.read_table(request.reference, input_format=request.input_format)
     tgt = io.read_table(
@@ -284,9 +284,13 @@ def run_rerank_strata(
         odds_source = "reference"
     result = rerank(tgt_scores, tgt_strata, slopes, odds)
     comparison = roc = None
-    if tgt.has_column(request.label_col):
+    labelled = tgt.has_column(request.label_col)
+    if labelled:
         tgt_labels = tgt.labels(request.label_col, positive_label=request.positive_label)
         tgt_weights = tgt.weights(request.weight_col)
+        positives = float(np.sum(tgt_weights[tgt_labels == 1.0]))
+        negatives = float(np.sum(tgt_weights[tgt_labels == 0.0]))
+    if labelled and _both_classes(positives, negatives, io.display_name(request.target), warn):
         comparison = compare_rankings(
             tgt_labels, tgt_scores, result.rerank_score, sample_weight=tgt_weights
         )
@@ -329,6 +333,20 @@ def run_rerank_strata(
 DEFAULT_PCA_SCALING: PCAScaling = "standardize"
 #: ``--pca-cut`` when not given.
 DEFAULT_PCA_CUT: PCACut = "quantiles"
+
+
+def _both_classes(positives: float, negatives: float, name: str, warn: Warn) -> bool:
+    """Whether a labelled target holds both classes, which the comparison of rankings needs;
+    else a warning says it is left out. A day without a fraud is a normal batch: its rows
+    are re-ranked all the same."""
+    if positives > 0.0 and negatives > 0.0:
+        return True
+    missing = "positive" if positives <= 0.0 else "negative"
+    warn(
+        f"{name}: the target's labels hold no {missing} row (with positive weight): "
+        "no comparison of the rankings (its AUC and TPRs need both classes)"
+    )
+    return False
 
 
 def _check_pca_options(request: RerankStrataRequest) -> None:
@@ -446,7 +464,7 @@ STREAMING_MANTISSA_BITS = 12
 STREAMING_CHUNK_ROWS = CHUNK_ROWS
 
 
-def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
+def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResult:
     """The streaming engine: the reference as (stratum, score cell) sums, the slopes fitted on
     them by the core's own fit, the target mapped batch by batch and ranked exactly through
     chunks on disk (:mod:`calib_cli.io.strata_scan`)."""
@@ -537,7 +555,9 @@ def _run_streaming(request: RerankStrataRequest) -> RerankStrataResult:
     )
     comparison = roc = None
     raw_bound = reranked_bound = None
-    if counts is not None:
+    if counts is not None and _both_classes(
+        float(np.sum(counts.raw_positives)), float(np.sum(counts.raw_negatives)), tgt_name, warn
+    ):
         ranked = (
             counts.raw_positives,
             counts.raw_negatives,
