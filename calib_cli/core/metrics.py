@@ -249,7 +249,8 @@ class ReliabilitySummary:
     (fewer than requested when quantile edges coincide). ``ece_ci`` and ``ece_debiased_ci`` are
     ``None`` when no bootstrap was asked for. ``calibration_converged`` reports the Newton fits
     behind the calibration intercept and slope. The Hosmer-Lemeshow groups are always 10
-    equal-mass groups, whatever ``n_bins`` and ``strategy``. ``weight_kind`` says which
+    equal-mass groups, whatever ``n_bins`` and ``strategy``; ``hosmer_lemeshow_df``, the
+    groups holding rows, is the test's degrees of freedom. ``weight_kind`` says which
     variance the intervals and tests used (module docstring).
     """
 
@@ -282,6 +283,7 @@ class ReliabilitySummary:
     calibration_converged: bool
     hosmer_lemeshow: float
     hosmer_lemeshow_pvalue: float
+    hosmer_lemeshow_df: int
     spiegelhalter_z: float
     spiegelhalter_pvalue: float
     n_bins: int
@@ -1900,7 +1902,7 @@ def _hosmer_lemeshow(
     with np.errstate(over="ignore"):
         statistic = float(np.sum(terms)) / unit
     groups = int(count.size)
-    df = groups - 2
+    df = groups  # the scores were not fitted on these rows (see hosmer_lemeshow)
     pvalue = float(_special().chdtrc(df, statistic)) if df > 0 else NAN
     return HosmerLemeshow(
         hosmer_lemeshow=statistic, hosmer_lemeshow_pvalue=pvalue, df=df, n_groups=groups
@@ -1920,13 +1922,17 @@ def hosmer_lemeshow(
     .. math::
 
         \\hat C = \\sum_{g} \\frac{(O_g - E_g)^2}{E_g (1 - E_g / n_g)}, \\qquad
-        \\hat C \\sim \\chi^2_{G - 2},
+        \\hat C \\sim \\chi^2_{G},
 
     with, per group, the weighted count :math:`n_g`, observed positives :math:`O_g` and
     expected positives :math:`E_g = \\sum w_i p_i`. Groups are equal-mass (the quantile bins of
     :func:`bin_edges` with ``n_bins=n_groups``; tied scores never straddle two groups, so
-    fewer groups may result). Empty groups are dropped and :math:`G` counts the groups used;
-    the p-value is ``nan`` when :math:`G \\le 2`. A group whose expected variance is 0 adds 0 when
+    fewer groups may result). Empty groups are dropped and :math:`G` counts the groups used.
+    :math:`G` degrees of freedom, not the :math:`G - 2` of the 1980 paper: the scores assessed
+    were not fitted on these rows (external validation; Hosmer, Lemeshow and Sturdivant,
+    *Applied Logistic Regression*, 3rd ed., 2013, section 5.2.2). :math:`G - 2` holds for a
+    model fitted on the same rows: on calibrated scores of other rows it rejects about 10% of
+    the time at the 5% level (10 groups of 500 rows, tested). A group whose expected variance is 0 adds 0 when
     it matches exactly and ``inf`` otherwise. With ``weight_kind="importance"`` each
     denominator is multiplied by the group's :math:`\\sum w_i^2 / \\sum w_i` (the variance of
     :math:`\\sum w_i y_i` when the weights are equal within the group; 1 for unit weights).
@@ -1941,7 +1947,7 @@ def hosmer_lemeshow(
     --------
     >>> r = hosmer_lemeshow([0, 1, 0, 1, 1, 1], [0.2, 0.2, 0.5, 0.5, 0.8, 0.8], n_groups=3)
     >>> round(r.hosmer_lemeshow, 6), r.df  # 0.36/0.32 + 0 + 0.16/0.32
-    (1.625, 1)
+    (1.625, 3)
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_groups, "n_groups"), "quantile")
@@ -2150,6 +2156,7 @@ def reliability_summary(
         calibration_converged=fit.converged,
         hosmer_lemeshow=hl.hosmer_lemeshow,
         hosmer_lemeshow_pvalue=hl.hosmer_lemeshow_pvalue,
+        hosmer_lemeshow_df=hl.df,
         spiegelhalter_z=spieg.spiegelhalter_z,
         spiegelhalter_pvalue=spieg.spiegelhalter_pvalue,
         n_bins=int(stats.weight.size),

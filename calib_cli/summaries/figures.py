@@ -1595,6 +1595,7 @@ def reliability_from_summary(
         calibration_converged=fit.converged,
         hosmer_lemeshow=hl.hosmer_lemeshow,
         hosmer_lemeshow_pvalue=hl.hosmer_lemeshow_pvalue,
+        hosmer_lemeshow_df=hl.df,
         spiegelhalter_z=spieg_z,
         spiegelhalter_pvalue=spieg_p,
         n_bins=int(stats.weight.size),
