@@ -704,8 +704,8 @@ JSON_KEYS = [
     "brier_uncertainty", "ece", "ece_ci", "mce", "ece_debiased", "ece_debiased_ci", "auc",
     "auc_ci", "gini", "average_precision", "calibration_intercept", "calibration_intercept_ci",
     "calibration_slope", "calibration_slope_ci", "calibration_converged", "hosmer_lemeshow",
-    "hosmer_lemeshow_pvalue", "hosmer_lemeshow_df", "spiegelhalter_z", "spiegelhalter_pvalue", "n_bins", "strategy",
-    "bins",
+    "hosmer_lemeshow_pvalue", "hosmer_lemeshow_df", "spiegelhalter_z", "spiegelhalter_pvalue",
+    "n_bins", "strategy", "bins",
 ]  # fmt: skip
 
 

@@ -1932,10 +1932,11 @@ def hosmer_lemeshow(
     were not fitted on these rows (external validation; Hosmer, Lemeshow and Sturdivant,
     *Applied Logistic Regression*, 3rd ed., 2013, section 5.2.2). :math:`G - 2` holds for a
     model fitted on the same rows: on calibrated scores of other rows it rejects about 10% of
-    the time at the 5% level (10 groups of 500 rows, tested). A group whose expected variance is 0 adds 0 when
-    it matches exactly and ``inf`` otherwise. With ``weight_kind="importance"`` each
-    denominator is multiplied by the group's :math:`\\sum w_i^2 / \\sum w_i` (the variance of
-    :math:`\\sum w_i y_i` when the weights are equal within the group; 1 for unit weights).
+    the time at the 5% level (10 groups of 500 rows, tested). A group whose expected variance
+    is 0 adds 0 when it matches exactly and ``inf`` otherwise. With
+    ``weight_kind="importance"`` each denominator is multiplied by the group's
+    :math:`\\sum w_i^2 / \\sum w_i` (the variance of :math:`\\sum w_i y_i` when the weights
+    are equal within the group; 1 for unit weights).
 
     References
     ----------

@@ -8,7 +8,7 @@ import polars as pl
 
 from calib_cli.errors import InputError
 from calib_cli.io.columns import check_label_values, positive_label_expr
-from calib_cli.io.dialect import require_column
+from calib_cli.io.dialect import refuse_nested_groups, require_column
 from calib_cli.io.scan import ROW_INDEX, collect
 
 
@@ -39,6 +39,8 @@ def class_counts(
     for column, option in ((label_col, "--label-col"), (strata_col, "--strata-col")):
         if column is not None:
             require_column(list(schema), column, option, name)
+    if strata_col is not None:
+        refuse_nested_groups(schema[strata_col], strata_col, "--strata-col", name)
     _, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
     invalid = (
         lazy.with_row_index(ROW_INDEX)

@@ -96,6 +96,26 @@ def require_column(columns: Sequence[str], column: str, option: str | None, name
     )
 
 
+def refuse_nested_groups(dtype: pl.DataType, column: str, option: str | None, name: str) -> None:
+    """Refuse (exit 65) a grouping column (``--by``, ``--batch-col``, ``--strata-col``) of a
+    nested type: a list, array or struct per row is no value to group by (it crashed with exit
+    70), in every engine.
+
+    >>> refuse_nested_groups(pl.List(pl.Int64), "g", "--by", "t.parquet")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: t.parquet: column 'g' holds list values, and --by groups by \
+one value per row: name a column of numbers, text, dates or booleans
+    """
+    if dtype.is_nested() or dtype == pl.Object:
+        by = f"{option} groups" if option else "a grouping column groups"
+        raise InputError(
+            f"{name}: column '{column}' holds {type(dtype).__name__.lower()} values, and {by} "
+            "by one value per row: "
+            "name a column of numbers, text, dates or booleans"
+        )
+
+
 def refuse_one_column(columns: list[str], name: str) -> None:
     """Refuse a CSV read as one column whose header holds ``;``, ``|`` or a tab while no
     ``--separator`` was given: every command needs two columns or more, and such a file's

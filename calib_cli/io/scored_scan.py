@@ -16,7 +16,7 @@ import polars as pl
 from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
 from calib_cli.errors import InputError
 from calib_cli.io.columns import check_label_values, positive_label_expr
-from calib_cli.io.dialect import number_text, require_column
+from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.scan import ROW_INDEX, collect
 from calib_cli.types import OnInvalid
@@ -98,6 +98,7 @@ def scored_scan(
         _require(schema, weight_col, "--weight-col", name)
     if by is not None:
         _require(schema, by, "--by", name)
+        refuse_nested_groups(schema[by], by, "--by", name)
 
     # (column, problem, is-bad expression) in the order the in-memory checks run
     checks: list[tuple[str, str, pl.Expr]] = []

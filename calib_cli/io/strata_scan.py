@@ -42,7 +42,7 @@ from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
-from calib_cli.io.dialect import number_text, require_column
+from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.scan import ROW_INDEX, collect, ordered_batches
 from calib_cli.io.sink import sink_table
 from calib_cli.summaries.grid import cell_index, half_cell
@@ -116,6 +116,8 @@ class ComparisonCounts:
 def _require_columns(schema: pl.Schema, name: str, columns: Sequence[tuple[str, str]]) -> None:
     for column, option in columns:
         require_column(list(schema), column, option, name)
+        if option == "--strata-col":
+            refuse_nested_groups(schema[column], column, option, name)
 
 
 def _number(column: str, dtype: pl.DataType) -> pl.Expr:

@@ -30,7 +30,7 @@ from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
-from calib_cli.io.dialect import number_text, require_column
+from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.sampling import _key_hash_expr
 from calib_cli.io.scan import ROW_INDEX, collect, ordered_batches, scan_table
@@ -217,6 +217,7 @@ def scan_input(
         _require(schema, name, weight_col, "--weight-col")
     if strata_col is not None:
         _require(schema, name, strata_col, "--strata-col")
+        refuse_nested_groups(schema[strata_col], strata_col, "--strata-col", name)
     checks = _Checks()
     valid: list[pl.Expr] = []
 

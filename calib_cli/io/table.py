@@ -19,7 +19,7 @@ from calib_cli.core.checks import (
 )
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import as_float, naming, parse_labels, positive_label_expr
-from calib_cli.io.dialect import number_text, require_column
+from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.formats import TEXT_FORMATS
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.types import FloatArray, InputFormat, ScoreKind
@@ -94,9 +94,14 @@ class Table:
         """A grouping column (``--by``, ``--batch-col``) as (distinct values, code per row).
 
         Values keep their type (numbers sort as numbers, text as text) so JSON reports show
-        them as they are; rows with a missing value form a last group whose value is ``None``.
+        them as they are, except booleans, which become ``"false"`` and ``"true"`` as in a
+        summary (whose groups are text), so that a report does not change with the engine;
+        rows with a missing value form a last group whose value is ``None``.
         """
         series = self.require_column(column, option=option)
+        refuse_nested_groups(series.dtype, column, option, self.name)
+        if series.dtype == pl.Boolean:  # as summaries keep them: "false", "true"
+            series = series.cast(pl.String)
         if self.format in TEXT_FORMATS and series.dtype == pl.String:
             as_number = series.str.strip_chars().cast(pl.Int64, strict=False)
             if as_number.null_count() == series.null_count():
@@ -132,6 +137,7 @@ class Table:
         Missing values are refused: a row without a group or stratum cannot be placed.
         """
         series = self.require_column(column, option=option)
+        refuse_nested_groups(series.dtype, column, option, self.name)
         missing = series.is_null().to_numpy()
         if missing.any():
             with self.context():
