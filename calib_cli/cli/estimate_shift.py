@@ -33,7 +33,7 @@ from calib_cli.cli.options import (
     csv_dialect,
     weight_kind,
 )
-from calib_cli.cli.session import command_session, emit_report
+from calib_cli.cli.session import command_session, emit_report, json_on_stdout
 from calib_cli.cli.summary_options import ReferenceSummaryOpt, TargetSummaryOpt
 from calib_cli.types import CiMethod, Engine, InputFormat, ScoreKind, ShiftMethod
 
@@ -235,7 +235,7 @@ def estimate_shift(
             with session.progress("estimate-shift --backtest") as step:
                 tested = run_backtest(request, warn=session.warn, progress=step)
             emit_report(session, backtest_payload(tested), as_json=as_json, report_path=report)
-            if not as_json:
+            if not json_on_stdout(as_json, report):
                 session.result(backtest_summary_table(tested))
                 session.result(backtest_batch_table(tested))
             return
@@ -247,7 +247,7 @@ def estimate_shift(
             save_figure(shift_result_figure(result), plot)
         emit_report(session, estimate_shift_payload(result), as_json=as_json, report_path=report)
         show = session.result if output is None else session.info
-        if not as_json:
+        if not json_on_stdout(as_json, report):
             show(shift_table(result.batches, batch_col=result.batch_col, source=result.source))
             if result.history is not None:
                 from calib_cli.report.tables import history_table

@@ -34,7 +34,7 @@ from calib_cli.cli.options import (
     max_invalid,
     weight_kind,
 )
-from calib_cli.cli.session import command_session, emit_report
+from calib_cli.cli.session import command_session, emit_report, json_on_stdout
 from calib_cli.errors import CheckFailedError, UsageError
 from calib_cli.types import BinStrategy, Engine, InputFormat, OnInvalid, PlotScale, WeightKind
 
@@ -162,7 +162,7 @@ def reliability(
             )
         if as_json or report is not None:
             emit_report(session, reliability_payload(result), as_json=as_json, report_path=report)
-        if not as_json:
+        if not json_on_stdout(as_json, report):
             session.result(reliability_report(result))
         if result.gate_failures:
             raise CheckFailedError("; ".join(result.gate_failures))

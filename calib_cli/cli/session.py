@@ -240,19 +240,28 @@ def _pipe_aware(body: Callable[[], int]) -> int:
     return code
 
 
+def json_on_stdout(as_json: bool, report_path: str | None) -> bool:
+    """Whether the JSON report is standard output's document: ``--json``, or ``--report -``
+    (the same, said another way); the human tables then stay off standard output."""
+    from calib_cli.io.formats import STDIO, canonical_output
+
+    return as_json or (report_path is not None and canonical_output(report_path) == STDIO)
+
+
 def emit_report(
     session: Session, payload: JsonValue, *, as_json: bool, report_path: str | None
 ) -> None:
-    """Write the JSON report to --report and, with --json, to standard output."""
+    """Write the JSON report to --report and, with --json, to standard output: once, when
+    both say standard output (two documents back to back are no JSON)."""
     if report_path is None and not as_json:
         return  # nothing asked for: no JSON text to build (seconds for thousands of groups)
     from calib_cli import io
     from calib_cli.report.payloads import dumps
 
     text = dumps(payload)
-    if report_path is not None:
+    if report_path is not None and io.canonical_output(report_path) != io.STDIO:
         io.write_text(report_path, text)
-    if as_json:
+    if json_on_stdout(as_json, report_path):
         io.write_text(io.STDIO, text)
 
 

@@ -205,10 +205,15 @@ def _fsync(path: Path) -> None:
 
 
 def require_distinct_outputs(paths: Sequence[str | None], inputs: Sequence[str | None]) -> None:
-    """Refuse an output that would overwrite one of the inputs before it was read in full."""
+    """Refuse an output that would overwrite one of the inputs before it was read in full,
+    and two outputs on standard output (rows and a report, say), which no reader can split."""
     given = [p for p in inputs if p is not None]
     if sum(p == STDIO for p in given) > 1:
         raise UsageError("standard input ('-') can be read only once; give files for the others")
+    if sum(p is not None and canonical_output(p) == STDIO for p in paths) > 1:
+        raise UsageError(
+            "two outputs would be written to standard output ('-'): give a file for one of them"
+        )
     resolved_inputs = {Path(p).resolve() for p in given if p != STDIO}
     seen: dict[Path, str] = {}
     for output in paths:

@@ -109,7 +109,10 @@ def check_paths(
     writable (and a known table format), so a long job never ends in a usage error; and a
     CSV ``dialect`` given only where some input or the rows written (to ``table_output``, or
     to standard output when it is None and ``rows_to_stdout``) are CSV or TSV text."""
-    io.require_distinct_outputs([table_output, *files], inputs)
+    if table_output is None and rows_to_stdout:
+        io.require_distinct_outputs([io.STDIO, *files], inputs)
+    else:
+        io.require_distinct_outputs([table_output, *files], inputs)
     io.check_destination(table_output, data_format=output_format, table=True)
     for path in files:
         io.check_destination(path)

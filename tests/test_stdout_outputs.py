@@ -1,0 +1,76 @@
+"""Standard output holds one document. ``--report -`` is ``--json`` said another way: with
+or without ``--json``, standard output is one JSON report and nothing else (it held the
+JSON, then the human tables, or two JSON documents back to back). Two outputs on standard
+output, such as rows and a report, are refused before any work (the report was appended to
+the CSV rows)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import polars as pl
+import pytest
+
+from calib_cli.errors import ExitCode
+from tests.conftest import RunCalib
+
+TWO = "error: two outputs would be written to standard output ('-'): give a file for one of them"
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(9)
+    n = 500
+    score = rng.uniform(0.02, 0.98, n)
+    pl.DataFrame(
+        {
+            "score": score,
+            "label": (rng.random(n) < score).astype(np.int64),
+            "stratum": rng.choice(["a", "b"], n),
+        }
+    ).write_csv(tmp_path / "a.csv")
+    return tmp_path
+
+
+@pytest.mark.parametrize("report", ["-", "/dev/stdout"])
+@pytest.mark.parametrize("as_json", [False, True])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["reliability", "a.csv"],
+        ["estimate-shift", "--reference", "a.csv", "--target", "a.csv", "--bootstrap", "0"],
+        ["estimate-shift", "--reference", "a.csv", "--target", "a.csv", "--batch-col",
+         "stratum", "--backtest", "--label-delay", "1", "--bootstrap", "0"],
+    ],
+    ids=["reliability", "estimate-shift", "backtest"],
+)  # fmt: skip
+def test_a_report_on_stdout_is_the_one_json_document_there(
+    data: Path, run_calib: RunCalib, args: list[str], as_json: bool, report: str
+) -> None:
+    done = run_calib([*args, "--report", report, *(["--json"] if as_json else []), "-q"], cwd=data)
+    assert done.returncode == 0, done.stderr
+    alone = run_calib([*args, "--json", "-q"], cwd=data)
+    assert json.loads(done.stdout) == json.loads(alone.stdout)  # one document, the same
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["recalibrate", "a.csv", "--fit", "a.csv", "--method", "platt", "-o", "-"],
+        ["recalibrate", "a.csv", "--fit", "a.csv", "--method", "platt"],  # rows on stdout
+        ["resample", "a.csv", "--negative-rate", "0.5", "-o", "-", "--record", "r.json"],
+        ["rerank-strata", "--reference", "a.csv", "--target", "a.csv", "--strata-col",
+         "stratum", "-o", "/dev/stdout"],
+    ],
+    ids=["recalibrate", "recalibrate-default", "resample", "rerank-strata"],
+)  # fmt: skip
+def test_rows_and_a_report_on_stdout_are_refused_before_any_work(
+    data: Path, run_calib: RunCalib, args: list[str]
+) -> None:
+    done = run_calib([*args, "--report", "-"], cwd=data)
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert done.stderr.decode().strip() == TWO
+    assert done.stdout == b""
+    assert sorted(p.name for p in data.iterdir()) == ["a.csv"]
