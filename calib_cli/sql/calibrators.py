@@ -5,13 +5,16 @@ previous step's expression, so a chain is one nested expression, the first step 
 score column (or the user's score expression) and each later step the probability before it.
 The formulas are those of ``calib recalibrate --model`` (:func:`calib_cli.core.chain.apply_chain`):
 
-* prior, probability scores, shift :math:`\\ell \\ne 0`, :math:`t = e^{-|\\ell|}` (computed
-  here, a constant): :math:`p t / (p t + 1 - p)` for :math:`\\ell < 0` and
-  :math:`p / (p + (1 - p) t)` for :math:`\\ell > 0`, which are calib's
-  :math:`1 / (1 + q)` rewritten so that no engine divides by zero or overflows (exact at
-  :math:`p = 0` and :math:`p = 1`; equal to calib's within a few units in the last place);
-  per stratum, a ``CASE`` on the stratum column (rows of a stratum the artifact does not know
-  get NULL); logit scores: :math:`\\operatorname{expit}(z + \\ell)`;
+* prior, probability scores, shift :math:`\\ell \\ne 0`, :math:`t = e^{-|\\ell|}` (calib's
+  own ``exp``, computed here, a constant): calib's :math:`1 / (1 + q)` with
+  :math:`q = (1 - p) / (p t)` for :math:`\\ell < 0` and :math:`q = (1 - p) t / p` for
+  :math:`\\ell > 0`, the same operations in the same order, so the same double (a histogram's
+  edges and an isotonic map's knots after a prior step are calib's corrected values, and a
+  last-bit difference would move rows across them); 0 below the least score :math:`p_0` whose
+  correction calib does not make 0 (below it :math:`q` overflows, and an engine would divide
+  by zero or overflow, errors in Spark's ANSI mode and in Postgres); per stratum, a ``CASE``
+  on the stratum column (rows of a stratum the artifact does not know get NULL); logit
+  scores: :math:`\\operatorname{expit}(z + \\ell)`;
 * Platt: :math:`\\operatorname{expit}(b + a x)` with :math:`x = \\ln(c / (1 - c))`,
   :math:`c = \\operatorname{clip}(p, 10^{-12}, 1 - 10^{-12})` for probability scores, else
   :math:`x` the score;
@@ -29,7 +32,13 @@ The formulas are those of ``calib recalibrate --model`` (:func:`calib_cli.core.c
 :math:`\\operatorname{expit}(z) = 1 / (1 + e^{-z})` as SciPy computes it; where :math:`|z|`
 can exceed 700 (logit or raw scores, or extreme fitted parameters) a ``CASE`` gives 0 where
 :math:`e^{-z}` would overflow (SciPy's result there) and 1 past :math:`z > 745` (where it
-underflows, an error in some engines). A NULL score gives a NULL probability.
+underflows, an error in some engines). A NULL score gives a NULL probability, and so does a
+score calib refuses (:func:`calib_cli.core.checks.check_scores`: NaN, infinite, or outside
+``[0, 1]`` for probability scores): the whole expression is
+``CASE WHEN s >= low AND s <= high THEN ... END``, with ``[low, high]`` = ``[0, 1]``, or the
+finite doubles for logit and raw scores. A NaN fails one of the two comparisons whether the
+engine orders it above every number (DuckDB, Spark, Snowflake, Postgres), below, or makes
+every comparison with it false; an infinity fails one of them, and NULL makes both NULL.
 
 Why a nested ``CASE`` and not a knots table: the expression stays one expression that any
 ``SELECT`` (or ``UPDATE``, or a view) can use with no table to create, ship or join; its depth
@@ -47,6 +56,8 @@ from typing import Any
 
 import numpy as np
 
+from calib_cli.core import elementary as el
+from calib_cli.core.prior import apply_prior_shift
 from calib_cli.errors import InputError
 from calib_cli.sql.dialects import dialect
 from calib_cli.sql.tree import (
@@ -70,7 +81,7 @@ from calib_cli.sql.tree import (
     render,
     sub,
 )
-from calib_cli.types import ScoreKind
+from calib_cli.types import FloatArray, ScoreKind
 
 __all__ = ["calibrated_expr", "calibrated_sql", "score_node"]
 
@@ -81,6 +92,8 @@ _SAFE_Z = 700.0
 #: exp(-z) overflows for z below this (log of the largest double); SciPy's expit is then 0.
 _EXP_OVERFLOW = -math.log(np.finfo(np.float64).max)
 _LOGIT_BOUND = math.log((1.0 - FEATURE_EPS) / FEATURE_EPS)
+#: The largest finite double: logit and raw scores up to it in size are accepted.
+_LARGEST = float(np.finfo(np.float64).max)
 
 
 def score_node(score_col: str | None, score_expr: str | None) -> Node:
@@ -90,6 +103,13 @@ def score_node(score_col: str | None, score_expr: str | None) -> Node:
             raise InputError("score_expr is empty; give a SQL expression or a score column")
         return Raw(score_expr.strip())
     return Column(score_col or "score")
+
+
+def _accepted(score: Node, kind: ScoreKind) -> Node:
+    """Whether calib accepts ``score`` as a score of ``kind``: false for NaN, infinities and
+    (probabilities) values outside [0, 1], NULL for NULL (module docstring)."""
+    low, high = (0.0, 1.0) if kind == "probability" else (-_LARGEST, _LARGEST)
+    return Binary("AND", Binary(">=", score, Double(low)), Binary("<=", score, Double(high)))
 
 
 def _expit(z: Node, bound: float) -> Node:
@@ -126,18 +146,44 @@ def _prior_one(shift: float, p: Node, kind: ScoreKind) -> Node:
         return _expit(add(p, Double(shift)), math.inf)
     if shift == 0.0:
         return p
-    t = math.exp(-abs(shift))
-    complement = sub(Double(1.0), p)
+    t = float(el.exp(-abs(shift)))  # apply_prior_shift's t, bit for bit (math.exp may differ)
     if t == 0.0:  # |shift| > 745: every score strictly inside (0, 1) goes to 0 (or 1)
         inside = Double(0.0) if shift < 0 else Double(1.0)
         return case(
             [(Binary("=", p, Double(0.0)), Double(0.0))],
             if_else(Binary("=", p, Double(1.0)), Double(1.0), inside),
         )
-    if shift < 0:
-        pt = mul(p, Double(t))
-        return div(pt, add(pt, complement))
-    return div(p, add(p, mul(complement, Double(t))))
+    # calib's q, operation for operation: (1 - p) / (p t) downwards, (1 - p) t / p upwards
+    complement = sub(Double(1.0), p)
+    q = div(complement, mul(p, Double(t))) if shift < 0 else div(mul(complement, Double(t)), p)
+    corrected = div(Double(1.0), add(Double(1.0), q))
+    return if_else(Binary("<", p, Double(_least_nonzero(shift))), Double(0.0), corrected)
+
+
+def _least_nonzero(shift: float) -> float:
+    """The least probability whose correction by ``shift`` calib does not make 0.
+
+    Below it calib's ``q`` overflows (or ``p t`` underflows to 0) and ``1 / (1 + q)`` is 0;
+    at and above it every operation of the formula is finite, so no engine divides by zero
+    (an error in Spark's ANSI mode and in Postgres) or overflows (an error in Postgres). The
+    correction never decreases as ``p`` grows, and neither do the bit patterns of the
+    doubles in [0, 1], so a bisection over them finds it from calib's own function.
+
+    >>> _least_nonzero(-2.0)
+    4.1102988911934493e-308
+    """
+
+    def as_double(bits: int) -> FloatArray:
+        return np.array([bits], dtype=np.int64).view(np.float64)
+
+    low, high = 0, int(np.float64(1.0).view(np.int64))  # 0 is corrected to 0, and 1 to 1
+    while high - low > 1:
+        mid = (low + high) // 2
+        if apply_prior_shift(as_double(mid), shift)[0] > 0.0:
+            high = mid
+        else:
+            low = mid
+    return float(as_double(high)[0])
 
 
 def _platt(step: Any, p: Node, kind: ScoreKind) -> Node:
@@ -222,7 +268,7 @@ def calibrated_expr(
 
     ``steps`` are the step dataclasses of :func:`calib_cli.artifacts.steps_of`; the first
     reads ``score_kind`` scores, the rest probabilities, as in
-    :func:`calib_cli.core.chain.apply_chain`.
+    :func:`calib_cli.core.chain.apply_chain`. A score calib would refuse gives NULL.
     """
     if not steps:
         raise InputError("a calibration chain needs at least one step")
@@ -251,7 +297,7 @@ def calibrated_expr(
         else:
             raise InputError(f"not a calibration step: {step.kind!r}")
         kind = "probability"
-    return current
+    return case([(_accepted(score, score_kind), current)])
 
 
 def calibrated_sql(
@@ -270,8 +316,8 @@ def calibrated_sql(
     >>> step = PlattParams(slope=2.0, intercept=-1.0, score_kind="logit", converged=True,
     ...                    n_iter=3, separable=False)
     >>> sql = calibrated_sql([step], dialect_name="duckdb", score_kind="logit")
-    >>> print(sql[:71])
-    CASE WHEN (((-1.0e0) + (2.0e0 * "score")) < (-709.782712893384e0)) THEN
+    >>> print(sql.split(" THEN ")[0])
+    CASE WHEN (("score" >= (-1.7976931348623157e+308)) AND ("score" <= 1.7976931348623157e+308))
     """
     node = calibrated_expr(steps, score_node(score_col, score_expr), score_kind=score_kind)
     return render(node, dialect(dialect_name))
