@@ -139,7 +139,22 @@ ReportOpt = Annotated[
 ]
 QuietOpt = Annotated[bool, typer.Option("-q", "--quiet", help="Print nothing but errors.")]
 NoColorOpt = Annotated[bool, typer.Option("--no-color", help="No colour (also NO_COLOR=1).")]
-SeedOpt = Annotated[int, typer.Option("--seed", help="Seed of all randomness (recorded).")]
+
+
+def _seed_in_range(value: int) -> int:
+    """A seed is a 64-bit unsigned integer (the sampling hash mixes it as one): refused
+    otherwise before any work, in every command, in one line."""
+    if not 0 <= value <= 2**64 - 1:
+        raise typer.BadParameter(f"a seed is a whole number from 0 to 2**64 - 1, got {value}")
+    return value
+
+
+SeedOpt = Annotated[
+    int,
+    typer.Option(
+        "--seed", callback=_seed_in_range, help="Seed of all randomness (recorded), 0 to 2**64 - 1."
+    ),
+]
 EngineOpt = Annotated[
     EngineChoice,
     typer.Option(
