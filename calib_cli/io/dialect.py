@@ -14,6 +14,7 @@ comma (TSV outputs keep the tab).
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 
@@ -131,6 +132,35 @@ def refuse_one_column(columns: list[str], name: str) -> None:
     hint = separator_hint(columns)
     if hint:
         raise InputError(f"{name}: read as one column {columns[0]!r}{hint}")
+
+
+def refuse_duplicated_columns(columns: Sequence[str], name: str) -> None:
+    """Refuse (exit 65) a CSV header that names a column twice. The parser renames the second
+    ``x`` to ``x_duplicated_0``: the first would be read as the scores without a word, and the
+    output's header would not be the input's.
+
+    >>> refuse_duplicated_columns(["score", "label", "score_duplicated_0"], "s.csv")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: s.csv: the header names column 'score' 2 times; give each \
+column its own name
+    """
+    present = set(columns)
+    for column in columns:
+        match = _DUPLICATED.fullmatch(column)
+        if match is not None and match.group(1) in present:
+            first = match.group(1)
+            times = 1 + sum(
+                _DUPLICATED.fullmatch(c) is not None and c.startswith(f"{first}_") for c in columns
+            )
+            raise InputError(
+                f"{name}: the header names column '{first}' {times} times; "
+                "give each column its own name"
+            )
+
+
+#: How the CSV parser renames a repeated header name (``x``, ``x_duplicated_0``, ...).
+_DUPLICATED = re.compile(r"(.*)_duplicated_(\d+)")
 
 
 def parse_error_hint(message: str) -> str:

@@ -10,7 +10,12 @@ import polars as pl
 
 from calib_cli.errors import InputError
 from calib_cli.io.columns import naming
-from calib_cli.io.dialect import current_dialect, parse_error_hint, refuse_one_column
+from calib_cli.io.dialect import (
+    current_dialect,
+    parse_error_hint,
+    refuse_duplicated_columns,
+    refuse_one_column,
+)
 from calib_cli.io.formats import (
     STDIO,
     TEXT_FORMATS,
@@ -58,6 +63,7 @@ def scan_table(
                 null_values=[""],
             )
             refuse_one_column(lazy.collect_schema().names(), name)
+            refuse_duplicated_columns(lazy.collect_schema().names(), name)
             if typed:  # a column whose text would not come back exactly stays text
                 lazy = lazy.with_columns(
                     typed_columns(exact_types(lazy, text_columns=text_columns))

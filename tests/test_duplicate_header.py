@@ -1,0 +1,55 @@
+"""A CSV header naming a column twice is bad input (exit 65, one line) in every reader: the
+parser renamed the second ``x`` to ``x_duplicated_0``, the first ``score`` was read as the
+scores without a word, and the output's header was not the input's."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from calib_cli.errors import ExitCode
+from tests.conftest import RunCalib
+
+HEADER = "score,label,x,x\n"
+ROWS = "".join(f"{(i % 9 + 1) / 10},{i % 2},a,b\n" for i in range(40))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["reliability", "{f}"],
+        ["reliability", "{f}", "--engine", "streaming"],
+        ["resample", "{f}", "-o", "o.csv", "--negative-rate", "0.5"],
+        ["recalibrate", "{f}", "--cross-fit", "2", "-o", "o.csv"],
+        ["recalibrate", "{f}", "--negative-rate", "0.5", "-o", "o.csv", "--engine", "streaming"],
+        ["summarize", "{f}", "-o", "s.parquet"],
+    ],
+    ids=["reliability", "reliability-streaming", "resample", "recalibrate",
+         "recalibrate-streaming", "summarize"],
+)  # fmt: skip
+@pytest.mark.parametrize("stdin", [False, True])
+def test_a_column_named_twice_is_refused(
+    tmp_path: Path, run_calib: RunCalib, args: list[str], stdin: bool
+) -> None:
+    (tmp_path / "d.csv").write_text(HEADER + ROWS)
+    name = "-" if stdin else "d.csv"
+    done = run_calib(
+        [a.format(f=name) for a in args],
+        cwd=tmp_path,
+        stdin=(HEADER + ROWS).encode() if stdin else None,
+    )
+    assert done.returncode == ExitCode.DATA_ERROR, done.stderr
+    shown = "stdin" if stdin else "d.csv"
+    assert done.stderr.decode() == (
+        f"error: {shown}: the header names column 'x' 2 times; give each column its own name\n"
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["d.csv"]
+
+
+def test_a_column_whose_name_only_looks_renamed_is_read(
+    tmp_path: Path, run_calib: RunCalib
+) -> None:
+    (tmp_path / "d.csv").write_text("score,label,x_duplicated_0\n" + ROWS.replace(",a,b", ",a"))
+    done = run_calib(["reliability", "d.csv", "--json"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
