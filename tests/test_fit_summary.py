@@ -422,6 +422,38 @@ def test_a_directory_of_part_files_or_a_quoted_glob_names_the_summaries(tmp_path
         expand_summary_paths([str(tmp_path / "empty")])
     with pytest.raises(MissingInputError, match="no file matches this pattern"):
         expand_summary_paths([str(tmp_path / "nothing-*.parquet")])
+    # a file named twice (a glob over its directory, or ./ spelled) would count its rows twice
+    twice = "this summary is given twice, and merged summaries add up"
+    with pytest.raises(UsageError, match=twice):
+        expand_summary_paths([str(folder), str(tmp_path / "day=*" / "part-00001.parquet")])
+    with pytest.raises(UsageError, match=twice):
+        _fit(
+            tmp_path,
+            "twice",
+            fit_summaries=(parts[0], f"{folder}/./part-00000.parquet"),
+            method="platt",
+        )
+
+
+def test_reliability_refuses_a_summary_given_twice(tmp_path: Path) -> None:
+    """Two overlapping globs gave n = 40,000 for a summary of 20,000 rows."""
+    from calib_cli.workflows.reliability import ReliabilityRequest, run_reliability
+
+    scores, labels = _rows("skewed", 2000, 3)
+    rows = tmp_path / "rows.parquet"
+    pl.DataFrame({"score": scores, "label": labels}).write_parquet(rows)
+    _summarize(rows, tmp_path / "s.parquet")
+    once = run_reliability(
+        ReliabilityRequest(file=None, from_summaries=(str(tmp_path / "s.parquet"),))
+    )
+    assert once.entries[0].summary.n == 2000
+    with pytest.raises(UsageError, match=r"s\.parquet: this summary is given twice"):
+        run_reliability(
+            ReliabilityRequest(
+                file=None,
+                from_summaries=(str(tmp_path / "s.parquet"), str(tmp_path / "./s.parquet")),
+            )
+        )
 
 
 def _duckdb_summary(tmp_path: Path) -> tuple[Path, str, Any, Path]:

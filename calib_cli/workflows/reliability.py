@@ -67,6 +67,7 @@ from calib_cli.workflows.summarize import (
     summarize_scan,
     uniform_edges,
 )
+from calib_cli.workflows.summary_paths import refuse_repeated_summaries
 
 #: How the figures were computed: rows in memory, a streaming summary, or summary files.
 ReliabilityEngine = Literal["memory", "streaming", "summary"]
@@ -388,6 +389,7 @@ def assess_summary_files(
     request: ReliabilityRequest, *, warn: Warn = ignore, progress: Progress = ignore
 ) -> ReliabilityResult:
     """The figures of summary files merged per score column (``--from-summary``)."""
+    refuse_repeated_summaries(request.from_summaries)
     progress(f"reading {len(request.from_summaries)} summary file(s)")
     loaded = load_summaries(request.from_summaries)
     columns = request.score_cols or tuple(loaded)

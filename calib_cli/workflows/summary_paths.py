@@ -10,7 +10,8 @@ is many files, so ``--fit-summary``, ``--reference-summary`` and ``--target-summ
 * a pattern with ``*``, ``?`` or ``[`` that names no file itself (quoted, so that the shell
   leaves it to calib): the files it matches, by name (``**`` crosses directories).
 
-A directory or pattern that yields no file is refused (exit 66), naming it.
+A directory or pattern that yields no file is refused (exit 66), naming it, and so is a file
+named twice (exit 2; :func:`refuse_repeated_summaries`).
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ import glob
 from collections.abc import Sequence
 from pathlib import Path
 
-from calib_cli.errors import MissingInputError
+from calib_cli.errors import MissingInputError, UsageError
 
-__all__ = ["expand_summary_paths"]
+__all__ = ["expand_summary_paths", "refuse_repeated_summaries"]
 
 _SUFFIXES = (".parquet", ".json")
 
@@ -59,4 +60,29 @@ def expand_summary_paths(paths: Sequence[str]) -> tuple[str, ...]:
             out.extend(found)
         else:
             out.append(path)
+    refuse_repeated_summaries(out)
     return tuple(out)
+
+
+def refuse_repeated_summaries(paths: Sequence[str]) -> None:
+    """Refuse (exit 2) a summary file named twice, by two overlapping globs, a file and its
+    directory, or two spellings of one path: merged summaries add up, so its rows would count
+    twice, with nothing in the figures to show it.
+
+    >>> refuse_repeated_summaries(["s.parquet", "./s.parquet"])
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: ./s.parquet: this summary is given twice, and merged \
+summaries add up (its rows would count twice): give it once
+    """
+    seen: set[Path] = set()
+    for path in paths:
+        if path == "-":
+            continue  # read once, which the paths' check says
+        resolved = Path(path).resolve()
+        if resolved in seen:
+            raise UsageError(
+                f"{path}: this summary is given twice, and merged summaries add up (its rows "
+                "would count twice): give it once"
+            )
+        seen.add(resolved)
