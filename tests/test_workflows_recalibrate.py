@@ -262,6 +262,12 @@ NOTHING_TO_DO = (
             "give one of --fit, --fit-summary, --model, --cross-fit (got --fit and --model)",
         ),
         ({"model": "m.json", "method": "platt"}, "--model already holds its method; drop --method"),
+        (  # the copy recorded this call's file as the data it was fitted on
+            {"model": "m.json", "save_model": "copy.json"},
+            "--model applies a saved calibrator and fits nothing, so --save-model would save "
+            "the same one as fitted on this call's file: drop --save-model (to copy the "
+            "calibrator, copy its file)",
+        ),
         ({"method": "prior"}, NOTHING_TO_DO),
         ({}, NOTHING_TO_DO),
         (

@@ -341,6 +341,12 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
     if model is not None:
         if method is not None:
             raise UsageError("--model already holds its method; drop --method")
+        if request.save_model is not None:  # it would record this call's file as the fit's
+            raise UsageError(
+                "--model applies a saved calibrator and fits nothing, so --save-model would "
+                "save the same one as fitted on this call's file: drop --save-model (to copy "
+                "the calibrator, copy its file)"
+            )
         if request.prior_given:
             raise UsageError(
                 "--model cannot take a prior correction too: save both in one "
