@@ -569,3 +569,91 @@ def test_a_labelled_target_of_one_class_is_reranked_without_a_comparison(
         f"{one_class}: the target's labels hold no {missing} row (with positive weight): "
         "no comparison of the rankings (its AUC and TPRs need both classes)"
     ]
+
+
+@pytest.mark.parametrize(("scaling", "cut"), [("standardize", "quantiles"), ("center", "sign")])
+def test_pca_strata_weigh_rows_as_repeated_rows(tmp_path: Path, scaling: str, cut: str) -> None:
+    """A row of weight 2 counts as two rows in the component and its cut points too (before,
+    the weights reached only the label rates: the loadings and cuts were the unweighted ones,
+    and 12,672 of 20,000 ranks differed from the repeated rows')."""
+    rng = np.random.default_rng(8)
+    reference = _rows(1500, rng).with_columns(
+        pl.Series("y2", rng.normal(size=1500) * 3.0), pl.Series("w", rng.choice([1, 2, 3], 1500))
+    )
+    reference = reference.with_columns(x=pl.col("x") + 0.8 * pl.col("y2") * (pl.col("w") - 2))
+    target = _rows(800, rng).with_columns(pl.Series("y2", rng.normal(size=800)), w=pl.lit(1))
+    repeated = reference.select(pl.all().repeat_by(pl.col("w")).explode()).with_columns(w=pl.lit(1))
+    results, outputs = [], []
+    for name, frame in (("weighted", reference), ("repeated", repeated)):
+        frame.write_csv(tmp_path / f"{name}.csv")
+        target.write_csv(tmp_path / "target.csv")
+        results.append(
+            run_rerank_strata(
+                RerankStrataRequest(
+                    reference=str(tmp_path / f"{name}.csv"),
+                    target=str(tmp_path / "target.csv"),
+                    pca_features="x,y2",
+                    weight_col="w",
+                    pca_scaling=scaling,  # type: ignore[arg-type]
+                    pca_cut=cut,  # type: ignore[arg-type]
+                    output=str(tmp_path / f"out_{name}.csv"),
+                )
+            )
+        )
+        outputs.append(pl.read_csv(tmp_path / f"out_{name}.csv"))
+    weighted, expanded = (result.pca for result in results)
+    assert weighted is not None and expanded is not None
+    for feature in ("x", "y2"):
+        assert weighted.loadings[feature] == pytest.approx(expanded.loadings[feature], rel=1e-12)
+    np.testing.assert_allclose(weighted.cut_points, expanded.cut_points, rtol=1e-12, atol=1e-15)
+    assert outputs[0]["pca_stratum"].equals(outputs[1]["pca_stratum"])
+    assert outputs[0]["rerank_rank"].equals(outputs[1]["rerank_rank"])
+    unweighted = run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(tmp_path / "weighted.csv"),
+            target=str(tmp_path / "target.csv"),
+            pca_features="x,y2",
+            pca_scaling=scaling,  # type: ignore[arg-type]
+            pca_cut=cut,  # type: ignore[arg-type]
+            output=str(tmp_path / "out_unweighted.csv"),
+        )
+    ).pca
+    assert unweighted is not None  # the weights matter: to the cuts, or (sign) to the loadings
+    moved = not np.allclose(unweighted.cut_points, weighted.cut_points, rtol=1e-6)
+    turned = abs(unweighted.loadings["x"] - weighted.loadings["x"]) > 1e-3
+    assert moved or turned
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_a_target_without_the_weight_column_weighs_its_rows_1(tmp_path: Path, engine: str) -> None:
+    """A reference sampled with weights (resample --weight-col-out) against a population
+    target without them: the target's rows weigh 1, with a warning (it was refused), exactly
+    as a target whose column holds 1 everywhere."""
+    reference, target = _files(tmp_path)
+    weighted = tmp_path / "weighted.csv"
+    pl.read_csv(reference).with_columns(iw=pl.lit(2.0)).write_csv(weighted)
+    ones = tmp_path / "ones.csv"
+    pl.read_csv(target).with_columns(iw=pl.lit(1.0)).write_csv(ones)
+    warnings: list[str] = []
+    outputs = []
+    for name, path in (("without", target), ("ones", ones)):
+        result = run_rerank_strata(
+            RerankStrataRequest(
+                reference=str(weighted),
+                target=str(path),
+                strata_col="stratum",
+                weight_col="iw",
+                output=str(tmp_path / f"out_{name}.csv"),
+                engine=engine,  # type: ignore[arg-type]
+            ),
+            warn=warnings.append,
+        )
+        assert result.comparison is not None
+        outputs.append((pl.read_csv(tmp_path / f"out_{name}.csv"), result.comparison))
+    (without_rows, without_comparison), (ones_rows, ones_comparison) = outputs
+    assert without_rows.equals(ones_rows.drop("iw"))
+    assert without_comparison == ones_comparison
+    assert warnings == [
+        f"{target} has no column 'iw' (--weight-col): its rows weigh 1 in the strata and the "
+        "comparison"
+    ]

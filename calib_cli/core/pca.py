@@ -459,6 +459,7 @@ def pca_strata(
     names: Sequence[str],
     reference_labels: npt.ArrayLike,
     reference_weights: npt.ArrayLike | None = None,
+    target_weights: npt.ArrayLike | None = None,
     scaling: PCAScaling = "standardize",
     cut: PCACut = "quantiles",
 ) -> PcaStrata:
@@ -469,7 +470,9 @@ def pca_strata(
     ``cut="quantiles"`` makes ``n_strata`` strata (default :data:`DEFAULT_N_STRATA`) at pooled
     quantiles (:func:`assign_strata`); ``cut="sign"`` makes two, component :math:`\\le 0` and
     :math:`> 0` (:func:`sign_strata`; ``n_strata``, if given, must be 2). The paper's variant
-    is ``scaling="center", cut="sign"``.
+    is ``scaling="center", cut="sign"``. The weights (each side's, 1 where not given) weigh
+    the pooled rows everywhere: in the means, the scales, the component and the quantiles, so
+    a row of weight 2 counts as two rows (the reference of ``resample --weight-col-out``).
 
     >>> x = np.array([[0.0, 0.1], [1.0, 0.9], [2.0, 2.2], [3.0, 2.9]])
     >>> out = pca_strata(x[:2], x[2:], n_strata=2, names=["a", "b"], reference_labels=[0, 1])
@@ -489,13 +492,26 @@ def pca_strata(
     ref = np.asarray(reference_features, dtype=np.float64)
     tgt = np.asarray(target_features, dtype=np.float64)
     pooled = np.vstack([ref, tgt])
-    pca = first_principal_component(pooled, names=list(names), scaling=scaling)
+    weighted = reference_weights is not None or target_weights is not None
+    pooled_weights = (
+        np.concatenate(
+            [
+                check_weights(reference_weights, ref.shape[0]),
+                check_weights(target_weights, tgt.shape[0]),
+            ]
+        )
+        if weighted
+        else None
+    )
+    pca = first_principal_component(
+        pooled, sample_weight=pooled_weights, names=list(names), scaling=scaling
+    )
     values = project_first_component(pca, pooled)
     if cut == "sign":
         codes, edges = sign_strata(values)
     else:
         wanted = DEFAULT_N_STRATA if n_strata is None else n_strata
-        codes, edges = assign_strata(values, n_strata=wanted)
+        codes, edges = assign_strata(values, n_strata=wanted, sample_weight=pooled_weights)
     labels = np.array([f"pc{code + 1}" for code in range(int(codes.max()) + 1)])
     ref_codes, tgt_codes = codes[: ref.shape[0]], codes[ref.shape[0] :]
     y = np.asarray(reference_labels, dtype=np.float64)

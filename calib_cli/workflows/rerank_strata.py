@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -237,12 +237,14 @@ def run_rerank_strata(
     ref_scores = ref.scores(request.score_col, kind=kind)
     ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
     ref_weights = ref.weights(request.weight_col)
+    tgt_weight_col = _target_weight_col(request.weight_col, tgt.columns, tgt.name, warn)
+    tgt_weights = tgt.weights(tgt_weight_col)
     tgt_scores = tgt.scores(request.score_col, kind=kind)
     added: dict[str, object] = {}
 
     pca: PcaStrata | None = None
     if request.pca_features is not None:
-        pca = _pca_strata(ref, tgt, request, ref_labels, ref_weights)
+        pca = _pca_strata(ref, tgt, request, ref_weights, tgt_weights)
         if pca.weak_component:
             warn(_weak_component_warning(pca))
         ref_strata, tgt_strata = pca.reference_strata, pca.target_strata
@@ -287,7 +289,6 @@ def run_rerank_strata(
     labelled = tgt.has_column(request.label_col)
     if labelled:
         tgt_labels = tgt.labels(request.label_col, positive_label=request.positive_label)
-        tgt_weights = tgt.weights(request.weight_col)
         positives = float(np.sum(tgt_weights[tgt_labels == 1.0]))
         negatives = float(np.sum(tgt_weights[tgt_labels == 0.0]))
     if labelled and _both_classes(positives, negatives, io.display_name(request.target), warn):
@@ -402,14 +403,32 @@ def _weak_component_warning(pca: PcaStrata) -> str:
     )
 
 
+def _target_weight_col(
+    weight_col: str | None, columns: Sequence[str], name: str, warn: Warn
+) -> str | None:
+    """``--weight-col`` weighs the target's rows where the target has the column. A population
+    file often has none (the reference, a sample of ``resample --weight-col-out``, has): its
+    rows then weigh 1, in the strata and the comparison, with a warning. A name that is
+    nobody's column is refused by the reference, which needs it."""
+    if weight_col is None or weight_col in columns:
+        return weight_col
+    warn(
+        f"{name} has no column '{weight_col}' (--weight-col): its rows weigh 1 in the strata "
+        "and the comparison"
+    )
+    return None
+
+
 def _pca_strata(
     ref: Table,
     tgt: Table,
     request: RerankStrataRequest,
-    ref_labels: FloatArray,
     ref_weights: FloatArray,
+    tgt_weights: FloatArray,
 ) -> PcaStrata:
-    """Algorithm 2 wiring: read the feature columns, let the core cut the strata."""
+    """Algorithm 2 wiring: read the feature columns, let the core cut the strata (weighing
+    the pooled rows as the reference and the target weigh them)."""
+    ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
     names = _pca_names(str(request.pca_features))
     ref_x: npt.NDArray[np.float64] = np.column_stack(
         [ref.numbers(name, option="--pca-features") for name in names]
@@ -426,6 +445,7 @@ def _pca_strata(
         names=names,
         reference_labels=ref_labels,
         reference_weights=ref_weights,
+        target_weights=tgt_weights,
         scaling=request.pca_scaling or DEFAULT_PCA_SCALING,
         cut=cut,
     )
@@ -509,6 +529,9 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         typed=io.typed_output(request.output or "-", request.output_format),
     )
     tgt_name = io.display_name(request.target)
+    tgt_weight_col = _target_weight_col(
+        request.weight_col, tgt_lazy.collect_schema().names(), tgt_name, warn
+    )
     target = target_strata(
         tgt_lazy,
         name=tgt_name,
@@ -517,7 +540,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         score_kind=kind,
         label_col=request.label_col,
         positive_label=request.positive_label,
-        weight_col=request.weight_col,
+        weight_col=tgt_weight_col,
     )
     with io.naming(tgt_name):
         require_strata(target.strata, slopes, odds)
@@ -549,7 +572,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         columns=("rerank_score", request.output_col, "rerank_rank"),
         label_col=request.label_col if target.labelled else None,
         positive_label=request.positive_label,
-        weight_col=request.weight_col,
+        weight_col=tgt_weight_col,
         chunk_rows=STREAMING_CHUNK_ROWS,
         mantissa_bits=STREAMING_MANTISSA_BITS,
     )
