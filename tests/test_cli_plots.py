@@ -207,15 +207,66 @@ def test_the_reliability_picture_overlays_columns_with_groups_as_small_multiples
     assert hists[0].get_ylim()[1] > top
 
 
-def test_the_histogram_steps_are_equal_on_the_pictures_scale() -> None:
+def test_the_histogram_steps_are_equal_in_the_logit_for_either_scale() -> None:
+    """One grid, fine enough for the bars of a linear axis zoomed in on rare events (the
+    picture gathers it into its bars) and for the logit axis."""
     scores = np.array([0.0, 1e-9, 0.003, 0.5, 1.0])
-    edges = histogram_edges(scores, "linear")
-    np.testing.assert_allclose(np.diff(edges), 0.02)
-    edges, counts = score_histogram(scores, np.array([1.0, 2.0, 1.0, 1.0, 3.0]), "logit")
+    edges = histogram_edges(scores)
+    assert float(np.max(np.diff(edges))) < 0.0051  # finer than 50 bars of a zoomed axis
+    edges, counts = score_histogram(scores, np.array([1.0, 2.0, 1.0, 1.0, 3.0]))
     u = np.log(edges / (1.0 - edges))
-    np.testing.assert_allclose(np.diff(u), 0.2, rtol=1e-6)
-    assert u[0] == pytest.approx(-14.0, abs=1e-6) and u[-1] == pytest.approx(14.0, abs=1e-6)
+    np.testing.assert_allclose(np.diff(u), 0.02, rtol=1e-6)
+    assert u[0] == pytest.approx(-13.82, abs=1e-6) and u[-1] == pytest.approx(13.82, abs=1e-6)
     assert counts.sum() == 8.0 and counts[0] == 3.0 and counts[-1] == 3.0  # clipped ends
+
+
+def _beyond(figure: object) -> dict[str, float]:
+    """The weight each strip beyond the score axis holds, by gid (first panel)."""
+    axes = next(a for a in figure.axes if a.get_gid() == "histogram-0")  # type: ignore[attr-defined]
+    found = {}
+    for patch in axes.patches:
+        gid = patch.get_gid() or ""
+        if gid.startswith(("histogram-below-", "histogram-above-")):
+            found[gid] = float(np.nansum(patch.get_data()[0]))
+    return found
+
+
+def test_exact_zeros_and_ones_are_drawn_and_counted_alike_by_every_engine(
+    data: dict[str, str], tmp_path: Path
+) -> None:
+    rng = np.random.default_rng(11)
+    n = 3000
+    scores = np.round(1.0 / (1.0 + np.exp(-rng.normal(-1.0, 1.2, n))), 8)
+    scores[:300], scores[300:450] = 0.0, 1.0
+    labels = (rng.random(n) < np.clip(scores, 0.02, 0.98)).astype(int)
+    source = _write_csv(tmp_path / "zo.csv", {"score": scores, "label": labels})
+    pictures = []
+    for engine in ("memory", "streaming"):
+        request = ReliabilityRequest(
+            file=source,
+            plot="zo.png",
+            plot_scale="logit",
+            engine=engine,  # type: ignore[arg-type]
+        )
+        figure = plots.reliability_result_figure(run_reliability(request), scale="logit")
+        assert _beyond(figure) == {"histogram-below-score": 300.0, "histogram-above-score": 150.0}
+        low, _ = figure.axes[0].get_xlim()
+        assert low > 1e-5  # chosen from the scores between 0 and 1, not from the 0s
+        pictures.append(plots.figure_bytes(figure, "png"))
+    assert pictures[0] == pictures[1]
+
+
+def test_the_title_counts_the_bins_the_report_used(data: dict[str, str], tmp_path: Path) -> None:
+    rng = np.random.default_rng(12)
+    ties = rng.integers(0, 7, 2000) / 10  # seven distinct scores: at most seven quantile bins
+    labels = (rng.random(2000) < 0.1 + ties).astype(int)
+    source = _write_csv(tmp_path / "ties.csv", {"score": ties, "label": labels})
+    request = ReliabilityRequest(file=source, strategy="quantile", plot="t.svg")
+    result = run_reliability(request)
+    used = reliability_payload(result)["n_bins"]  # type: ignore[index]
+    assert used < 10 == result.n_bins
+    title = plots.reliability_result_figure(result, scale="linear").texts[0].get_text()
+    assert title.splitlines()[1].endswith(f"; {used} quantile bins")
 
 
 # -------------------------------------------------------------------------- estimate-shift

@@ -235,3 +235,230 @@ def test_thousands_of_groups_draw_the_largest_with_a_note_and_keep_the_report_or
     )
     assert plots.plotted_groups(few) == (["g0", "g1", "g2"], 3)
     assert "largest" not in plots.reliability_result_figure(few, scale="linear").texts[0].get_text()
+
+
+# ------------------------------------------------- reliability: ends, zoom, titles, styles
+
+
+def _stairs(figure: object, axes_gid: str) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """The histogram bars of one histogram axes, by gid: (counts, edges)."""
+    axes = next(a for a in figure.axes if a.get_gid() == axes_gid)  # type: ignore[attr-defined]
+    found = {}
+    for patch in axes.patches:
+        gid = patch.get_gid() or ""
+        if gid.startswith("histogram-"):
+            values, edges, _ = patch.get_data()
+            found[gid] = (np.nan_to_num(np.asarray(values, dtype=float)), np.asarray(edges))
+    return found
+
+
+def _inside(axes: object, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Points in axes coordinates (0 to 1 inside the axes)."""
+    points = axes.transData.transform(np.column_stack([x, y]))  # type: ignore[attr-defined]
+    inside: np.ndarray = axes.transAxes.inverted().transform(points)  # type: ignore[attr-defined]
+    return inside
+
+
+def _zeros_and_ones(n: int = 4000, seed: int = 5) -> tuple[np.ndarray, np.ndarray]:
+    """Scores with 10% exact 0s and 10% exact 1s, the rest between 0.003 and 0.85."""
+    rng = np.random.default_rng(seed)
+    scores = np.clip(1.0 / (1.0 + np.exp(-rng.normal(-1.0, 1.0, n))), 0.003, 0.85)
+    scores[: n // 10] = 0.0
+    scores[n // 10 : n // 5] = 1.0
+    y = (rng.random(n) < np.clip(scores, 0.02, 0.98)).astype(float)
+    return y, scores
+
+
+def _logit_curve(label: str, y: np.ndarray, scores: np.ndarray) -> plots.ReliabilityCurve:
+    from calib_cli.workflows.reliability import score_histogram
+
+    histogram = score_histogram(scores, np.ones(scores.size))
+    return plots.ReliabilityCurve(label, reliability_summary(y, scores), histogram)
+
+
+def test_exact_zeros_and_ones_on_a_logit_axis_are_drawn_beyond_its_ends_and_counted() -> None:
+    y, scores = _zeros_and_ones()
+    figure = plots.reliability_figure([(None, [_logit_curve("m", y, scores)])], scale="logit")
+    curve_ax = figure.axes[0]
+    bars = _stairs(figure, "histogram-0")
+    # every row is in a bar of positive width inside the axes: the 0s and 1s in the strips
+    assert bars["histogram-below-m"][0].tolist() == [400.0]
+    assert bars["histogram-above-m"][0].tolist() == [400.0]
+    assert sum(float(counts.sum()) for counts, _ in bars.values()) == pytest.approx(4000.0)
+    low, high = curve_ax.get_xlim()
+    for counts, edges in bars.values():
+        held = counts > 0
+        assert (np.diff(edges)[held] > 0).all()
+        assert (edges[:-1][held] >= low).all() and (edges[1:][held] <= high).all()
+    # the axis is chosen from the scores between 0 and 1 (0.003 to 0.85), not stretched to 1e-6
+    assert 1e-4 <= low < 0.003 and 0.85 < high <= 0.9999
+    figure.draw_without_rendering()  # tick labels are set when drawn
+    labels = [t.get_text() for t in figure.axes[1].get_xticklabels()]
+    assert labels[0].startswith("<") and labels[-1].startswith(">")
+    # the bin of the 1s (mean score 1) is drawn whole, inside the axes, in the strip
+    line = next(a for a in curve_ax.lines if a.get_gid() == "curve-m")
+    x, rate = (np.asarray(v, dtype=float) for v in line.get_data())
+    where = _inside(curve_ax, x, rate)
+    assert ((where > 0.01) & (where < 0.99)).all()
+    assert x.max() == curve_ax.xaxis.get_majorticklocs()[-1]  # at the strip's tick, ">..."
+
+
+def test_all_scores_zero_on_a_logit_axis_draw_one_bar_and_a_whole_point() -> None:
+    rng = np.random.default_rng(2)
+    y = (rng.random(1000) < 0.1).astype(float)
+    figure = plots.reliability_figure(
+        [(None, [_logit_curve("m", y, np.zeros(1000))])], scale="logit"
+    )
+    bars = _stairs(figure, "histogram-0")
+    assert bars["histogram-below-m"][0].tolist() == [1000.0]
+    assert float(bars["histogram-m"][0].sum()) == 0.0
+    curve_ax = figure.axes[0]
+    line = next(a for a in curve_ax.lines if a.get_gid() == "curve-m")
+    x, rate = (np.asarray(v, dtype=float) for v in line.get_data())
+    assert (
+        x.size == 1
+        and ((_inside(curve_ax, x, rate) > 0.01) & (_inside(curve_ax, x, rate) < 0.99)).all()
+    )
+    # with its interval, not cut off at the edge
+    bars_of_interval = [c for c in curve_ax.collections if c.get_segments()]
+    assert any(float(np.ptp(s[:, 1])) > 0 for c in bars_of_interval for s in c.get_segments())
+
+
+def test_bins_of_only_zeros_and_only_ones_are_drawn_whole_on_a_logit_axis() -> None:
+    y = np.repeat([0.0, 1.0], 1000)
+    scores = y.copy()  # perfect: every 0 scored 0, every 1 scored 1
+    figure = plots.reliability_figure([(None, [_logit_curve("m", y, scores)])], scale="logit")
+    curve_ax = figure.axes[0]
+    bounds = [a for a in curve_ax.lines if a.get_gid() == "bound-m"]
+    assert {b.get_marker() for b in bounds} == {"v", "^"}
+    for bound in bounds:
+        x, rate = (np.asarray(v, dtype=float) for v in bound.get_data())
+        where = _inside(curve_ax, x, rate)
+        assert ((where > 0.01) & (where < 0.99)).all(), where
+    bars = _stairs(figure, "histogram-0")
+    assert bars["histogram-below-m"][0].tolist() == [1000.0]
+    assert bars["histogram-above-m"][0].tolist() == [1000.0]
+
+
+def test_one_columns_zeros_and_ones_do_not_stretch_the_shared_logit_axes() -> None:
+    y, scores = _zeros_and_ones()
+    rng = np.random.default_rng(8)
+    inner = np.clip(scores + rng.normal(0, 0.01, scores.size), 0.003, 0.85)
+    alone = plots.reliability_figure([(None, [_logit_curve("a", y, inner)])], scale="logit")
+    both = plots.reliability_figure(
+        [(None, [_logit_curve("a", y, inner), _logit_curve("b", y, scores)])], scale="logit"
+    )
+    # the axes span the scores between 0 and 1 (and the bins), not 1e-6 to 1 - 1e-6
+    ticks = [f.axes[0].yaxis.get_majorticklocs() for f in (alone, both)]
+    assert ticks[0][0] == ticks[1][0] == 0.001
+    low, high = both.axes[0].get_ylim()
+    assert 1e-4 < low < 0.003 and 0.85 < high < 1 - 1e-4
+
+
+def test_the_linear_histogram_follows_the_zoom() -> None:
+    rng = np.random.default_rng(4)
+    scores = rng.beta(0.6, 400.0, 20000)  # a rare-event model: the axis zooms to a few %
+    y = (rng.random(scores.size) < scores).astype(float)
+    edges = np.linspace(0.0, 1.0, 20001)  # a histogram far finer than the picture's bars
+    histogram = (edges, np.histogram(scores, edges)[0].astype(float))
+    curve = plots.ReliabilityCurve("m", reliability_summary(y, scores), histogram)
+    figure = plots.reliability_figure([(None, [curve])])
+    top = figure.axes[0].get_ylim()[1]
+    assert top < 0.1
+    counts, bars = _stairs(figure, "histogram-0")["histogram-m"]
+    assert bars.size == 51 and bars[0] == 0.0
+    np.testing.assert_allclose(np.diff(bars), bars[-1] / 50)
+    assert bars[-1] < top  # 50 bars across the axis as shown
+    beyond = _stairs(figure, "histogram-0").get("histogram-above-m", (np.zeros(1), None))[0]
+    assert float(counts.sum() + beyond.sum()) == pytest.approx(scores.size)
+
+
+def test_a_coarse_histogram_keeps_its_steps_and_counts_what_lies_beyond_the_zoom() -> None:
+    rng = np.random.default_rng(4)
+    scores = rng.beta(0.6, 400.0, 20000)
+    y = (rng.random(scores.size) < scores).astype(float)
+    edges = np.linspace(0.0, 1.0, 51)  # steps of 0.02: nothing finer is known
+    histogram = (edges, np.histogram(scores, edges)[0].astype(float))
+    curve = plots.ReliabilityCurve("m", reliability_summary(y, scores), histogram)
+    figure = plots.reliability_figure([(None, [curve])])
+    bars = _stairs(figure, "histogram-0")
+    counts, steps = bars["histogram-m"]
+    assert set(np.round(np.diff(steps), 12)) <= {0.02} | {round(float(steps[-1] - steps[-2]), 12)}
+    assert steps[-1] <= figure.axes[0].get_ylim()[1]
+    beyond = bars.get("histogram-above-m", (np.zeros(1), None))[0]
+    assert float(counts.sum() + beyond.sum()) == pytest.approx(scores.size)
+
+
+def _result(summaries: list[ReliabilitySummary], *, n_bins: int = 10) -> object:
+    from calib_cli.workflows.reliability import ReliabilityEntry, ReliabilityResult
+
+    entries = tuple(ReliabilityEntry(f"m{i}", None, f"m{i}", s) for i, s in enumerate(summaries))
+    return ReliabilityResult(
+        source="s.csv",
+        by=None,
+        n_bins=n_bins,
+        strategy="quantile",
+        seed=0,
+        entries=entries,
+        gate_failures=(),
+    )
+
+
+def test_the_title_gives_the_bins_used_not_the_bins_asked_for() -> None:
+    rng = np.random.default_rng(6)
+    y = (rng.random(500) < 0.3).astype(float)
+    constant = reliability_summary(y, np.full(500, 0.3), n_bins=10, strategy="quantile")
+    ties = reliability_summary(y, rng.integers(0, 7, 500) / 10, n_bins=10, strategy="quantile")
+    spread = reliability_summary(y, rng.random(500), n_bins=10, strategy="quantile")
+    assert constant.n_bins == 1 and 1 < ties.n_bins < 10 and spread.n_bins == 10
+
+    def title(summaries: list[ReliabilitySummary]) -> str:
+        result = _result(summaries)
+        text: str = plots.reliability_result_figure(result, scale="linear").texts[0].get_text()  # type: ignore[arg-type]
+        return text.splitlines()[1]
+
+    assert title([constant]).endswith("; 1 quantile bin")
+    assert title([ties]).endswith(f"; {ties.n_bins} quantile bins")
+    assert title([ties, spread]).endswith(f"; {ties.n_bins} to 10 quantile bins")
+
+
+def test_every_column_of_many_is_told_apart_and_keeps_its_look() -> None:
+    y, scores = _data()
+    base = scores["model_a"]
+    curves = [
+        plots.ReliabilityCurve(f"m{i}", reliability_summary(y, np.clip(base * (1 + i / 20), 0, 1)))
+        for i in range(10)
+    ]
+    figure = plots.reliability_figure([(None, curves)])
+    lines = {a.get_gid(): a for a in figure.axes[0].lines}
+    looks = [
+        (
+            lines[f"curve-m{i}"].get_color(),
+            lines[f"curve-m{i}"].get_marker(),
+            str(lines[f"curve-m{i}"].get_linestyle()),
+        )
+        for i in range(10)
+    ]
+    assert len(set(looks)) == 10
+    # the first seven as before: the palette in order, round markers, solid lines
+    assert [look[0] for look in looks[:7]] == list(plots.COLOURS)
+    assert {look[1:] for look in looks[:7]} == {("o", "-")}
+    # a column keeps its look in every panel
+    again = plots.reliability_figure([(None, curves), ("g", curves)])
+    second = {a.get_gid(): a for a in again.axes[2].lines}
+    assert second["curve-m8"].get_marker() == looks[8][1]
+
+
+def test_logit_tick_labels_mirror_the_low_ones() -> None:
+    assert plots._probability_label(1e-6) == "10\u207b\u2076"
+    assert plots._probability_label(1 - 1e-6) == "1\u221210\u207b\u2076"
+    assert plots._probability_label(1 - 1e-4) == "1\u221210\u207b\u2074"
+    assert plots._probability_label(0.999) == "0.999"
+    rng = np.random.default_rng(9)
+    scores = np.clip(1.0 / (1.0 + np.exp(-rng.normal(0.0, 4.0, 5000))), 1e-5, 1 - 1e-5)
+    y = (rng.random(scores.size) < scores).astype(float)
+    figure = plots.reliability_figure([(None, [_logit_curve("m", y, scores)])], scale="logit")
+    figure.draw_without_rendering()
+    texts = [t.get_text() for t in figure.axes[0].get_yticklabels()]
+    assert not any("1-1e" in t or "e-" in t for t in texts)
+    assert "10\u207b\u2074" in texts and "1\u221210\u207b\u2074" in texts

@@ -10,12 +10,14 @@ What each picture shows
 -----------------------
 :func:`reliability_figure`
     The diagonal; each score column's observed positive rate per bin at the bin's mean score,
-    with the bin's Wilson interval (empty bins are left out, not drawn as zeros); beneath, the
-    rows per bin on a log axis (the bin table's own counts: the histogram has the bins of the
-    diagram, weighted when the figures are); one colour per column, a legend with ECE and log
-    loss; one panel per group, all panels on shared axes. ``scale="logit"`` puts both axes on
-    the logit scale so that 0.1% and 1% stay apart; a bin that saw no positives (or only
-    positives) has no place on that scale and is drawn hollow at the axis edge.
+    with the bin's Wilson interval (empty bins are left out, not drawn as zeros); beneath, a
+    histogram of the scores on a log count axis, re-binned onto equal bars across the axis as
+    shown (weighted when the figures are); one colour per column (then another marker and
+    line style), a legend with ECE and log loss; one panel per group, all panels on shared
+    axes. ``scale="logit"`` puts both axes on the logit scale so that 0.1% and 1% stay apart;
+    a bin that saw no positives (or only positives) has no place on that scale and is drawn
+    hollow at the end of its interval. What lies beyond the score axis (exact 0s and 1s on a
+    logit axis, the last outliers) is drawn in a strip beyond that end, never dropped.
 :func:`shift_figure`
     Each batch's estimated positive rate with its interval, and the reference rate as a line
     (on a time or number axis when every batch name reads as a date or a number).
@@ -164,19 +166,35 @@ def _gid(*parts: object) -> str:
     return "-".join(re.sub(r"[^A-Za-z0-9_-]+", "_", str(part)) for part in parts)
 
 
-def _probability_label(p: float) -> str:
-    """A tick label for a probability on a logit axis.
+_SUPERSCRIPT = str.maketrans(
+    "-0123456789", "\u207b\u2070\u00b9\u00b2\u00b3\u2074\u2075\u2076\u2077\u2078\u2079"
+)
 
-    >>> [_probability_label(p) for p in (1e-6, 0.001, 0.1, 0.5, 0.99, 1 - 1e-5)]
-    ['1e-6', '0.001', '0.1', '0.5', '0.99', '1-1e-5']
+
+def _power_of_ten(value: float) -> str:
+    """A power of ten as text, ``10`` with a superscript exponent.
+
+    >>> _power_of_ten(1e-6), _power_of_ten(1e-12)
+    ('10\u207b\u2076', '10\u207b\u00b9\u00b2')
+    """
+    return "10" + str(round(math.log10(value))).translate(_SUPERSCRIPT)
+
+
+def _probability_label(p: float) -> str:
+    """A tick label for a probability on a logit axis: powers of ten below 0.001, and their
+    mirrors, one minus a power of ten, above 0.999 (a run of nines cannot be counted at a
+    glance; ``1-1e-6`` reads as a subtraction of two numbers).
+
+    >>> [_probability_label(p) for p in (1e-6, 0.001, 0.1, 0.5, 0.99, 0.999, 1 - 1e-5)]
+    ['10\u207b\u2076', '0.001', '0.1', '0.5', '0.99', '0.999', '1\u221210\u207b\u2075']
     """
     if p >= 0.5:
         q = 1.0 - p
         if q < 1e-3 * 0.999:
-            return f"1-1e{round(math.log10(q))}"
+            return "1\u2212" + _power_of_ten(q)
         return f"{p:.{max(1, round(-math.log10(q)))}f}"
     if p < 1e-3 * 0.999:
-        return f"1e{round(math.log10(p))}"
+        return _power_of_ten(p)
     return f"{p:g}"
 
 
@@ -196,19 +214,23 @@ def _logit_ticks(low: float, high: float) -> list[float]:
     return ticks
 
 
-def _logit_limits(values: FloatArray) -> tuple[float, float]:
+def _logit_limits(values: FloatArray, *, edge: float = 0.0) -> tuple[float, float]:
     """Limits of a logit axis: the decade below the smallest value in (0, 1), and its mirror
-    above the largest; at least [0.01, 0.5] so a diagram has room.
+    above the largest; at least [0.01, 0.5] so a diagram has room. Values within ``edge`` of 0
+    or 1 take no part, and the limits stay within [edge, 1 - edge] (and [1e-12, 1 - 1e-12]).
 
     >>> _logit_limits(np.array([0.0, 0.0004, 0.2, 1.0]))
     (0.0001, 0.5)
+    >>> _logit_limits(np.array([1e-9, 0.0004, 0.2, 1 - 1e-7]), edge=1e-6)
+    (0.0001, 0.5)
     """
-    inside = values[np.isfinite(values) & (values > 0.0) & (values < 1.0)]
+    inside = values[np.isfinite(values) & (values > edge) & (values < 1.0 - edge)]
     low = float(inside.min()) if inside.size else 0.01
     high = float(inside.max()) if inside.size else 0.5
     low_lim = min(0.01, 10.0 ** math.floor(math.log10(low) + 1e-9))
     high_lim = 0.5 if high <= 0.5 else 1.0 - 10.0 ** math.floor(math.log10(1.0 - high) + 1e-9)
-    return max(low_lim, 1e-12), min(high_lim, 1.0 - 1e-12)
+    floor = max(edge, 1e-12)
+    return max(low_lim, floor), min(high_lim, 1.0 - floor)
 
 
 def _linear_limit(values: FloatArray) -> float:
@@ -248,13 +270,13 @@ def _probability_axes(axes: Axes, *, scale: PlotScale, low: float, high: float, 
 
 
 def _rate_label(value: float) -> str:
-    """A tick on a log axis of rates, as the logit axes write them: 1e-5, 0.001, 0.1, 1.
+    """A tick on a log axis of rates, as the logit axes write them: 10\u207b\u2075, 0.001, 0.1, 1.
 
     >>> [_rate_label(v) for v in (1e-5, 1e-4, 0.001, 0.1, 1.0)]
-    ['1e-5', '1e-4', '0.001', '0.1', '1']
+    ['10\u207b\u2075', '10\u207b\u2074', '0.001', '0.1', '1']
     """
     if 0.0 < value < 1e-3 * 0.999:
-        return f"1e{round(math.log10(value))}"
+        return _power_of_ten(value)
     return f"{value:g}"
 
 
@@ -295,10 +317,10 @@ def _fmt(value: float, digits: int = 3) -> str:
 
 @dataclass(frozen=True)
 class ReliabilityCurve:
-    """One score column in one panel: its legend label, its figures, and optionally a finer
-    histogram of its scores than the bin table (drawn beneath in place of the bins' counts;
-    give it equal steps on the picture's scale, e.g. 50 steps of 0.02 for ``linear``, steps
-    of 0.2 in the logit for ``logit``)."""
+    """One score column in one panel: its legend label, its figures, and optionally a
+    histogram of its scores (drawn beneath in place of the bins' counts). The picture re-bins
+    it onto its own bars (see :func:`reliability_figure`); a histogram coarser than those
+    bars is drawn on its own steps, so the finer it is, the better a zoomed linear axis."""
 
     label: str
     summary: ReliabilitySummary
@@ -307,6 +329,48 @@ class ReliabilityCurve:
 
 #: One panel: its heading (None: no heading) and its curves.
 ReliabilityPanel = tuple["str | None", Sequence[ReliabilityCurve]]
+
+#: Bars of the histogram beneath a reliability diagram: this many equal steps across a linear
+#: axis as shown (zoomed on rare events), or steps of :data:`LOGIT_BAR` in the logit.
+HISTOGRAM_BARS = 50
+LOGIT_BAR = 0.2
+#: Scores within this of 0 or 1 (exact 0s and 1s among them) have no place on a logit axis (the
+#: histograms of ``calib reliability`` gather them in their end steps): they take no part in
+#: choosing its range and are drawn beyond its ends, in the strips for what lies off the scale.
+LOGIT_EDGE = 1e-6
+#: Room beyond the data on each side of an axis, as a share of its span (a point at an end is
+#: never cut in half), and the width of a strip for what lies off the scale.
+_MARGIN = 0.03
+_STRIP = 0.09
+#: Per column: colours first, then (past the seventh) another marker and line style.
+_MARKERS = ("o", "s", "D", "P", "X", "*")
+_LINE_STYLES: tuple[str | tuple[int, tuple[int, ...]], ...] = (
+    "-",
+    "--",
+    ":",
+    "-.",
+    (0, (5, 1, 1, 1, 1, 1)),
+    (0, (1, 1)),
+)
+
+
+@dataclass(frozen=True)
+class _Style:
+    colour: str
+    marker: str
+    line: str | tuple[int, tuple[int, ...]]
+
+
+def _series_style(position: int) -> _Style:
+    """The look of the ``position``-th column: its colour (the Okabe-Ito palette in order),
+    and once the colours come round again a different marker and line style, so that 42
+    columns are told apart.
+
+    >>> _series_style(0) == _Style("#0072B2", "o", "-"), _series_style(7).marker
+    (True, 's')
+    """
+    turn = (position // len(COLOURS)) % len(_MARKERS)
+    return _Style(COLOURS[position % len(COLOURS)], _MARKERS[turn], _LINE_STYLES[turn])
 
 
 @dataclass(frozen=True)
@@ -335,11 +399,84 @@ class _BinArrays:
         )
 
 
+@dataclass(frozen=True)
+class _Frame:
+    """The probability axes of a reliability diagram: the range of the data, ``low`` to
+    ``high`` (the diagonal and the ticks), a margin beyond it, and on the score axis a strip
+    beyond each end that holds what lies off the scale (``below``, ``above``: whether it is
+    drawn). Distances are measured on the scale: in the logit on a logit axis."""
+
+    scale: PlotScale
+    low: float
+    high: float
+    below: bool = False
+    above: bool = False
+
+    def to_axis(self, p: FloatArray) -> FloatArray:
+        """Probabilities as distances on the scale (the logit on a logit axis)."""
+        if self.scale == "logit":
+            clipped = np.clip(p, 1e-15, 1.0 - 1e-15)
+            u: FloatArray = np.log(clipped) - np.log1p(-clipped)
+            return u
+        return np.asarray(p, dtype=np.float64)
+
+    def to_probability(self, u: FloatArray) -> FloatArray:
+        if self.scale == "logit":
+            p: FloatArray = 1.0 / (1.0 + np.exp(-u))
+            return p
+        return np.asarray(u, dtype=np.float64)
+
+    def _ends(self) -> tuple[float, float, float]:
+        a, b = (float(v) for v in self.to_axis(np.array([self.low, self.high])))
+        return a, b, b - a
+
+    def strip(self, side: str) -> tuple[float, float, float]:
+        """A strip's (start, centre, end), as probabilities, the strip's bars drawn over its
+        middle 70%."""
+        a, b, span = self._ends()
+        if side == "below":
+            ends = np.array([a - (_MARGIN + _STRIP) * span, a - _MARGIN * span])
+        else:
+            ends = np.array([b + _MARGIN * span, b + (_MARGIN + _STRIP) * span])
+        u = np.array([ends[0], ends.mean(), ends[1]])
+        start, centre, end = (float(v) for v in self.to_probability(u))
+        return start, centre, end
+
+    def score_limits(self) -> tuple[float, float]:
+        """Limits of the score axis: the margin, and the strips when drawn."""
+        a, b, span = self._ends()
+        lower = a - (_MARGIN + (_STRIP if self.below else 0.0)) * span
+        upper = b + (_MARGIN + (_STRIP if self.above else 0.0)) * span
+        low, high = (float(v) for v in self.to_probability(np.array([lower, upper])))
+        return low, high
+
+    def rate_limits(self) -> tuple[float, float]:
+        """Limits of the observed-rate axis: the data's range and the margin."""
+        a, b, span = self._ends()
+        low, high = (
+            float(v)
+            for v in self.to_probability(np.array([a - _MARGIN * span, b + _MARGIN * span]))
+        )
+        return low, high
+
+    def strip_label(self, side: str) -> str:
+        """What a strip holds: the scores below the axis (``<0.001``) or above it."""
+        end = self.low if side == "below" else self.high
+        text = _probability_label(end) if self.scale == "logit" else f"{end:g}"
+        return ("<" if side == "below" else ">") + text
+
+
 def reliability_title(
-    source: str, summary: ReliabilitySummary, *, weighting: str, n_bins: int, strategy: str
+    source: str,
+    summary: ReliabilitySummary,
+    *,
+    weighting: str,
+    n_bins: int | tuple[int, int],
+    strategy: str,
 ) -> str:
     """The heading of a reliability picture, on two lines (one panel is 6.4 inches wide): the
-    file; rows, base rate, weighting and bins.
+    file; rows, base rate, weighting and bins (``n_bins``: the bins used, or the fewest and
+    the most when columns or groups used different numbers).
 
     >>> from calib_cli.core.metrics import reliability_summary
     >>> s = reliability_summary(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
@@ -347,11 +484,15 @@ def reliability_title(
     ...                         strategy="uniform"))
     Reliability of day.csv
     n = 2, base rate 0.5, unweighted; 10 uniform bins
+    >>> reliability_title("d.csv", s, weighting="unweighted", n_bins=1, strategy="quantile")[-16:]
+    '; 1 quantile bin'
     """
+    fewest, most = (n_bins, n_bins) if isinstance(n_bins, int) else n_bins
+    count = f"{fewest}" if fewest == most else f"{fewest} to {most}"
     return (
         f"Reliability of {_shorten(source, 70)}\n"
         f"n = {summary.n:,}, base rate {_fmt(summary.base_rate)}, {weighting}; "
-        f"{n_bins} {strategy} bins"
+        f"{count} {strategy} bin{'' if most == 1 else 's'}"
     )
 
 
@@ -365,11 +506,21 @@ def reliability_figure(
 ) -> Figure:
     """Reliability diagrams: one panel per group, every score column overlaid in each.
 
+    The axes reach over the bins' mean scores, rates and intervals and over the bulk of the
+    scores (their 0.1% to 99.9% quantiles: :func:`_histogram_extent`), with a margin so that
+    no point at an end is cut in half; on a logit axis, scores within :data:`LOGIT_EDGE` of 0
+    or 1 take no part. What lies beyond the score axis (exact 0s and 1s on a logit axis, the
+    last outliers) is not dropped: it is gathered in a strip beyond that end, labelled
+    ``<low`` or ``>high``, with its rows in one bar and its bins' points at the strip's
+    middle. The histograms are re-binned onto :data:`HISTOGRAM_BARS` equal bars across the
+    axis as shown (steps of :data:`LOGIT_BAR` in the logit on a logit axis), or drawn on
+    their own steps when those are coarser.
+
     Parameters
     ----------
     panels : sequence of (heading, [ReliabilityCurve, ...])
         The first panel is usually all rows (heading None), the others one group each; every
-        panel holds the same columns in the same order (a column keeps its colour).
+        panel holds the same columns in the same order (a column keeps its colour and style).
     scale : {"linear", "logit"}
         Both probability axes on this scale (logit: rare events stay readable).
     title : str
@@ -388,19 +539,31 @@ def reliability_figure(
             for panel in arrays
             for _, a in panel
         ]
-        + [_histogram_extent(c.histogram) for panel in arrays for c, _ in panel]
+        + [_histogram_extent(c.histogram, scale=scale) for panel in arrays for c, _ in panel]
     )
     if scale == "logit":
-        low, high = _logit_limits(everything)
+        low, high = _logit_limits(everything, edge=LOGIT_EDGE)
     else:
         low, high = 0.0, _linear_limit(everything)
+    frame = _Frame(scale, low, high)
+    steps = [_histogram_steps(curves, frame=frame) for curves in arrays]
+    means = np.concatenate([a.mean_score[a.count > 0] for panel in arrays for _, a in panel])
+    frame = _Frame(
+        scale,
+        low,
+        high,
+        below=bool((means < low).any()) or any(s.below > 0 for p in steps for s in p),
+        above=bool((means > high).any()) or any(s.above > 0 for p in steps for s in p),
+    )
     n_panels = len(panels)
     n_cols = min(n_panels, 3 if n_panels <= 9 else 4)
     n_rows = math.ceil(n_panels / n_cols)
     figure = _figure(3.4 * n_cols + 0.6 if n_panels > 1 else 6.4, 4.6 * n_rows + 0.5)
     grid = figure.add_gridspec(2 * n_rows, n_cols, height_ratios=[3.2, 1.0] * n_rows)
-    steps = [_histogram_steps(curves, scale=scale, low=low, high=high) for curves in arrays]
-    positive = np.concatenate([c[c > 0] for panel in steps for _, _, _, c in panel])
+    positive = np.concatenate(
+        [np.array([*s.counts, s.below, s.above]) for panel in steps for s in panel]
+    )
+    positive = positive[positive > 0]
     floor = float(positive.min()) / 3.0 if positive.size else 0.3
     top = float(positive.max()) * 2.0 if positive.size else 10.0
     fine = all(c.histogram is not None for curves in arrays for c, _ in curves)
@@ -415,8 +578,10 @@ def reliability_figure(
         first_hist = first_hist or hist_ax
         curve_ax.set_gid(_gid("reliability", index))
         hist_ax.set_gid(_gid("histogram", index))
-        any_edge |= _draw_curves(curve_ax, curves, scale=scale, low=low, high=high)
-        _draw_histogram(hist_ax, steps[index], floor=floor, top=top)
+        for axes in (curve_ax, hist_ax):
+            _shade_strips(axes, frame)
+        any_edge |= _draw_curves(curve_ax, curves, frame=frame)
+        _draw_histogram(hist_ax, steps[index], frame=frame, floor=floor, top=top)
         handles, labels = curve_ax.get_legend_handles_labels()
         hist_ax.legend(
             handles,
@@ -427,8 +592,7 @@ def reliability_figure(
             handlelength=1.6,
             borderaxespad=0.0,
         )
-        _probability_axes(curve_ax, scale=scale, low=low, high=high, x=True)
-        _probability_axes(curve_ax, scale=scale, low=low, high=high, x=False)
+        _frame_axes(curve_ax, frame, narrow=n_panels > 1)
         curve_ax.set_aspect("auto")
         curve_ax.tick_params(labelbottom=False)
         curve_ax.grid(True, color="#e5e5e5", linewidth=0.6)
@@ -449,19 +613,28 @@ def reliability_figure(
     return figure
 
 
-def _histogram_extent(histogram: ScoreHistogram | None, *, tail: float = 1e-3) -> FloatArray:
+def _histogram_extent(
+    histogram: ScoreHistogram | None, *, scale: PlotScale = "linear", tail: float = 1e-3
+) -> FloatArray:
     """Where a histogram's scores are: the centres of the bins that hold its ``tail`` and
-    ``1 - tail`` quantiles (of the weight), kept within [1e-6, 1 - 1e-6], so that the axes
-    show where the scores are, not every last outlier (at 1e7 rows a handful of rows can
-    reach far beyond the rest).
+    ``1 - tail`` quantiles (of the weight), so that the axes show where the scores are, not
+    every last outlier (at 1e7 rows a handful of rows can reach far beyond the rest). On a
+    logit axis the steps that reach within :data:`LOGIT_EDGE` of 0 or 1 are left out: exact
+    0s and 1s, however many, have no place on that scale (they are drawn beyond its ends).
 
     >>> edges = np.linspace(0.0, 1.0, 11)
     >>> np.round(_histogram_extent((edges, np.array([1.0, 0, 5e3, 4e3, 0, 0, 0, 0, 0, 1.0]))), 6)
     array([0.25, 0.35])
+    >>> u = np.arange(-70, 71) * 0.2  # a logit histogram, half of its rows exact 0s
+    >>> counts = np.zeros(140); counts[[0, 60, 70]] = [1e4, 5e3, 5e3]
+    >>> np.round(_histogram_extent((1 / (1 + np.exp(-u)), counts), scale="logit"), 3)
+    array([0.131, 0.525])
     """
     if histogram is None:
         return np.empty(0)
     edges, counts = (np.asarray(v, dtype=np.float64) for v in histogram)
+    if scale == "logit":
+        counts = np.where((edges[:-1] > LOGIT_EDGE) & (edges[1:] < 1.0 - LOGIT_EDGE), counts, 0.0)
     total = float(counts.sum())
     if not total > 0.0:
         return np.empty(0)
@@ -470,44 +643,44 @@ def _histogram_extent(histogram: ScoreHistogram | None, *, tail: float = 1e-3) -
     last = int(np.searchsorted(cumulative, 1.0 - tail, side="left"))
     last = min(max(last, first), counts.size - 1)
     centres = 0.5 * (edges[:-1] + edges[1:])
-    ends: FloatArray = np.clip(centres[[first, last]], 1e-6, 1.0 - 1e-6)
+    ends: FloatArray = np.clip(centres[[first, last]], LOGIT_EDGE, 1.0 - LOGIT_EDGE)
     return ends
 
 
 def _draw_curves(
-    axes: Axes,
-    curves: Sequence[tuple[ReliabilityCurve, _BinArrays]],
-    *,
-    scale: PlotScale,
-    low: float,
-    high: float,
+    axes: Axes, curves: Sequence[tuple[ReliabilityCurve, _BinArrays]], *, frame: _Frame
 ) -> bool:
-    """Diagonal, then each column's observed rates with Wilson intervals. On a logit axis a
+    """Diagonal, then each column's observed rates with Wilson intervals. A bin whose mean
+    score lies beyond the score axis is drawn in the strip beyond that end. On a logit axis a
     bin whose observed rate is 0 (or 1) has no place: it is drawn as a hollow triangle at the
     top (bottom) of its interval, off the line. True when such a bin was drawn."""
-    diagonal = np.array([low, high]) if scale == "logit" else np.array([0.0, high])
+    low, high = frame.low, frame.high
+    diagonal = np.array([low, high])
     axes.plot(diagonal, diagonal, color=GREY, linestyle="--", linewidth=0.9, label="ideal")
+    below = frame.strip("below")[1] if frame.below else low
+    above = frame.strip("above")[1] if frame.above else high
     drew_bound = False
     for position, (curve, bins) in enumerate(curves):
         label, summary = curve.label, curve.summary
-        colour = COLOURS[position % len(COLOURS)]
+        style = _series_style(position)
         seen = bins.count > 0
         x, y = bins.mean_score[seen], bins.rate[seen]
-        lo, hi = bins.ci_low[seen], bins.ci_high[seen]
+        x = np.where(x < low, below, np.where(x > high, above, x))
+        lo, hi = np.clip(bins.ci_low[seen], low, high), np.clip(bins.ci_high[seen], low, high)
         legend = f"{label}: ECE {_fmt(summary.ece)}, log loss {_fmt(summary.log_loss)}"
         none_positive = np.zeros(x.size, dtype=bool)
         none_negative = np.zeros(x.size, dtype=bool)
-        if scale == "logit":
-            x = np.clip(x, low, high)
+        if frame.scale == "logit":
             none_positive, none_negative = y <= 0.0, y >= 1.0
-            lo, hi = np.clip(lo, low, high), np.clip(hi, low, high)
+        y = np.clip(y, low, high)
         inside = ~(none_positive | none_negative)
         container = axes.errorbar(
             x[inside],
             y[inside],
             yerr=np.vstack([y - lo, hi - y])[:, inside].clip(min=0.0),
-            color=colour,
-            marker="o",
+            color=style.colour,
+            marker=style.marker,
+            linestyle=style.line,
             markersize=3.5,
             linewidth=1.3,
             elinewidth=0.9,
@@ -525,7 +698,7 @@ def _draw_curves(
                     marker=marker,
                     markersize=4.5,
                     markerfacecolor="white",
-                    markeredgecolor=colour,
+                    markeredgecolor=style.colour,
                     markeredgewidth=0.9,
                     zorder=4,
                 )
@@ -533,53 +706,203 @@ def _draw_curves(
     return drew_bound
 
 
-#: One histogram beneath a panel: (label, colour, edges, counts).
-_Steps = list[tuple[str, str, "FloatArray", "FloatArray"]]
+@dataclass(frozen=True)
+class _Steps:
+    """One histogram beneath a panel: its bars (``edges``, ``counts``) and the weight that
+    lies below and above them (drawn in the strips beyond the axis)."""
+
+    label: str
+    style: _Style
+    edges: FloatArray
+    counts: FloatArray
+    below: float
+    above: float
 
 
 def _histogram_steps(
-    curves: Sequence[tuple[ReliabilityCurve, _BinArrays]],
-    *,
-    scale: PlotScale,
-    low: float,
-    high: float,
-) -> _Steps:
-    """Each curve's own histogram when it has one, else its bin table's (weighted) counts."""
-    steps: _Steps = []
+    curves: Sequence[tuple[ReliabilityCurve, _BinArrays]], *, frame: _Frame
+) -> list[_Steps]:
+    """Each curve's own histogram when it has one, else its bin table's (weighted) counts,
+    re-binned onto the picture's bars (:func:`_rebinned`)."""
+    steps: list[_Steps] = []
     for position, (curve, bins) in enumerate(curves):
-        colour = COLOURS[position % len(COLOURS)]
         if curve.histogram is not None:
             edges = np.asarray(curve.histogram[0], dtype=np.float64)
             counts = np.asarray(curve.histogram[1], dtype=np.float64)
         else:
             edges = np.append(bins.lower, bins.upper[-1:])
             counts = bins.count
-        if scale == "logit":
-            edges = np.clip(edges, low, high)
-        steps.append((curve.label, colour, edges, counts))
+        bars, weights, below, above = _rebinned(edges, counts, frame=frame)
+        steps.append(_Steps(curve.label, _series_style(position), bars, weights, below, above))
     return steps
 
 
-def _draw_histogram(axes: Axes, steps: _Steps, *, floor: float, top: float) -> None:
-    """Counts per bin on a log axis from ``floor`` to ``top`` (the same for every panel);
-    empty bins left out, not drawn as zeros. One filled histogram, or outlines when several
-    columns share the panel."""
+def _rebinned(
+    edges: FloatArray, counts: FloatArray, *, frame: _Frame
+) -> tuple[FloatArray, FloatArray, float, float]:
+    """A histogram on the picture's bars: (bar edges, within ``frame.low`` to ``frame.high``;
+    their counts; the weight below the bars; the weight above them).
+
+    The bars are :data:`HISTOGRAM_BARS` equal steps from 0 to the top of a linear axis, or the
+    multiples of :data:`LOGIT_BAR` in the logit that cover a logit axis (the end bars cut at
+    the axis's ends). A step of the histogram is spread over the bars it overlaps in
+    proportion to the overlap, measured on the scale; a histogram coarser than the bars (a
+    step with weight more than 1.5 bars wide) keeps its own steps, as nothing finer is known.
+    No weight is lost: what lies beyond the bars is returned as ``below`` and ``above``.
+
+    >>> frame = _Frame("linear", 0.0, 0.04)
+    >>> edges = np.linspace(0.0, 0.1, 1001)  # steps of 1e-4
+    >>> bars, counts, below, above = _rebinned(edges, np.ones(1000), frame=frame)
+    >>> bars.size - 1, float(bars[1]), float(counts[0]), below, float(round(above, 9))
+    (50, 0.0008, 8.0, 0.0, 600.0)
+    >>> bars, counts, below, above = _rebinned(np.linspace(0, 1, 51), np.ones(50), frame=frame)
+    >>> bars.tolist(), counts.tolist(), above  # steps of 0.02 are kept: nothing finer is known
+    ([0.0, 0.02, 0.04], [1.0, 1.0], 48.0)
+    """
+    u = frame.to_axis(edges)
+    a, b = (float(v) for v in frame.to_axis(np.array([frame.low, frame.high])))
+    weights = np.asarray(counts, dtype=np.float64)
+    step = LOGIT_BAR if frame.scale == "logit" else (b - a) / HISTOGRAM_BARS
+    widths = np.diff(u)
+    relevant = (weights > 0.0) & (u[1:] > a) & (u[:-1] < b)
+    if relevant.any() and float(widths[relevant].max()) > 1.5 * step:
+        first = max(int(np.searchsorted(u, a, side="right")) - 1, 0)
+        last = min(int(np.searchsorted(u, b, side="left")), u.size - 1)
+        bars: FloatArray = u[first : last + 1]
+    elif frame.scale == "logit":
+        k = np.arange(math.floor(a / step + 1e-9), math.ceil(b / step - 1e-9) + 1)
+        bars = k.astype(np.float64) * step
+    else:
+        bars = np.linspace(a, b, HISTOGRAM_BARS + 1)
+    # a bar's edge within a hair of a step's edge is that edge (the same grid, rounded)
+    nearest = np.clip(np.searchsorted(u, bars), 1, u.size - 1)
+    nearest = np.where(
+        np.abs(u[nearest - 1] - bars) <= np.abs(u[nearest] - bars), nearest - 1, nearest
+    )
+    bars = np.where(np.abs(u[nearest] - bars) <= 1e-7 * step, u[nearest], bars)
+    cumulative = np.concatenate([[0.0], np.cumsum(weights)])
+    at_bars = np.interp(bars, u, cumulative)
+    bar_counts: FloatArray = np.maximum(np.diff(at_bars), 0.0)
+    total = float(cumulative[-1])
+    drawn: FloatArray = np.clip(frame.to_probability(bars), frame.low, frame.high)
+    return drawn, bar_counts, float(at_bars[0]), max(total - float(at_bars[-1]), 0.0)
+
+
+def _shade_strips(axes: Axes, frame: _Frame) -> None:
+    """A light band behind each strip that holds what lies off the scale."""
+    for side, drawn in (("below", frame.below), ("above", frame.above)):
+        if drawn:
+            start, _, end = frame.strip(side)
+            band = axes.axvspan(start, end, color="#f2f2f2", linewidth=0, zorder=0)
+            band.set_gid(_gid("beyond", side))
+
+
+def _frame_axes(axes: Axes, frame: _Frame, *, narrow: bool = False) -> None:
+    """Both probability axes on the frame's scale and limits; the score axis's ticks within
+    the data's range, and one at each strip labelled with what it holds (``<0.001``).
+    ``narrow``: a small multiple, whose linear score axis gets at most five ticks (labels
+    such as 0.035 ran into each other)."""
+    from matplotlib.ticker import AutoLocator, FixedLocator, MaxNLocator, NullLocator
+
+    strips = {
+        frame.strip(side)[1]: frame.strip_label(side)
+        for side, drawn in (("below", frame.below), ("above", frame.above))
+        if drawn
+    }
+    if frame.scale == "logit":
+        axes.set_xscale("logit", nonpositive="clip")
+        axes.set_yscale("logit", nonpositive="clip")
+        for axis in (axes.yaxis, axes.xaxis):
+            axis.set_minor_locator(NullLocator())
+        axes.yaxis.set_major_locator(FixedLocator(_logit_ticks(frame.low, frame.high)))
+        axes.yaxis.set_major_formatter(_frame_formatter(frame, {}))
+        base: Any = FixedLocator(_logit_ticks(frame.low, frame.high))
+    else:
+        base = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]) if narrow else AutoLocator()
+    axes.set_xlim(*frame.score_limits())
+    axes.set_ylim(*frame.rate_limits())
+    axes.xaxis.set_major_locator(_frame_locator(base, frame, strips))
+    axes.xaxis.set_major_formatter(_frame_formatter(frame, strips))
+
+
+def _frame_locator(base: Any, frame: _Frame, strips: Mapping[float, str]) -> Any:
+    """A tick locator: ``base``'s ticks within the frame's data range, then each strip's
+    middle (a tick at an end next to a strip is left out: its label would touch the strip's)."""
+    from matplotlib.ticker import Locator
+
+    class FrameLocator(Locator):
+        def set_axis(self, axis: Any) -> None:
+            super().set_axis(axis)
+            base.set_axis(axis)
+
+        def __call__(self) -> Any:
+            low, high = self.axis.get_view_interval() if self.axis is not None else (0.0, 1.0)
+            return self.tick_values(low, high)
+
+        def tick_values(self, vmin: float, vmax: float) -> Any:
+            tol = 1e-9 * max(abs(frame.high), 1e-12)
+            ticks = [
+                float(t)
+                for t in base.tick_values(frame.low, frame.high)
+                if frame.low - tol <= t <= frame.high + tol
+            ]
+            if frame.below:
+                ticks = [t for t in ticks if t > frame.low + tol]
+            if frame.above:
+                ticks = [t for t in ticks if t < frame.high - tol]
+            return np.array(sorted([*ticks, *strips]))
+
+    return FrameLocator()
+
+
+def _frame_formatter(frame: _Frame, strips: Mapping[float, str]) -> Any:
+    """A tick formatter: a strip's label at its tick, else the scale's own label (probability
+    labels on a logit axis, matplotlib's on a linear one)."""
+    from matplotlib.ticker import FuncFormatter, ScalarFormatter
+
+    if frame.scale == "logit":
+        return FuncFormatter(lambda p, _: strips.get(p) or _probability_label(p))
+
+    class FrameFormatter(ScalarFormatter):
+        def set_locs(self, locs: Any) -> None:
+            super().set_locs([v for v in locs if v not in strips])  # digits from the scale's
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            return strips.get(x) or str(super().__call__(x, pos))
+
+    return FrameFormatter()
+
+
+def _draw_histogram(
+    axes: Axes, steps: Sequence[_Steps], *, frame: _Frame, floor: float, top: float
+) -> None:
+    """Counts per bar on a log axis from ``floor`` to ``top`` (the same for every panel);
+    empty bars left out, not drawn as zeros; the weight beyond the axis as one bar in each
+    strip. One filled histogram, or outlines when several columns share the panel."""
     from matplotlib.ticker import FuncFormatter, LogLocator, NullLocator
 
     single = len(steps) == 1
-    for label, colour, edges, counts in steps:
-        shown = np.where(counts > 0, counts, np.nan)
-        patch = axes.stairs(
-            shown,
-            edges,
-            baseline=floor,
-            fill=single,
-            color=colour,
-            alpha=0.45 if single else 1.0,
-            linewidth=1.0,
-            label=label,
-        )
-        patch.set_gid(_gid("histogram", label))
+    for s in steps:
+        look: dict[str, Any] = {
+            "baseline": floor,
+            "fill": single,
+            "color": s.style.colour,
+            "alpha": 0.45 if single else 1.0,
+            "linewidth": 1.0,
+            "linestyle": s.style.line,
+        }
+        shown = np.where(s.counts > 0, s.counts, np.nan)
+        patch = axes.stairs(shown, s.edges, label=s.label, **look)
+        patch.set_gid(_gid("histogram", s.label))
+        for side, weight in (("below", s.below), ("above", s.above)):
+            if weight > 0:
+                start, centre, end = frame.strip(side)
+                ends = frame.to_axis(np.array([start, end]))
+                middle = float(frame.to_axis(np.array([centre]))[0])
+                half = 0.35 * float(ends[1] - ends[0])
+                bar = frame.to_probability(np.array([middle - half, middle + half]))
+                edge = axes.stairs([weight], bar, **look)
+                edge.set_gid(_gid("histogram", side, s.label))
     axes.set_yscale("log")
     axes.set_ylim(floor, top)
     axes.yaxis.set_major_locator(LogLocator(base=10.0, numticks=4))
@@ -649,11 +972,12 @@ def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) ->
     ]
     weighted = result.weight_col is not None
     weighting = f"weighted by '{result.weight_col}'" if weighted else "unweighted"
+    used = [e.summary.n_bins for e in result.entries if e.group is None or e.group in keep]
     title = reliability_title(
         Path(result.source).name,
         result.entries[0].summary,
         weighting=weighting,
-        n_bins=result.n_bins,
+        n_bins=(min(used), max(used)),  # the bins used (the report's n_bins), not --bins
         strategy=result.strategy,
     )
     if len(shown) < n_groups:

@@ -540,25 +540,22 @@ def _refined_figures(
 
 #: Steps of a picture's score histogram: 50 equal steps of the score on a linear axis; steps
 #: of 0.2 in the logit on a logit axis, on the scores' range clipped to [1e-6, 1 - 1e-6].
-HISTOGRAM_STEPS = 50
-LOGIT_STEP = 0.2
+LOGIT_STEP = 0.02
 LOGIT_CLIP = 1e-6
 
 
-def histogram_edges(scores: FloatArray, scale: PlotScale) -> FloatArray:
-    """Edges of a picture's histogram of ``scores`` (probabilities): equal steps on ``scale``.
+def histogram_edges(scores: FloatArray) -> FloatArray:
+    """Edges of a picture's histogram of ``scores`` (probabilities), for either scale: the
+    multiples of :data:`LOGIT_STEP` in the logit (so every column and group shares one grid)
+    from below the smallest score to above the largest. The picture gathers them into bars
+    across its axis as shown (:mod:`calib_cli.report.plots`); the grid is finer than those
+    bars at any zoom (0.005 wide at 0.5, 2e-4 at 0.01), where steps of 0.02 in the score
+    gave an axis zoomed in on rare events two bars.
 
-    On the logit scale the edges are multiples of :data:`LOGIT_STEP` in the logit (so every
-    column and group shares one grid), from below the smallest score to above the largest.
-
-    >>> histogram_edges(np.array([0.3]), "linear")[[0, 1, -1]].tolist()
-    [0.0, 0.02, 1.0]
-    >>> edges = histogram_edges(np.array([0.5, 0.6]), "logit")
+    >>> edges = histogram_edges(np.array([0.5, 0.5049]))
     >>> np.round(np.log(edges / (1 - edges)), 6).tolist()
-    [0.0, 0.2, 0.4, 0.6]
+    [0.0, 0.02]
     """
-    if scale == "linear":
-        return np.linspace(0.0, 1.0, HISTOGRAM_STEPS + 1)
     finite = scores[np.isfinite(scores)]
     if not finite.size:
         finite = np.array([0.5])
@@ -571,15 +568,15 @@ def histogram_edges(scores: FloatArray, scale: PlotScale) -> FloatArray:
     return edges
 
 
-def score_histogram(scores: FloatArray, weights: FloatArray, scale: PlotScale) -> ScoreHistogram:
+def score_histogram(scores: FloatArray, weights: FloatArray) -> ScoreHistogram:
     """The weighted histogram of ``scores`` on :func:`histogram_edges`; scores beyond the
-    ends (on the logit scale: below 1e-6 or above 1 - 1e-6) count in the end bins.
+    ends (below 1e-6 or above 1 - 1e-6, as exact 0s and 1s) count in the end bins.
 
-    >>> edges, counts = score_histogram(np.array([0.01, 0.03, 0.99]), np.ones(3), "linear")
-    >>> counts[[0, 1, -1]].tolist(), float(counts.sum())
-    ([1.0, 1.0, 1.0], 3.0)
+    >>> edges, counts = score_histogram(np.array([0.0, 0.01, 0.99]), np.ones(3))
+    >>> counts[[0, -1]].tolist(), float(counts.sum())
+    ([1.0, 1.0], 3.0)
     """
-    edges = histogram_edges(scores, scale)
+    edges = histogram_edges(scores)
     index = np.clip(np.searchsorted(edges, scores, side="right") - 1, 0, edges.size - 2)
     counts = np.bincount(index, weights=weights, minlength=edges.size - 1)
     return edges, np.asarray(counts, dtype=np.float64)
@@ -591,7 +588,7 @@ def _rows_histogram(
     """With ``--plot``: the histogram of one entry's rows (memory engine)."""
     if request.plot is None:
         return None
-    return score_histogram(scores, weights, request.plot_scale or "linear")
+    return score_histogram(scores, weights)
 
 
 def _summary_histogram(summary: ScoreSummary, request: ReliabilityRequest) -> ScoreHistogram | None:
@@ -601,4 +598,4 @@ def _summary_histogram(summary: ScoreSummary, request: ReliabilityRequest) -> Sc
         return None
     seen = (summary.weight > 0.0) & np.isfinite(summary.score_min)
     middle = 0.5 * (summary.score_min[seen] + summary.score_max[seen])
-    return score_histogram(middle, summary.weight[seen], request.plot_scale or "linear")
+    return score_histogram(middle, summary.weight[seen])
