@@ -26,6 +26,7 @@ from calib_cli.core.sampling import (
 )
 from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
 from calib_cli.types import CsvDialect
+from tests.conftest import RunCalib
 
 FRAME = pl.DataFrame(
     {
@@ -120,7 +121,7 @@ def test_text_that_is_not_a_number(tmp_path: Path) -> None:
     with pytest.raises(
         InputError,
         match=r"s.csv: column 'score' has 1 value that is not "
-        r"numbers \(first at row 2: 'abc'\)",
+        r"a number \(first at row 2: 'abc'\)",
     ):
         calib_io.read_table(str(source)).scores("score")
 
@@ -417,3 +418,23 @@ def test_a_row_with_more_fields_than_the_header_names_the_separator(tmp_path: Pa
             calib_io.scan.collect(lambda: lazy.collect(), "dc.csv")
     with pytest.raises(InputError, match=r"more fields than the header: check --separator$"):
         calib_io.read_table(str(path))
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+@pytest.mark.parametrize("column", ["score", "w"])
+def test_one_value_that_is_not_a_number_reads_well_in_every_engine(
+    tmp_path: Path, run_calib: RunCalib, engine: str, column: str
+) -> None:
+    """One message for bad values in every reader (core.checks.values_message): "1 value
+    that is not a number", where some said "1 value that is not numbers"."""
+    rows = [f"{(i % 9 + 1) / 10},{i % 2},1" for i in range(30)]
+    rows[3] = "abc,1,1" if column == "score" else "0.5,1,abc"
+    (tmp_path / "s.csv").write_text("score,label,w\n" + "\n".join(rows) + "\n")
+    done = run_calib(
+        ["reliability", "s.csv", "--weight-col", "w", "--engine", engine], cwd=tmp_path
+    )
+    assert done.returncode == 65
+    assert done.stderr.decode() == (
+        f"error: s.csv: column '{column}' has 1 value that is not a number "
+        "(first at row 4: 'abc')\n"
+    )

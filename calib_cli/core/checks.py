@@ -40,11 +40,31 @@ def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.Ar
     """
     arr = np.asarray(values)
     count, row, value = _first_bad(bad, arr)
+    return values_message(column, problem, count, row, _format_value(value))
+
+
+def values_message(column: str, problem: str, count: int, row: int, shown: str) -> str:
+    """The one line every reader, in memory or streaming, gives for bad values: how many, the
+    problem (written for several, ``that are not numbers``; made singular for one) and the
+    first row with its value as ``shown``.
+
+    >>> values_message("w", "that are not numbers", 1, 4, "'abc'")
+    "column 'w' has 1 value that is not a number (first at row 4: 'abc')"
+    >>> values_message("w", "that are not numbers", 2, 4, "'abc'")
+    "column 'w' has 2 values that are not numbers (first at row 4: 'abc')"
+    """
     noun = "value" if count == 1 else "values"
     if count == 1 and problem.startswith("that are "):
         problem = "that is " + problem.removeprefix("that are ")
-    shown = _format_value(value)
+        problem = _SINGULAR.get(problem, problem)
     return f"column '{column}' has {count} {noun} {problem} (first at row {row}: {shown})"
+
+
+#: Problems whose singular needs more than "that is" for "that are".
+_SINGULAR = {
+    "that is not numbers": "that is not a number",
+    "that is not valid labels": "that is not a valid label",
+}
 
 
 def check_scores(

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
+from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range, values_message
 from calib_cli.errors import InputError
 from calib_cli.io.columns import check_label_values, positive_label_expr
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
@@ -277,17 +277,13 @@ def _first_bad(
         name,
     )
     row, value = int(first[ROW_INDEX][0]) + 1, first["value"][0]
-    noun = "value" if count == 1 else "values"
-    if count == 1 and problem.startswith("that are "):
-        problem = "that is " + problem.removeprefix("that are ")
     shown = "empty" if value is None or value == "" else repr(value) if text else _shown(value)
     hint = (
         "; name the positive value with --positive-label"
-        if problem.startswith("that are not 0") or problem.startswith("that is not 0")
+        if problem.startswith("that are not 0") and shown != "empty"
         else ""
     )
-    where = f"(first at row {row}: {shown})"
-    return f"{name}: column '{column}' has {count} {noun} {problem} {where}{hint}"
+    return f"{name}: {values_message(column, problem, count, row, shown)}{hint}"
 
 
 def _shown(value: str) -> str:

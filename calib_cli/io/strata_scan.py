@@ -38,7 +38,7 @@ import numpy.typing as npt
 import polars as pl
 
 from calib_cli.core import elementary as el
-from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
+from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range, values_message
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -225,14 +225,9 @@ def _raise_first_failure(
         if isinstance(value, str):
             with contextlib.suppress(ValueError):
                 value = float(value) if problem != "that are not numbers" else value
-        noun = "value" if count == 1 else "values"
-        if count == 1 and problem.startswith("that are "):
-            problem = "that is " + problem.removeprefix("that are ")
         extra = hint if "0 or 1" in problem or "0/1" in problem else ""
-        raise InputError(
-            f"{name}: column '{column}' has {count} {noun} {problem} "
-            f"(first at row {first + 1}: {_format(value)}){extra}"
-        )
+        message = values_message(column, problem, count, first + 1, _format(value))
+        raise InputError(f"{name}: {message}{extra}")
 
 
 def _cell_score(score: pl.Expr, kind: ScoreKind) -> pl.Expr:

@@ -26,7 +26,7 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range
+from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range, values_message
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -113,13 +113,6 @@ def _shown(value: object, numeric: bool) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
-def _message(column: str, problem: str, count: int, row: int, shown: str) -> str:
-    noun = "value" if count == 1 else "values"
-    if count == 1 and problem.startswith("that are "):
-        problem = "that is " + problem.removeprefix("that are ")
-    return f"column '{column}' has {count} {noun} {problem} (first at row {row}: {shown})"
-
-
 def _as_number(column: str, dtype: pl.DataType, name: str) -> tuple[pl.Expr, pl.Expr | None]:
     """A column as Float64 (the rules of ``io.columns.as_float``), and for text the rows that
     are not numbers."""
@@ -174,7 +167,7 @@ class _Checks:
             if count:
                 row = int(found[f"r{i}"][0]) + 1
                 shown = _shown(found[f"v{i}"][0], numeric)
-                return _message(column, problem, count, row, shown) + suffix
+                return values_message(column, problem, count, row, shown) + suffix
         return None
 
 
