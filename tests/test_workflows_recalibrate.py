@@ -342,3 +342,47 @@ def test_bad_artifacts_are_refused_naming_the_field(
     assert message in str(error.value)
     assert error.value.exit_code == 65
     assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("method", "reason"),
+    [
+        (
+            "platt",
+            "the map decreases, so it reverses the ranking: the scores rank the labels "
+            "backwards (AUC below 0.5); are the labels flipped (--positive-label)?",
+        ),
+        (
+            "beta",
+            "the map is constant: the scores rank the labels backwards (AUC below 0.5), which "
+            "a map that keeps the order cannot follow; are the labels flipped "
+            "(--positive-label)?",
+        ),
+        (
+            "isotonic",
+            "the map is constant: the scores rank the labels backwards (AUC below 0.5), which "
+            "a map that keeps the order cannot follow; are the labels flipped "
+            "(--positive-label)?",
+        ),
+    ],
+)
+def test_scores_ranking_the_labels_backwards_are_named_as_such(
+    tmp_path: Path, method: str, reason: str
+) -> None:
+    """Scores that rank the labels backwards (1 - score): Platt's negative slope turns the
+    ranking round, and beta (non-negative coefficients) and isotonic go flat; the warning said
+    every such map "pools scores into steps"."""
+    rng = np.random.default_rng(3)
+    score = rng.uniform(0.02, 0.98, 4000)
+    backwards = tmp_path / "backwards.csv"
+    pl.DataFrame(
+        {"score": 1.0 - score, "label": (rng.random(4000) < score).astype(np.int64)}
+    ).write_csv(backwards)
+    warnings: list[str] = []
+    run_recalibrate(
+        RecalibrateRequest(fit=str(backwards), method=method, save_model=str(tmp_path / "m.json")),
+        warn=warnings.append,
+    )
+    changed = [w for w in warnings if "calibration changed the AUC" in w]
+    assert len(changed) == 1
+    assert changed[0].endswith(f"): {reason}")

@@ -971,12 +971,26 @@ def _warn_auc_change(
     change = auc_change(effect, tol=AUC_CHANGE_TOLERANCE + tol)
     if change is None or effect.before is None or effect.after is None:
         return
-    reason = (
-        "each fold has its own map, so rows of different folds can change order"
-        if cross_fitted
-        else "the map is not strictly increasing (it pools scores into steps); "
-        "isotonic --strict, platt and beta keep the ranking"
-    )
+    before, after = effect.before.auc, effect.after.auc
+    if cross_fitted:
+        reason = "each fold has its own map, so rows of different folds can change order"
+    elif before < 0.5 < after and abs(before + after - 1.0) <= 1e-6:
+        reason = (  # Platt or beta with a negative slope: the fit turned the ranking round
+            "the map decreases, so it reverses the ranking: the scores rank the labels "
+            "backwards (AUC below 0.5); are the labels flipped (--positive-label)?"
+        )
+    elif after == 0.5:
+        reason = "the map is constant: " + (
+            "the scores rank the labels backwards (AUC below 0.5), which a map that keeps "
+            "the order cannot follow; are the labels flipped (--positive-label)?"
+            if before < 0.5
+            else "the fit found nothing in the scores to rank by"
+        )
+    else:
+        reason = (
+            "the map is not strictly increasing (it pools scores into steps); "
+            "isotonic --strict, platt and beta keep the ranking"
+        )
     warn(
         f"{name}: calibration changed the AUC by {change:.2g} "
         f"({effect.before.auc:.6f} -> {effect.after.auc:.6f}): {reason}"
