@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -435,3 +437,37 @@ def test_resolved_rows_must_match_the_summary() -> None:
     )
     with pytest.raises(InputError, match="do not add up"):
         reliability_from_summary(s, resolved=short)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "problem"),
+    [
+        ("bin", -1, "outside [0, 9]"),
+        ("label", 2, "not 0 or 1"),
+        ("n_rows", -1, "negative"),
+        ("weight", -1.0, "negative"),
+        ("score_min", -0.5, "outside [0, 1]"),
+        ("score_max", 5.0, "outside [0, 1]"),  # was blamed on score_min
+        ("score_min", 0.99, "above score_max"),
+    ],
+)
+def test_a_tampered_summary_names_the_column_at_fault(
+    tmp_path: Path, column: str, value: float, problem: str
+) -> None:
+    from calib_cli.workflows.reliability import ReliabilityRequest, run_reliability
+    from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+
+    rng = np.random.default_rng(2)
+    scores = rng.uniform(0.1, 0.9, 300)
+    rows = tmp_path / "rows.csv"
+    pl.DataFrame({"score": scores, "label": (rng.random(300) < scores).astype(int)}).write_csv(rows)
+    summary = tmp_path / "s.json"
+    run_summarize(SummarizeRequest(files=(str(rows),), output=str(summary)))
+    document = json.loads(summary.read_text())
+    document["columns"][column][0] = value
+    summary.write_text(json.dumps(document))
+    with pytest.raises(InputError) as error:
+        run_reliability(ReliabilityRequest(file=None, from_summaries=(str(summary),)))
+    assert f"summary column '{column}' has 1 value(s) {problem} (first at row 1)" in str(
+        error.value
+    )

@@ -422,7 +422,8 @@ def _check_rows(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any])
         ("n_rows_weighted", arrays["n_rows_weighted"] < 0, "negative"),
         ("weight", arrays["weight"] < 0.0, "negative"),
         ("score_min", arrays["score_min"] > arrays["score_max"], "above score_max"),
-        ("score_min", (arrays["score_min"] < 0.0) | (arrays["score_max"] > 1.0), "outside [0, 1]"),
+        ("score_min", arrays["score_min"] < 0.0, "outside [0, 1]"),
+        ("score_max", arrays["score_max"] > 1.0, "outside [0, 1]"),
     ]
     for column, bad, problem in checks:
         count = int(np.sum(bad))

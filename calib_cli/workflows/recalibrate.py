@@ -777,7 +777,7 @@ def run_recalibrate(
         fit_scores = fit_table.scores(request.score_col, kind=kind)
         fit_labels = fit_table.labels(request.label_col, positive_label=request.positive_label)
         fit_weights = fit_table.weights(request.weight_col)
-        fit_strata = _strata_of(fit_table, strata_column)
+        fit_strata = _strata_of(fit_table, strata_column, (run.prior,) if run.prior else ())
         run.check_fit_labels(fit_table.name, fit_labels, fit_weights)
         steps = run.fit(fit_table, fit_scores, fit_labels, fit_weights, fit_strata).steps
         after = apply_chain(steps, fit_scores, score_kind=kind, strata=fit_strata)
@@ -798,7 +798,7 @@ def run_recalibrate(
         scores = table.scores(request.score_col, kind=kind)
         labels = _optional_labels(table, request, required=plan.cross_fit, warn=warn)
         weights = table.weights(request.weight_col)
-        strata = _strata_of(table, strata_column)
+        strata = _strata_of(table, strata_column, (*steps, *((run.prior,) if run.prior else ())))
         if plan.cross_fit:
             n_folds = request.cross_fit_folds or request.auto_folds
             _check_folds(n_folds, labels, table.name, warn)
@@ -948,8 +948,14 @@ def _optional_labels(
         return None
 
 
-def _strata_of(table: Table, column: str | None) -> Strata | None:
-    return None if column is None else table.categories(column, option="--strata-col")
+def _strata_of(table: Table, column: str | None, steps: Sequence[Step]) -> Strata | None:
+    """The strata of ``column`` (the one read: ``--strata-col``, else the record's), each
+    known to every per-stratum prior step among ``steps`` (:func:`_check_strata`)."""
+    if column is None:
+        return None
+    strata = table.categories(column, option="--strata-col")
+    _check_strata(steps, strata[0], table.name, column)
+    return strata
 
 
 def _label_facts(labelled: FileEffect) -> dict[str, float | None]:
@@ -1058,22 +1064,25 @@ def _scan(run: _Run, path: str, strata_column: str | None, *, for_fit: bool) -> 
     return scan
 
 
-def _check_strata(steps: tuple[Step, ...], scan: StreamInput) -> None:
-    """Every stratum of the file is known to each per-stratum prior step (checked before the
-    pass; the in-memory engine says the same through ``core.chain.row_shifts``)."""
+def _check_strata(
+    steps: Sequence[Step], strata: Sequence[str] | None, name: str, column: str | None
+) -> None:
+    """Every stratum of file ``name``, read from ``column`` (``--strata-col``, else the
+    record's), is known to each per-stratum prior step, checked before any pass, in both
+    engines; the message names the column read, which may not be the record's."""
     for step in steps:
         if not isinstance(step, PriorParams) or step.strata_col is None:
             continue
-        if scan.strata is None:
+        if strata is None:
             raise InputError(
-                f"{scan.name}: the prior correction is per stratum: column "
+                f"{name}: the prior correction is per stratum: column "
                 f"'{step.strata_col}' is needed (set --strata-col)"
             )
-        unknown = [name for name in scan.strata if name not in step.stratum_shifts]
+        unknown = [stratum for stratum in strata if stratum not in step.stratum_shifts]
         if unknown:
             raise InputError(
-                f"{scan.name}: column '{step.strata_col}' has stratum '{unknown[0]}' that the "
-                f"sampling record does not know; it knows: {', '.join(sorted(step.stratum_shifts))}"
+                f"{name}: column '{column}' has stratum '{unknown[0]}' that the sampling record "
+                f"does not know; it knows: {', '.join(sorted(step.stratum_shifts))}"
             )
 
 
@@ -1081,7 +1090,7 @@ def _stream_scan(
     run: _Run, path: str, strata_column: str | None, steps: tuple[Step, ...]
 ) -> StreamInput:
     scan = _scan(run, path, strata_column, for_fit=False)
-    _check_strata(steps, scan)
+    _check_strata(steps, scan.strata, scan.name, strata_column)
     return scan
 
 
@@ -1157,7 +1166,7 @@ def _stream_fit(
     scan = _scan(run, path, strata_column, for_fit=True)
     map_input = None
     if prior is not None and request.fit_data == "population":
-        _check_strata((prior,), scan)
+        _check_strata((prior,), scan.strata, scan.name, strata_column)
         step = prior
 
         def map_input(scores: FloatArray, strata: Strata | None) -> FloatArray:
@@ -1202,7 +1211,7 @@ def _stream_fit(
     if prior is not None:
         steps = (prior, fitted) if request.fit_data == "population" else (fitted, prior)
     if prior is not None and request.fit_data == "sampled":
-        _check_strata((prior,), scan)
+        _check_strata((prior,), scan.strata, scan.name, strata_column)
     return scan, steps, _stream_effect(run, scan, steps, None)
 
 
