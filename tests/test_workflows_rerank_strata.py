@@ -657,3 +657,21 @@ def test_a_target_without_the_weight_column_weighs_its_rows_1(tmp_path: Path, en
         f"{target} has no column 'iw' (--weight-col): its rows weigh 1 in the strata and the "
         "comparison"
     ]
+
+
+@pytest.mark.parametrize("side", ["reference", "target"])
+def test_an_infinite_feature_names_its_file_and_row(tmp_path: Path, side: str) -> None:
+    """The check ran on the pooled rows, so a target's row was counted after the reference's
+    and no file was named."""
+    reference, target = _files(tmp_path)
+    bad = tmp_path / "bad.csv"
+    frame = pl.read_csv(reference if side == "reference" else target)
+    frame.with_columns(
+        x=pl.when(pl.int_range(pl.len()) == 6).then(float("-inf")).otherwise(pl.col("x"))
+    ).write_csv(bad)
+    files = {"reference": str(reference), "target": str(target), side: str(bad)}
+    with pytest.raises(InputError) as error:
+        run_rerank_strata(
+            RerankStrataRequest(**files, pca_features="x,score", output=str(tmp_path / "o.csv"))
+        )
+    assert str(error.value) == f"{bad}: column 'x' has 1 value infinite (first at row 7: -inf)"

@@ -82,12 +82,16 @@ class Table:
             return check_weights(values, self.n_rows, name=column)
 
     def numbers(self, column: str, *, option: str | None = None) -> FloatArray:
-        """Any numeric column (features) as float64; missing values are refused."""
+        """Any numeric column (features, rates) as float64: missing values and infinities are
+        refused, naming this file and its own row (a pooled array would count another's)."""
         with self.context():
             values = as_float(self.require_column(column, option=option), self.name)
             missing = np.isnan(values)
             if missing.any():
                 raise InputError(bad_values_message(column, "missing or NaN", missing, values))
+            infinite = np.isinf(values)
+            if infinite.any():
+                raise InputError(bad_values_message(column, "infinite", infinite, values))
             return values
 
     def groups(self, column: str, *, option: str | None = None) -> tuple[list[Any], Any]:
