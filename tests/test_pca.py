@@ -4,6 +4,7 @@ standardised or centred only (the paper's variant), cut at quantiles or at the s
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -324,18 +325,52 @@ def _uncorrelated(seed: int, n: int = 4000, k: int = 6) -> FloatArray:
 
 
 def test_weak_component_rule() -> None:
-    assert weak_first_component(0.49, 3) and not weak_first_component(0.5, 3)  # 1.5/3 = 0.5
-    assert weak_first_component(0.74, 2) and not weak_first_component(0.75, 2)
-    assert not weak_first_component(1.0, 1)  # one feature always explains everything
+    assert weak_first_component(0.26) and not weak_first_component(0.25)
+    assert weak_first_component(math.inf) and not weak_first_component(0.0)  # one feature: 0
     x = _uncorrelated(14)
     names = [f"v{i}" for i in range(x.shape[1])]
     y = np.zeros(2000)
     standardised = pca_strata(x[:2000], x[2000:], names=names, reference_labels=y)
-    assert standardised.weak_component  # about 1/k = 17%, under 1.5/k = 25%
+    assert standardised.weak_component  # about 1/k = 17% each way: no direction
     assert standardised.explained_variance_ratio < 0.2
     centred = pca_strata(x[:2000], x[2000:], names=names, reference_labels=y, scaling="center")
     assert not centred.weak_component and centred.explained_variance_ratio > 0.5
     assert centred.loadings["v0"] > 0.99  # it follows the widest column
+    assert centred.direction_error < 0.05
+
+
+def test_the_rule_reads_the_direction_not_the_share_it_explains() -> None:
+    """Two standardised features correlated 0.3 explain 65% each way, under 1.5/k = 75%, yet
+    their component is (0.707, 0.707) on every sample of 40,000 rows: not weak (the share
+    rule warned). 28 noise features on 200 rows explain 5.8% by sampling alone, above 1.5/28:
+    weak (the share rule missed it)."""
+    rng = np.random.default_rng(21)
+    a = rng.normal(size=40_000)
+    b = 0.3 * a + math.sqrt(1.0 - 0.09) * rng.normal(size=40_000)
+    correlated = first_principal_component(np.column_stack([a, b]))
+    assert correlated.explained_variance_ratio < 0.75
+    assert not weak_first_component(correlated.direction_error)
+    noise = first_principal_component(rng.normal(size=(200, 28)))
+    assert noise.explained_variance_ratio > 1.5 / 28
+    assert weak_first_component(noise.direction_error)
+
+
+@pytest.mark.parametrize(("rho", "n"), [(0.3, 2000), (0.1, 4000)])
+def test_the_direction_error_matches_the_spread_over_samples(rho: float, n: int) -> None:
+    """Anderson's large-sample error of a covariance's leading eigenvector (centred features
+    of spreads 1.3 and 1) against the spread of its angle over 300 independent samples:
+    within 20% (the spread's own sampling error is about 4%). Standardised, two features
+    have the direction (1, 1)/sqrt(2) on every sample, and the error overstates it."""
+    rng = np.random.default_rng(int(rho * 100) + n)
+    angles, errors = [], []
+    for _ in range(300):
+        a = rng.normal(size=n)
+        b = rho * a + math.sqrt(1.0 - rho * rho) * rng.normal(size=n)
+        fit = first_principal_component(np.column_stack([1.3 * a, b]), scaling="center")
+        angles.append(math.atan2(fit.loadings[1], fit.loadings[0]))
+        errors.append(fit.direction_error)
+    spread = float(np.std(angles))
+    assert float(np.median(errors)) == pytest.approx(spread, rel=0.2)
 
 
 def test_standardised_component_of_uncorrelated_features_is_noise_centred_is_not() -> None:
@@ -408,12 +443,15 @@ def test_workflow_warns_on_a_weak_component(tmp_path: Path) -> None:
         warn=warnings.append,
     )
     assert result.pca is not None and result.pca.weak_component
-    share = result.pca.explained_variance_ratio
+    share, error = result.pca.explained_variance_ratio, result.pca.direction_error
+    assert error > 0.25
     assert warnings == [
-        f"the first principal component (standardize) explains {share:.1%} of the variance of "
-        "4 features, under 1.5/k = 37.5%: it is close to an arbitrary direction and the strata "
-        "follow noise; if the features share one scale (e.g. outputs of an earlier PCA) try "
-        "--pca-scaling center; else choose correlated features or --strata-col"
+        "the first principal component (standardize) of 4 features is close to an arbitrary "
+        f"direction: its direction's standard error is {error:.2f} rad, above 0.25 (it "
+        f"explains {share:.1%} of the variance; uncorrelated features give about 1/k = "
+        "25.0%), so the strata follow noise; if the features share one scale (e.g. outputs of "
+        "an earlier PCA) try --pca-scaling center; else choose correlated features or "
+        "--strata-col"
     ]
     warnings.clear()
     centred = run_rerank_strata(

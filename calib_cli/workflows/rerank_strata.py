@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ from calib_cli import io
 from calib_cli.core.decisions import bounded_prevalence
 from calib_cli.core.pca import (
     DEFAULT_N_STRATA,
-    WEAK_COMPONENT_FACTOR,
+    WEAK_DIRECTION_ERROR,
     PCACut,
     PCAScaling,
     PcaStrata,
@@ -395,11 +396,14 @@ def _weak_component_warning(pca: PcaStrata) -> str:
         if pca.scaling == "standardize"
         else "choose correlated features or --strata-col"
     )
+    error = pca.direction_error
+    shown = "unbounded" if math.isinf(error) else f"{error:.2f} rad"
     return (
-        f"the first principal component ({pca.scaling}) explains "
-        f"{pca.explained_variance_ratio:.1%} of the variance of {k} features, under "
-        f"{WEAK_COMPONENT_FACTOR:g}/k = {WEAK_COMPONENT_FACTOR / k:.1%}: it is close to an "
-        f"arbitrary direction and the strata follow noise; {hint}"
+        f"the first principal component ({pca.scaling}) of {k} features is close to an "
+        f"arbitrary direction: its direction's standard error is {shown}, above "
+        f"{WEAK_DIRECTION_ERROR:g} (it explains {pca.explained_variance_ratio:.1%} of the "
+        f"variance; uncorrelated features give about 1/k = {1 / k:.1%}), so the strata follow "
+        f"noise; {hint}"
     )
 
 
