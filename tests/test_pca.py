@@ -564,3 +564,30 @@ def test_features_far_from_unit_scale(solver: str, scale: float) -> None:
     far = first_principal_component(x * scale, scaling="center", solver=solver)  # type: ignore[arg-type]
     np.testing.assert_allclose(far.loadings, unit.loadings, atol=1e-10)
     assert far.explained_variance_ratio == pytest.approx(unit.explained_variance_ratio)
+
+
+@pytest.mark.parametrize("solver", ["svd", "covariance"])
+@pytest.mark.parametrize("factor", [1e-200, 1e-150, 1e-20, 1e20, 1e200])
+def test_standardising_is_unit_free_at_any_scale(solver: str, factor: float) -> None:
+    """A column in other units gives the same standardised component: a spread under 2e-15
+    was taken for rounding noise (loading 3e-21), and 1e200 squared to inf (loading 0)."""
+    x = _features(31, n=500, k=3)
+    plain = first_principal_component(x, solver=solver)  # type: ignore[arg-type]
+    scaled = x.copy()
+    scaled[:, 1] *= factor
+    other = first_principal_component(scaled, solver=solver)  # type: ignore[arg-type]
+    np.testing.assert_allclose(other.loadings, plain.loadings, rtol=1e-9, atol=1e-12)
+    assert other.explained_variance_ratio == pytest.approx(plain.explained_variance_ratio)
+
+
+@pytest.mark.parametrize("solver", ["svd", "covariance"])
+@pytest.mark.parametrize("factor", [1e-200, 1e200])
+def test_centring_columns_far_apart_in_size_converges(solver: str, factor: float) -> None:
+    """Centred only, the column of the larger numbers is the component; a column 1e200 times
+    smaller than another stalled the Jacobi rotations on subnormal products (exit 70)."""
+    x = _features(32, n=500, k=2)
+    x[:, 0] *= factor
+    pca = first_principal_component(x, solver=solver, scaling="center")  # type: ignore[arg-type]
+    big = 0 if factor > 1 else 1
+    assert pca.loadings[big] == pytest.approx(1.0)
+    assert abs(pca.loadings[1 - big]) < 1e-100

@@ -208,14 +208,18 @@ def _standardisation(x: FloatArray, w: FloatArray) -> tuple[FloatArray, FloatArr
     # gets scale 1, as in StandardScaler: it does not affect the component.
     constant = low == high
     means = np.where(constant, low, sums / total)
+    reach = np.nan_to_num(np.maximum(high - means, means - low), posinf=0.0, neginf=0.0)
+    # each column's squares taken over a power of two near its reach (exact: the same bits
+    # where nothing overflows), so columns of 1e200 do not square to inf nor 1e-200 to 0
+    power = np.where(reach > 0.0, np.ldexp(1.0, np.frexp(reach)[1]), 1.0)
     squares = np.zeros(k)
     for start in _chunks(x.shape[0]):
-        centred = x[start : start + CHUNK_ROWS] - means
+        centred = (x[start : start + CHUNK_ROWS] - means) / power
         squares += weighted_columns(w[start : start + CHUNK_ROWS], centred * centred)
-    scales = np.sqrt(squares / total)
-    # also a column of rounding noise far below its magnitude
-    tiny = scales <= 10.0 * np.finfo(np.float64).eps * np.maximum(np.abs(means), 1.0)
-    reach = np.nan_to_num(np.maximum(high - means, means - low), posinf=0.0, neginf=0.0)
+    scales = power * np.sqrt(squares / total)
+    # also a column of rounding noise far below its magnitude (relative: a column of tiny
+    # numbers spread as widely as they are large is no noise)
+    tiny = scales <= 10.0 * np.finfo(np.float64).eps * np.abs(means)
     return means, np.where(constant | tiny, 1.0, scales), reach
 
 
@@ -299,7 +303,7 @@ def first_principal_component(
     # Every product below adds in a fixed order (calib_cli.core.dots), never a BLAS kernel's:
     # the loadings, variances and cut points are the same bits on every machine.
     if used == "svd":
-        z = (x - means) / inner * np.sqrt(w / total)[:, None]
+        z = _flushed((x - means) / inner * np.sqrt(w / total)[:, None])
         singular, right = column_svd(z)
         variances = singular**2
         loadings = right[:, 0]
@@ -307,7 +311,7 @@ def first_principal_component(
         cov = np.zeros((k, k))
         for start in range(0, n, COVARIANCE_ROWS):
             rows = slice(start, start + COVARIANCE_ROWS)
-            zt = np.array(((x[rows] - means) / inner).T, order="C")  # a feature per row
+            zt = _flushed(np.array(((x[rows] - means) / inner).T, order="C"))  # a feature per row
             weighted = zt * w[rows]
             for i in range(k):  # each entry's products added pairwise along the rows
                 cov[i, i:] += np.sum(weighted[i] * zt[i:], axis=1)
@@ -336,6 +340,18 @@ def first_principal_component(
         scaling=scaling,
         direction_error=direction_error(ordered, rows),
     )
+
+
+#: Scaled values below this (whose squares would be subnormal, 1e-154 of the largest) are 0.
+_FLUSH = math.ldexp(1.0, -510)
+
+
+def _flushed(z: FloatArray) -> FloatArray:
+    """``z`` (the largest value near 1) with values below :data:`_FLUSH` set to 0: their share
+    of any variance is below 1e-300, and subnormal products stalled the Jacobi rotations (a
+    centred column of 1e-200 beside one of 1)."""
+    z[np.abs(z) < _FLUSH] = 0.0
+    return z
 
 
 def weak_first_component(direction_error_radians: float) -> bool:
