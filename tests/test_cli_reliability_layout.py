@@ -13,7 +13,7 @@ import numpy as np
 import polars as pl
 
 from calib_cli.report.tables import DETAIL_MAX_ENTRIES, MISSING, fmt, fmt_count
-from tests.conftest import CALIB, _environment
+from tests.conftest import CALIB, RunCalib, _environment
 
 
 def test_hundreds_of_groups_in_80_columns_agree_with_the_json_report(tmp_path: Path) -> None:
@@ -69,3 +69,12 @@ def test_hundreds_of_groups_in_80_columns_agree_with_the_json_report(tmp_path: P
             fmt(entry["auc"]),
             interval,
         ], group
+
+
+def test_the_title_gives_the_bins_the_report_used(tmp_path: Path, run_calib: RunCalib) -> None:
+    """Equal-mass bins on one repeated score are one bin: the title said "10 quantile bins"."""
+    rows = "".join(f"0.3,{i % 2}\n" for i in range(40))
+    (tmp_path / "const.csv").write_text("score,label\n" + rows)
+    done = run_calib(["reliability", "const.csv", "--strategy", "quantile"], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.decode().splitlines()[0] == "Reliability of const.csv (1 quantile bin)"

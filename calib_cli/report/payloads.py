@@ -82,6 +82,18 @@ def _field_names(kind: type) -> tuple[str, ...]:
     return names
 
 
+def bins_phrase(used: Sequence[int], strategy: str) -> str:
+    """The bins a reliability report used (its entries' ``n_bins``), not ``--bins``, for the
+    titles of its tables and pictures: tied scores can leave fewer equal-mass bins.
+
+    >>> bins_phrase([10], "uniform"), bins_phrase([1], "quantile"), bins_phrase([7, 10], "quantile")
+    ('10 uniform bins', '1 quantile bin', '7 to 10 quantile bins')
+    """
+    fewest, most = min(used), max(used)
+    count = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+    return f"{count} {strategy} bin{'' if most == 1 else 's'}"
+
+
 def to_json_object(value: object) -> JsonObject:
     """:func:`to_jsonable` of a dataclass or mapping: a JSON object."""
     converted = to_jsonable(value)

@@ -487,12 +487,13 @@ def reliability_title(
     >>> reliability_title("d.csv", s, weighting="unweighted", n_bins=1, strategy="quantile")[-16:]
     '; 1 quantile bin'
     """
-    fewest, most = (n_bins, n_bins) if isinstance(n_bins, int) else n_bins
-    count = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+    from calib_cli.report.payloads import bins_phrase
+
+    used = [n_bins] if isinstance(n_bins, int) else list(n_bins)
     return (
         f"Reliability of {_shorten(source, 70)}\n"
         f"n = {summary.n:,}, base rate {_fmt(summary.base_rate)}, {weighting}; "
-        f"{count} {strategy} bin{'' if most == 1 else 's'}"
+        f"{bins_phrase(used, strategy)}"
     )
 
 

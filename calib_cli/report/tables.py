@@ -20,6 +20,8 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
+from calib_cli.report.payloads import bins_phrase
+
 if TYPE_CHECKING:
     from calib_cli.core.metrics import ReliabilitySummary
     from calib_cli.core.pca import PcaStrata
@@ -630,7 +632,8 @@ def reliability_report(
     the JSON report has the rest."""
     kinds = {entry.summary.weight_kind for entry in result.entries}
     weights = ", importance weights" if "importance" in kinds else ""
-    title = f"Reliability of {result.source} ({result.n_bins} {result.strategy} bins{weights})"
+    used = bins_phrase([entry.summary.n_bins for entry in result.entries], result.strategy)
+    title = f"Reliability of {result.source} ({used}{weights})"
     columns = list(dict.fromkeys(entry.score_column for entry in result.entries))
     label_headings: list[str] = []
     if len(columns) > 1 or result.by is None:
