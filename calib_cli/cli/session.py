@@ -50,9 +50,16 @@ class Session:
             self.err.print(renderable, highlight=False)
 
     def result(self, renderable: RenderableType | str) -> None:
-        """A report's tables on standard output (silenced by --quiet)."""
+        """A report's tables on standard output (silenced by --quiet), rendered first and
+        written as the JSON report is (:func:`calib_cli.io.write_text`): every byte, or a
+        closed pipe's BrokenPipeError (exit 141). Written by the console, a pipe whose reader
+        went away could take part of a long report with no error, and the command ended 0."""
         if not self.quiet:
-            self.out.print(renderable, highlight=False)
+            from calib_cli import io
+
+            with self.out.capture() as captured:
+                self.out.print(renderable, highlight=False)
+            io.write_text(io.STDIO, captured.get())
 
     def progress(
         self, description: str, *, delay: float | None = None
