@@ -386,3 +386,30 @@ def test_scores_ranking_the_labels_backwards_are_named_as_such(
     changed = [w for w in warnings if "calibration changed the AUC" in w]
     assert len(changed) == 1
     assert changed[0].endswith(f"): {reason}")
+
+
+def test_a_model_of_raw_margins_applied_as_probabilities_says_which_kind(tmp_path: Path) -> None:
+    """Margins read as probabilities failed as "values outside [0, 1]", without a word on
+    the model's score kind, which it records."""
+    rng = np.random.default_rng(5)
+    margin = rng.normal(0.0, 3.0, 2000)
+    fit = tmp_path / "margins.csv"
+    pl.DataFrame(
+        {"score": margin, "label": (rng.random(2000) < expit(margin / 2)).astype(np.int64)}
+    ).write_csv(fit)
+    model = tmp_path / "raw.json"
+    run_recalibrate(
+        RecalibrateRequest(fit=str(fit), method="platt", score_kind="raw", save_model=str(model))
+    )
+    out = tmp_path / "out.csv"
+    with pytest.raises(UsageError) as error:
+        run_recalibrate(RecalibrateRequest(file=str(fit), model=str(model), output=str(out)))
+    assert str(error.value) == (
+        f"{model} was fitted on raw scores, and this call reads probability scores: "
+        "add --score-kind raw"
+    )
+    assert not out.exists()
+    run_recalibrate(
+        RecalibrateRequest(file=str(fit), model=str(model), output=str(out), score_kind="raw")
+    )
+    assert pl.read_csv(out)["calibrated"].is_between(0.0, 1.0).all()

@@ -44,6 +44,7 @@ from calib_cli.core.fit_support import (
     supported_methods,
 )
 from calib_cli.core.metrics import CalibrationEffect, EffectFigures
+from calib_cli.core.platt import PlattParams
 from calib_cli.core.prior import base_rate_looks_sampled, prior_shift_log_odds
 from calib_cli.core.selection import CalibratorParams, MethodChoice
 from calib_cli.errors import InputError, UsageError
@@ -739,6 +740,13 @@ def run_recalibrate(
                 request.model, kinds=("chain", "prior", "platt", "isotonic", "beta", "histogram")
             )
         )
+        first = steps[0]
+        if isinstance(first, PlattParams) and first.score_kind != request.score_kind:
+            # before reading: raw margins read as probabilities fail as "outside [0, 1]"
+            raise UsageError(
+                f"{request.model} was fitted on {first.score_kind} scores, and this call reads "
+                f"{request.score_kind} scores: add --score-kind {first.score_kind}"
+            )
     elif plan.method == "prior":
         if prior is None:
             raise UsageError(
