@@ -413,3 +413,22 @@ def test_a_model_of_raw_margins_applied_as_probabilities_says_which_kind(tmp_pat
         RecalibrateRequest(file=str(fit), model=str(model), output=str(out), score_kind="raw")
     )
     assert pl.read_csv(out)["calibrated"].is_between(0.0, 1.0).all()
+
+
+def test_auto_folds_are_bounded_as_cross_fit_folds_are(tmp_path: Path) -> None:
+    """--method auto --folds 600 on 512 rows ran silently (most folds empty), where
+    --cross-fit 600 was refused."""
+    rng = np.random.default_rng(6)
+    score = rng.uniform(size=512)
+    fit = tmp_path / "f.csv"
+    pl.DataFrame({"score": score, "label": (rng.random(512) < score).astype(np.int64)}).write_csv(
+        fit
+    )
+    with pytest.raises(UsageError) as error:
+        run_recalibrate(
+            RecalibrateRequest(
+                fit=str(fit), method="auto", folds=600, save_model=str(tmp_path / "m.json")
+            )
+        )
+    assert str(error.value) == f"--folds 600 asks for more folds than {fit} has rows (512)"
+    assert not (tmp_path / "m.json").exists()

@@ -548,6 +548,8 @@ class _Run:
         strata: Strata | None,
     ) -> ChainFit:
         """Fit the chain on one labelled table (keeping auto's comparison when it chose)."""
+        if self.plan.method == "auto" and self.request.folds is not None:
+            _check_folds(self.request.folds, labels, source.name, self.warn, option="--folds")
         with source.context():
             fitted = fit_chain(
                 scores,
@@ -908,19 +910,22 @@ def _check_input_columns(
         io.require_column(columns, request.label_col, "--label-col", name)
 
 
-def _check_folds(n_folds: int, labels: FloatArray | None, name: str, warn: Warn) -> None:
-    """--cross-fit K needs K rows at least; fewer than K rows of a class leaves folds
-    without that class (their maps are then fitted on the other folds only)."""
+def _check_folds(
+    n_folds: int, labels: FloatArray | None, name: str, warn: Warn, option: str = "--cross-fit"
+) -> None:
+    """--cross-fit K (and auto's --folds K) needs K rows at least; fewer than K rows of a
+    class leaves folds without that class (their maps are then fitted on the other folds
+    only)."""
     if labels is None:
         return
     if n_folds > labels.shape[0]:
         raise UsageError(
-            f"--cross-fit {n_folds} asks for more folds than {name} has rows ({labels.shape[0]})"
+            f"{option} {n_folds} asks for more folds than {name} has rows ({labels.shape[0]})"
         )
     smaller = int(min((labels == 1).sum(), (labels == 0).sum()))
     if n_folds > smaller:
         warn(
-            f"{name}: --cross-fit {n_folds} is more than the {smaller} rows of the "
+            f"{name}: {option} {n_folds} is more than the {smaller} rows of the "
             "smaller class: some folds hold none of it"
         )
 
