@@ -432,3 +432,22 @@ def test_auto_folds_are_bounded_as_cross_fit_folds_are(tmp_path: Path) -> None:
         )
     assert str(error.value) == f"--folds 600 asks for more folds than {fit} has rows (512)"
     assert not (tmp_path / "m.json").exists()
+
+
+def test_fitting_and_calibrating_one_file_says_the_figures_are_in_sample(tmp_path: Path) -> None:
+    source = _write(tmp_path, "one.csv")
+    warnings: list[str] = []
+    run_recalibrate(
+        RecalibrateRequest(
+            file=str(source),
+            fit=str(tmp_path / "." / "one.csv"),
+            method="platt",
+            output=str(tmp_path / "o.csv"),
+        ),
+        warn=warnings.append,
+    )
+    assert warnings == [
+        f"{source} is both --fit and the INPUT: its rows are calibrated by a map fitted on "
+        "them, so the 'after' figures flatter it; --cross-fit K gives out-of-fold "
+        "probabilities of one labelled file"
+    ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
@@ -725,6 +726,12 @@ def run_recalibrate(
         data_destination(request.output)
     whole_option(request.folds, "--folds", least=2)
     whole_option(request.cross_fit_folds, "--cross-fit", least=2)
+    if file is not None and request.fit is not None and _same_file(file, request.fit):
+        warn(
+            f"{io.display_name(file)} is both --fit and the INPUT: its rows are calibrated "
+            "by a map fitted on them, so the 'after' figures flatter it; --cross-fit K gives "
+            "out-of-fold probabilities of one labelled file"
+        )
     if file is not None:
         schema = io.column_schema(file, input_format=request.input_format)  # read once
         name = io.display_name(file)
@@ -908,6 +915,13 @@ def _check_input_columns(
         )
     if request.label_col != "label":
         io.require_column(columns, request.label_col, "--label-col", name)
+
+
+def _same_file(first: str, second: str) -> bool:
+    """Whether two paths name one file (standard input is read once, so never twice)."""
+    if io.STDIO in (first, second):
+        return False
+    return Path(first).resolve() == Path(second).resolve()
 
 
 def _check_folds(
