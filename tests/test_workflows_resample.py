@@ -307,3 +307,44 @@ def test_a_missing_label_is_not_told_to_name_a_positive_value(tmp_path: Path) ->
     assert str(error.value).endswith(
         "(first at row 3: 'maybe'); name the positive value with --positive-label"
     )
+
+
+@pytest.mark.parametrize(
+    ("rates", "message"),
+    [
+        (
+            "stratum,negative_rate\na,0.5\nb,0.2\nb,0.3\n",
+            "stratum 'b' has 2 rows; give each stratum one row",
+        ),
+        (
+            "stratum,negative_rate\na,0.5\nb,1.5\n",
+            "stratum 'b': column 'negative_rate' must be a rate in (0, 1], got 1.5",
+        ),
+        (
+            "stratum,negative_rate,positive_rate\na,0.5,0\nb,0.5,1\n",
+            "stratum 'a': column 'positive_rate' must be a rate in (0, 1], got 0.0",
+        ),
+    ],
+)
+def test_a_rates_file_is_bad_input_naming_its_row_and_column(
+    tmp_path: Path, rates: str, message: str
+) -> None:
+    """A stratum twice was a usage error (exit 2) with no stratum named, and a rate above 1
+    was blamed on --negative-rate, an option not given."""
+    source = tmp_path / "rows.csv"
+    source.write_text(
+        "stratum,label\n" + "".join(f"{'ab'[i % 2]},{i % 3 == 0:d}\n" for i in range(30))
+    )
+    table = tmp_path / "rates.csv"
+    table.write_text(rates)
+    with pytest.raises(InputError) as error:
+        run_resample(
+            ResampleRequest(
+                file=str(source),
+                output=str(tmp_path / "o.csv"),
+                strata_col="stratum",
+                rates_file=str(table),
+            )
+        )
+    assert error.value.exit_code == 65
+    assert str(error.value) == f"{table}: {message}"

@@ -325,7 +325,9 @@ def first_principal_component(
         raise InputError("every feature column is constant: there is no principal component")
     loadings = loadings / math.sqrt(dot(loadings, loadings))
     ordered = np.sort(variances)[::-1]
-    rows = float(np.count_nonzero(w > 0.0)) if total < np.count_nonzero(w > 0.0) else total
+    # rows of weight 1 or more count as their weight (frequency), lighter ones as rows
+    counted = float(np.count_nonzero(w > 0.0))
+    effective = counted if total < counted else total
     magnitude = np.abs(loadings)
     lead = int(np.flatnonzero(magnitude >= magnitude.max() * (1.0 - _SIGN_TIE))[0])
     if loadings[lead] < 0.0:
@@ -338,7 +340,7 @@ def first_principal_component(
         solver=used,
         rows=n,
         scaling=scaling,
-        direction_error=direction_error(ordered, rows),
+        direction_error=direction_error(ordered, effective),
     )
 
 

@@ -376,14 +376,25 @@ def keep_mask(hashes: npt.ArrayLike, thresholds: int | npt.ArrayLike) -> BoolArr
     return np.asarray((h < t) | (t == np.uint64(UINT64_MAX)), dtype=np.bool_)
 
 
-def _check_rates(rates: ClassRates, where: str = "") -> ClassRates:
-    for option, value in (
-        ("--negative-rate", rates.negative_rate),
-        ("--positive-rate", rates.positive_rate),
-    ):
+def check_class_rates(
+    rates: ClassRates,
+    where: str = "",
+    names: tuple[str, str] = ("--negative-rate", "--positive-rate"),
+) -> ClassRates:
+    """Refuse a rate outside (0, 1] (exit 65), naming it as ``names`` say: the options, or
+    the columns of a rates file (``where`` the file and stratum).
+
+    >>> check_class_rates(ClassRates(1.5), "r.csv: stratum 'B': ", ("column 'negative_rate'",
+    ...                   "column 'positive_rate'"))
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: r.csv: stratum 'B': column 'negative_rate' must be a rate in \
+(0, 1], got 1.5
+    """
+    for name, value in zip(names, (rates.negative_rate, rates.positive_rate), strict=True):
         v = float(value)
         if not (math.isfinite(v) and 0.0 < v <= 1.0):
-            raise InputError(f"{where}{option} must be a rate in (0, 1], got {value!r}")
+            raise InputError(f"{where}{name} must be a rate in (0, 1], got {value!r}")
     return rates
 
 
@@ -412,11 +423,11 @@ def _per_row(
     """``of_rate`` of each row's class rate (positive or negative), in its stratum's rates."""
     y = check_labels(y_true)
     if isinstance(rates, ClassRates):
-        table, codes = [_check_rates(rates)], np.zeros(y.size, dtype=np.int64)
+        table, codes = [check_class_rates(rates)], np.zeros(y.size, dtype=np.int64)
     else:
         if stratum_index is None:
             raise InputError("stratum_index is required with one set of rates per stratum")
-        table = [_check_rates(r, f"stratum {i}: ") for i, r in enumerate(rates)]
+        table = [check_class_rates(r, f"stratum {i}: ") for i, r in enumerate(rates)]
         codes = _stratum_codes(stratum_index, y.size, len(table))
     neg = np.array([of_rate(r.negative_rate) for r in table], dtype=dtype)
     pos = np.array([of_rate(r.positive_rate) for r in table], dtype=dtype)
@@ -692,7 +703,7 @@ def resolve_stratum_rates(
             shown = ", ".join(repr(s) for s in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
             raise InputError(f"the rates table has no rates for strata {shown}{more}")
-        return {s: _check_rates(rates[s], f"stratum {s!r}: ") for s in counts}
+        return {s: check_class_rates(rates[s], f"stratum {s!r}: ") for s in counts}
 
     out: dict[str, ClassRates] = {}
     for stratum, (p, n) in counts.items():

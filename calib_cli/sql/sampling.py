@@ -48,7 +48,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from calib_cli.core.sampling import UINT64_MAX, ClassRates, rate_threshold
+from calib_cli.core.sampling import UINT64_MAX, ClassRates, check_class_rates, rate_threshold
 from calib_cli.errors import InputError
 from calib_cli.sql.dialects import Dialect, dialect
 from calib_cli.sql.tree import (
@@ -89,6 +89,10 @@ _MIX_1 = 0xBF58476D1CE4E5B9
 _MIX_2 = 0x94D049BB133111EB
 
 Limbs = tuple[Node, Node, Node, Node]
+
+
+#: The rates of a query named as the rates file's columns.
+_RATE_NAMES = ("negative_rate", "positive_rate")
 
 
 def _mix64_int(x: int) -> int:
@@ -263,15 +267,6 @@ def _positive(query: SamplingQuery) -> Node:
     return Binary("=", Call("TRIM", (Cast(label, "string"),)), Text(query.positive_label.strip()))
 
 
-def _check_rates(rates: ClassRates, where: str) -> None:
-    for name, value in (
-        ("negative_rate", rates.negative_rate),
-        ("positive_rate", rates.positive_rate),
-    ):
-        if not 0.0 < value <= 1.0:
-            raise InputError(f"{where}{name} must be a rate in (0, 1], got {value!r}")
-
-
 def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
     """The ``SELECT`` returning the rows ``calib resample`` keeps (module docstring).
 
@@ -314,7 +309,7 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
     positive = _positive(query)
     weight: Node | None = None
     if query.rates is not None:
-        _check_rates(query.rates, "")
+        check_class_rates(query.rates, "", _RATE_NAMES)
         keep = _class_test(positive, h_hi, h_lo, query.rates)
         if query.weight_col_out is not None:
             weight = _inverse_rate(positive, query.rates)
@@ -324,7 +319,7 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
         tests: list[Node] = []
         weights: list[tuple[Node, Node]] = []
         for name, rates in sorted(query.stratum_rates.items()):
-            _check_rates(rates, f"stratum {name!r}: ")
+            check_class_rates(rates, f"stratum {name!r}: ", _RATE_NAMES)
             is_stratum = Binary("=", stratum, Text(name))
             tests.append(Binary("AND", is_stratum, _class_test(positive, h_hi, h_lo, rates)))
             weights.append((is_stratum, _inverse_rate(positive, rates)))

@@ -11,9 +11,10 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from calib_cli import io
-from calib_cli.errors import UsageError
+from calib_cli.errors import InputError, UsageError
 from calib_cli.io import InvalidRows, Table
 from calib_cli.io.invalid import check_max_invalid_option
 from calib_cli.types import (
@@ -230,6 +231,24 @@ def refuse_shared_columns(request: object) -> None:
 def _named(option: str, column: str) -> str:
     """``option``, saying so where ``column`` is its default (a user may not have given it)."""
     return f"{option} (by default)" if f"--{column}-col" == option else option
+
+
+def require_once_each(name: str, strata: Sequence[str], codes: npt.NDArray[np.int64]) -> None:
+    """Refuse (exit 65) a table of one row per stratum (``--rates-file``,
+    ``--prevalence-file``) where a stratum has two rows: which one holds cannot be told.
+
+    >>> require_once_each("r.csv", ["a", "b"], np.array([0, 1, 1]))
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: r.csv: stratum 'b' has 2 rows; give each stratum one row
+    """
+    counts = np.bincount(codes, minlength=len(strata))
+    if np.any(counts > 1):
+        first = int(np.flatnonzero(counts > 1)[0])
+        raise InputError(
+            f"{name}: stratum {strata[first]!r} has {int(counts[first])} rows; "
+            "give each stratum one row"
+        )
 
 
 def finite_option(value: float | None, option: str) -> None:

@@ -73,6 +73,7 @@ from calib_cli.workflows.common import (
     refuse_added_columns,
     refuse_clashing_columns,
     refuse_shared_columns,
+    require_once_each,
 )
 
 #: False-positive rates at which a picture's ROC curves are drawn (``--plot``, labelled
@@ -477,8 +478,7 @@ def read_prevalence_file(path: str) -> dict[str, float]:
     names, codes = table.categories("stratum", option="--prevalence-file (column 'stratum')")
     column = "prevalence" if table.has_column("prevalence") else "rate"
     rates = table.numbers(column, option="--prevalence-file (column 'prevalence')")
-    if len(names) != table.n_rows:
-        raise UsageError(f"{table.name}: each stratum must appear once")
+    require_once_each(table.name, names, codes)
     return {names[code]: float(rates[row]) for row, code in enumerate(codes)}
 
 

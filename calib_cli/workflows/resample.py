@@ -9,6 +9,7 @@ from calib_cli.artifacts import Artifact, sampling_record, save_artifact
 from calib_cli.core.resampling import ClassBalance, SamplingSummary, summarise_sampling
 from calib_cli.core.sampling import (
     ClassRates,
+    check_class_rates,
     check_rate_options,
     rate_threshold,
     resolve_stratum_rates,
@@ -22,6 +23,7 @@ from calib_cli.workflows.common import (
     in_dialect,
     refuse_shared_columns,
     require_column_name,
+    require_once_each,
 )
 
 
@@ -192,12 +194,16 @@ def read_rates_file(path: str) -> dict[str, ClassRates]:
     names, codes = table.categories("stratum", option="--rates-file (column 'stratum')")
     negative = table.numbers("negative_rate")
     positive = table.numbers("positive_rate") if table.has_column("positive_rate") else None
-    if len(names) != table.n_rows:
-        raise UsageError(f"{table.name}: each stratum must appear once")
+    require_once_each(table.name, names, codes)
+    columns = ("column 'negative_rate'", "column 'positive_rate'")
     return {
-        names[code]: ClassRates(
-            negative_rate=float(negative[row]),
-            positive_rate=1.0 if positive is None else float(positive[row]),
+        names[code]: check_class_rates(
+            ClassRates(
+                negative_rate=float(negative[row]),
+                positive_rate=1.0 if positive is None else float(positive[row]),
+            ),
+            f"{table.name}: stratum {names[code]!r}: ",
+            columns,
         )
         for row, code in enumerate(codes)
     }
