@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from calib_cli import io
@@ -15,6 +16,7 @@ from calib_cli.core.sampling import (
     resolve_stratum_rates,
 )
 from calib_cli.errors import UsageError
+
 from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, Warn
 from calib_cli.workflows.common import (
     Progress,
@@ -159,6 +161,7 @@ def run_resample(
         positive_label=request.positive_label,
         strata_col=strata_col,
     )
+    _warn_emptied_classes(name, before, after, rates, warn)
     summary = summarise_sampling(
         [(c.stratum, ClassBalance(rows=c.rows, positives=c.positives)) for c in before],
         [(c.stratum, ClassBalance(rows=c.rows, positives=c.positives)) for c in after],
@@ -186,6 +189,31 @@ def run_resample(
         summary=summary,
         record=record,
     )
+
+
+def _warn_emptied_classes(
+    name: str,
+    before: Sequence[io.ClassCounts],
+    after: Sequence[io.ClassCounts],
+    rates: Mapping[str, ClassRates],
+    warn: Warn,
+) -> None:
+    """Say when a class had rows and the rates kept none of them (``--negative-rate 1e-30``):
+    the sample then holds one class, which no prior correction can undo."""
+    kept = {c.stratum: c for c in after}
+    for counts in before:
+        out = kept.get(counts.stratum)
+        rate = rates[counts.stratum or ""]
+        for cls, rows_in, rows_out, rate_used in (
+            ("positive", counts.positives, out.positives if out else 0, rate.positive_rate),
+            ("negative", counts.negatives, out.negatives if out else 0, rate.negative_rate),
+        ):
+            if rows_in > 0 and rows_out == 0:
+                where = f"stratum {counts.stratum!r}: " if counts.stratum is not None else ""
+                warn(
+                    f"{name}: {where}none of its {rows_in:,} {cls} rows was kept (rate "
+                    f"{rate_used:g}): the sample holds no {cls} row"
+                )
 
 
 def read_rates_file(path: str) -> dict[str, ClassRates]:
