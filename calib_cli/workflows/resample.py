@@ -16,7 +16,6 @@ from calib_cli.core.sampling import (
     resolve_stratum_rates,
 )
 from calib_cli.errors import UsageError
-
 from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, Warn
 from calib_cli.workflows.common import (
     Progress,
