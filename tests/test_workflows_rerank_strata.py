@@ -675,3 +675,46 @@ def test_an_infinite_feature_names_its_file_and_row(tmp_path: Path, side: str) -
             RerankStrataRequest(**files, pca_features="x,score", output=str(tmp_path / "o.csv"))
         )
     assert str(error.value) == f"{bad}: column 'x' has 1 value infinite (first at row 7: -inf)"
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_flipped_labels_are_warned_per_stratum(tmp_path: Path, engine: str) -> None:
+    reference, target = _files(tmp_path)
+    warnings: list[str] = []
+    run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(reference),
+            target=str(target),
+            strata_col="stratum",
+            positive_label="0",
+            output=str(tmp_path / "o.csv"),
+            engine=engine,  # type: ignore[arg-type]
+        ),
+        warn=warnings.append,
+    )
+    backwards = [w for w in warnings if "rank its labels backwards" in w]
+    assert [w.split("'")[1] for w in backwards] == ["a", "b"]
+    assert backwards[0].endswith("; are the labels flipped (--positive-label)?")
+
+
+def test_fewer_strata_than_asked_are_warned(tmp_path: Path) -> None:
+    """A feature of two values cuts into two strata whatever --n-strata asks."""
+    reference, target = _files(tmp_path)
+    for path in (reference, target):
+        frame = pl.read_csv(path)
+        frame.with_columns(flag=(pl.col("stratum") == "a").cast(pl.Int64)).write_csv(path)
+    warnings: list[str] = []
+    result = run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(reference),
+            target=str(target),
+            pca_features="flag",
+            n_strata=3,
+            output=str(tmp_path / "o.csv"),
+        ),
+        warn=warnings.append,
+    )
+    assert result.pca is not None and result.pca.n_strata == 2
+    assert (
+        "--n-strata 3 made 2 strata: the component's tied values leave no room for more cut points"
+    ) in warnings

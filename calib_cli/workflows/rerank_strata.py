@@ -249,6 +249,11 @@ def run_rerank_strata(
         pca = _pca_strata(ref, tgt, request, ref_weights, tgt_weights)
         if pca.weak_component:
             warn(_weak_component_warning(pca))
+        if request.n_strata is not None and pca.n_strata < request.n_strata:
+            warn(
+                f"--n-strata {request.n_strata} made {pca.n_strata} strata: the component's "
+                "tied values leave no room for more cut points"
+            )
         ref_strata, tgt_strata = pca.reference_strata, pca.target_strata
         added["pca_stratum"] = tgt_strata
     else:
@@ -316,13 +321,15 @@ def run_rerank_strata(
     io.write_table(
         tgt.with_columns(added), destination, output_format_override=request.output_format
     )
+    strata = summarise_strata(slopes, odds, tgt_strata)
+    _warn_backwards(strata, warn)
     return RerankStrataResult(
         seed=request.seed,
         smoothing=request.smoothing,
         pca=pca,
         target_prevalence=estimates,
         odds_source=odds_source,
-        strata=summarise_strata(slopes, odds, tgt_strata),
+        strata=strata,
         comparison=comparison,
         output=destination,
         slopes=slopes,
@@ -336,6 +343,17 @@ def run_rerank_strata(
 DEFAULT_PCA_SCALING: PCAScaling = "standardize"
 #: ``--pca-cut`` when not given.
 DEFAULT_PCA_CUT: PCACut = "quantiles"
+
+
+def _warn_backwards(strata: Sequence[StratumSummary], warn: Warn) -> None:
+    """Say when a stratum's reference scores rank its labels backwards (AUC below 0.5): its
+    ROC slopes then fall as the score rises, the usual sign of flipped labels."""
+    for summary in strata:
+        if summary.auc < 0.5:
+            warn(
+                f"stratum '{summary.stratum}': the reference scores rank its labels backwards "
+                f"(AUC {summary.auc:.3f}); are the labels flipped (--positive-label)?"
+            )
 
 
 def _both_classes(positives: float, negatives: float, name: str, warn: Warn) -> bool:
@@ -595,13 +613,15 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
             comparison, raw_bound, reranked_bound = compare_rankings_from_counts(*ranked)
             if request.plot is not None:
                 roc = compare_rankings_from_counts(*ranked, fprs=ROC_FPRS)[0]
+    strata = summarise_strata_counts(slopes, odds, target.strata)
+    _warn_backwards(strata, warn)
     return RerankStrataResult(
         seed=request.seed,
         smoothing=request.smoothing,
         pca=None,
         target_prevalence=None,
         odds_source=odds_source,
-        strata=summarise_strata_counts(slopes, odds, target.strata),
+        strata=strata,
         comparison=comparison,
         output=destination,
         streaming=_approximation(cells, raw_bound, reranked_bound),
