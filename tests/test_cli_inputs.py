@@ -409,7 +409,7 @@ def test_max_invalid_end_to_end(run_calib: RunCalib, tmp_path: Path) -> None:
     out = tmp_path / "out.csv"
     done = run_calib(
         [
-            *("recalibrate", str(bad), "--fit", str(bad), "--method", "platt"),
+            *("recalibrate", str(bad), "--cross-fit", "2"),
             *("-o", str(out), "--on-invalid", "drop"),
         ]
     )
@@ -557,3 +557,28 @@ def test_reasons_with_several_score_columns_agree_between_engines(tmp_path: Path
             "w negative": 1,
         }
     )
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_scores_and_weights_are_numbers_in_a_typed_output(
+    run_calib: RunCalib, tmp_path: Path, engine: str
+) -> None:
+    """A CSV score written 2.16301e-05 comes back from a float as 2.16301e-5, so the exact
+    pass-through rule kept the column as text in Parquet, and the exported SQL then failed on
+    calib's own output (VARCHAR against DOUBLE). The columns calib reads as numbers are
+    numbers; other columns keep the rule (00123 stays text)."""
+    rows = "".join(
+        f"{i:05d},{'2.16301e-05' if i == 0 else f'{(i % 9 + 1) / 10:.2f}'},{i % 2},1.50\n"
+        for i in range(40)
+    )
+    (tmp_path / "s.csv").write_text("id,score,label,w\n" + rows)
+    done = run_calib(
+        ["recalibrate", "s.csv", "--negative-rate", "0.5", "--weight-col", "w", "--engine",
+         engine, "-o", "o.parquet", "-q"],
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    frame = pl.read_parquet(tmp_path / "o.parquet")
+    assert frame.schema["score"] == pl.Float64 and frame.schema["w"] == pl.Float64
+    assert frame.schema["id"] == pl.String and frame["id"][0] == "00000"
+    assert frame["score"][0] == 2.16301e-05 and frame["score"][1] == 0.2

@@ -48,7 +48,7 @@ from calib_cli.io.formats import (
     typed_output,
 )
 from calib_cli.io.invalid import InvalidRows
-from calib_cli.io.read import read_table
+from calib_cli.io.read import read_table, reading_numbers
 from calib_cli.io.sampling import key_kind, sample_rows
 from calib_cli.io.scan import (
     ROW_INDEX,
@@ -100,6 +100,7 @@ __all__ = [
     "positive_label_expr",
     "read_summary",
     "read_table",
+    "reading_numbers",
     "require_column",
     "require_distinct_outputs",
     "resolve_format",

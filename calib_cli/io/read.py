@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextvars import ContextVar
 from pathlib import Path
 
 import polars as pl
@@ -127,12 +129,32 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
 # ------------------------------------------------------------------ types of text columns
 
 
+#: The columns the running command reads as numbers (its scores and weights): in a typed
+#: output they are numbers whenever every value reads as one (:func:`exact_types`).
+_NUMBER_COLUMNS: ContextVar[frozenset[str]] = ContextVar(
+    "calib_number_columns", default=frozenset()
+)
+
+
+@contextlib.contextmanager
+def reading_numbers(columns: Iterable[str | None]) -> Iterator[None]:
+    """Inside the block, ``columns`` (None left out) are numbers in typed outputs."""
+    token = _NUMBER_COLUMNS.set(frozenset(c for c in columns if c is not None))
+    try:
+        yield
+    finally:
+        _NUMBER_COLUMNS.reset(token)
+
+
 def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict[str, pl.DataType]:
     """The type of each column of a CSV read as text, for typed outputs (Parquet, Arrow,
     NDJSON): Int64, Float64 or Boolean when every value reads as one and comes back as the
     same text, else String, so that pass-through values are kept exactly (``00123``,
-    ``1.50``, ``+3``, ``1e3``, `` 7`` stay text). ``text_columns`` stay text in any case.
-    One streaming pass over ``text``.
+    ``1.50``, ``+3``, ``1e3``, `` 7`` stay text). ``text_columns`` stay text in any case. The
+    columns the command reads as numbers (:func:`reading_numbers`: a score written
+    ``2.16301e-05`` comes back as ``2.16301e-5``) are Float64 whenever every value reads as a
+    number: they are numbers to calib, and to the engine that reads the output next. One
+    streaming pass over ``text``.
 
     >>> frame = pl.LazyFrame({"id": ["00123", "00124"], "n": ["7", "12"],
     ...                       "x": ["0.5", "1"], "y": ["1.50", "2"], "b": ["true", None]})
@@ -154,17 +176,21 @@ def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict
             (missing | int_exact.fill_null(False)).all().alias(f"{index}:int"),
             (missing | float_exact.fill_null(False)).all().alias(f"{index}:float"),
             (missing | column.is_in(["true", "false"])).all().alias(f"{index}:bool"),
+            (missing | number.cast(pl.Float64, strict=False).is_not_null())
+            .all()
+            .alias(f"{index}:number"),
             missing.all().alias(f"{index}:empty"),
         ]
     flags = text.select(checks).collect(engine="streaming").row(0, named=True)
     types: dict[str, pl.DataType] = {}
+    numbers = _NUMBER_COLUMNS.get()
     for index, name in enumerate(names):
         dtype: pl.DataType = pl.String()
         if name in text_columns or flags[f"{index}:empty"]:
             pass
         elif flags[f"{index}:int"]:
             dtype = pl.Int64()
-        elif flags[f"{index}:float"]:
+        elif flags[f"{index}:float"] or (name in numbers and flags[f"{index}:number"]):
             dtype = pl.Float64()
         elif flags[f"{index}:bool"]:
             dtype = pl.Boolean()

@@ -68,11 +68,14 @@ def in_dialect(
     run: Callable[Concatenate[_Request, _Options], _Result],
 ) -> Callable[Concatenate[_Request, _Options], _Result]:
     """Run a workflow with its request's CSV dialect (``--separator``, ``--decimal-comma``)
-    in force for every file it reads and every CSV it writes (:mod:`calib_cli.io.dialect`)."""
+    in force for every file it reads and every CSV it writes (:mod:`calib_cli.io.dialect`),
+    and its score and weight columns written as numbers in typed outputs
+    (:func:`calib_cli.io.reading_numbers`)."""
 
     @functools.wraps(run)
     def wrapped(request: _Request, /, *args: _Options.args, **kwargs: _Options.kwargs) -> _Result:
-        with io.using_dialect(request.dialect):
+        numbers = (getattr(request, name, None) for name in ("score_col", "weight_col"))
+        with io.using_dialect(request.dialect), io.reading_numbers(numbers):
             return run(request, *args, **kwargs)
 
     return wrapped
