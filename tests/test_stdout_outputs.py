@@ -49,9 +49,9 @@ def data(tmp_path: Path) -> Path:
 def test_a_report_on_stdout_is_the_one_json_document_there(
     data: Path, run_calib: RunCalib, args: list[str], as_json: bool, report: str
 ) -> None:
-    done = run_calib([*args, "--report", report, *(["--json"] if as_json else []), "-q"], cwd=data)
+    done = run_calib([*args, "--report", report, *(["--json"] if as_json else [])], cwd=data)
     assert done.returncode == 0, done.stderr
-    alone = run_calib([*args, "--json", "-q"], cwd=data)
+    alone = run_calib([*args, "--json"], cwd=data)
     assert json.loads(done.stdout) == json.loads(alone.stdout)  # one document, the same
 
 
@@ -74,3 +74,13 @@ def test_rows_and_a_report_on_stdout_are_refused_before_any_work(
     assert done.stderr.decode().strip() == TWO
     assert done.stdout == b""
     assert sorted(p.name for p in data.iterdir()) == ["a.csv"]
+
+
+@pytest.mark.parametrize("rows", ["-", "/dev/stdout"])
+def test_rows_and_json_on_stdout_are_refused(data: Path, run_calib: RunCalib, rows: str) -> None:
+    done = run_calib(
+        ["estimate-shift", "--reference", "a.csv", "--target", "a.csv", "-o", rows, "--json"],
+        cwd=data,
+    )
+    assert done.returncode == ExitCode.USAGE, done.stderr
+    assert done.stdout == b""

@@ -236,7 +236,7 @@ def run_estimate_shift(
             "--ci-method profile is the profile likelihood of --method mle; "
             "use it with --method mle (other methods: bootstrap)"
         )
-    if request.as_json and output == "-":
+    if request.as_json and output is not None and io.canonical_output(output) == io.STDIO:
         raise UsageError("--json and -o - would both write to stdout; give -o a file")
     _check_method_options(request)
     refuse_row_options_without_rows(
