@@ -69,6 +69,12 @@ CASES: list[tuple[Callable[..., Any], Callable[[], Any], str, str]] = [
         "--score-col",
         "--weight-col",
     ),
+    (  # no "(by default)" for an option without a default
+        run_reliability,
+        lambda: ReliabilityRequest(file="{d}/a.csv", weight_col="w", by="w"),
+        "--weight-col",
+        "--by",
+    ),
     (
         run_reliability,
         lambda: ReliabilityRequest(file="{d}/a.csv", by="label"),

@@ -53,3 +53,12 @@ def test_a_column_whose_name_only_looks_renamed_is_read(
     (tmp_path / "d.csv").write_text("score,label,x_duplicated_0\n" + ROWS.replace(",a,b", ",a"))
     done = run_calib(["reliability", "d.csv", "--json"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_count_is_of_the_one_name_repeated() -> None:
+    """'a' and 'a_b' both repeated: 'a' is named twice, not three times."""
+    from calib_cli.errors import InputError
+    from calib_cli.io.dialect import refuse_duplicated_columns
+
+    with pytest.raises(InputError, match="names column 'a' 2 times"):
+        refuse_duplicated_columns(["a", "a_duplicated_0", "a_b", "a_b_duplicated_0"], "t.csv")

@@ -140,8 +140,8 @@ def direction_error(variances: npt.ArrayLike, rows: float) -> float:
     ``rows`` rows whose component variances are ``variances`` (largest first): Anderson's
     (1963) large-sample variance of a sample eigenvector,
 
-    .. math:: \\operatorname{se}^2 = \frac{1}{n} \\sum_{j \\ge 2}
-              \frac{\\lambda_1 \\lambda_j}{(\\lambda_1 - \\lambda_j)^2},
+    .. math:: \\operatorname{se}^2 = \\frac{1}{n} \\sum_{j \\ge 2}
+              \\frac{\\lambda_1 \\lambda_j}{(\\lambda_1 - \\lambda_j)^2},
 
     exact for a covariance's eigenvector (``scaling="center"``) on normal rows as :math:`n`
     grows (tested against the spread over samples, within 20%), an approximation otherwise:

@@ -151,7 +151,8 @@ column its own name
         if match is not None and match.group(1) in present:
             first = match.group(1)
             times = 1 + sum(
-                _DUPLICATED.fullmatch(c) is not None and c.startswith(f"{first}_") for c in columns
+                (other := _DUPLICATED.fullmatch(c)) is not None and other.group(1) == first
+                for c in columns
             )
             raise InputError(
                 f"{name}: the header names column '{first}' {times} times; "

@@ -231,9 +231,13 @@ def refuse_shared_columns(request: object) -> None:
                 )
 
 
+#: The column options that name a column without being given, and that column.
+_DEFAULT_COLUMNS = {"--score-col": "score", "--label-col": "label"}
+
+
 def _named(option: str, column: str) -> str:
     """``option``, saying so where ``column`` is its default (a user may not have given it)."""
-    return f"{option} (by default)" if f"--{column}-col" == option else option
+    return f"{option} (by default)" if _DEFAULT_COLUMNS.get(option) == column else option
 
 
 def require_once_each(name: str, strata: Sequence[str], codes: npt.NDArray[np.int64]) -> None:
