@@ -718,3 +718,24 @@ def test_fewer_strata_than_asked_are_warned(tmp_path: Path) -> None:
     assert (
         "--n-strata 3 made 2 strata: the component's tied values leave no room for more cut points"
     ) in warnings
+
+
+def test_an_unlabelled_target_without_weights_is_not_warned(tmp_path: Path) -> None:
+    """With --strata-col and no labels, the target's weights change nothing: no warning."""
+    reference, target = _files(tmp_path)
+    weighted = tmp_path / "weighted.csv"
+    pl.read_csv(reference).with_columns(iw=pl.lit(2.0)).write_csv(weighted)
+    plain = tmp_path / "plain.csv"
+    pl.read_csv(target).drop("label").write_csv(plain)
+    warnings: list[str] = []
+    run_rerank_strata(
+        RerankStrataRequest(
+            reference=str(weighted),
+            target=str(plain),
+            strata_col="stratum",
+            weight_col="iw",
+            output=str(tmp_path / "o.csv"),
+        ),
+        warn=warnings.append,
+    )
+    assert warnings == []

@@ -239,7 +239,7 @@ def run_rerank_strata(
     ref_scores = ref.scores(request.score_col, kind=kind)
     ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
     ref_weights = ref.weights(request.weight_col)
-    tgt_weight_col = _target_weight_col(request.weight_col, tgt.columns, tgt.name, warn)
+    tgt_weight_col = _target_weight_col(request, tgt.columns, tgt.name, warn)
     tgt_weights = tgt.weights(tgt_weight_col)
     tgt_scores = tgt.scores(request.score_col, kind=kind)
     added: dict[str, object] = {}
@@ -427,18 +427,21 @@ def _weak_component_warning(pca: PcaStrata) -> str:
 
 
 def _target_weight_col(
-    weight_col: str | None, columns: Sequence[str], name: str, warn: Warn
+    request: RerankStrataRequest, columns: Sequence[str], name: str, warn: Warn
 ) -> str | None:
     """``--weight-col`` weighs the target's rows where the target has the column. A population
     file often has none (the reference, a sample of ``resample --weight-col-out``, has): its
-    rows then weigh 1, in the strata and the comparison, with a warning. A name that is
-    nobody's column is refused by the reference, which needs it."""
+    rows then weigh 1 in the strata and the comparison, with a warning where they weigh in
+    either (``--pca-features``, or a labelled target). A name that is nobody's column is
+    refused by the reference, which needs it."""
+    weight_col = request.weight_col
     if weight_col is None or weight_col in columns:
         return weight_col
-    warn(
-        f"{name} has no column '{weight_col}' (--weight-col): its rows weigh 1 in the strata "
-        "and the comparison"
-    )
+    if request.pca_features is not None or request.label_col in columns:
+        warn(
+            f"{name} has no column '{weight_col}' (--weight-col): its rows weigh 1 in the "
+            "strata and the comparison"
+        )
     return None
 
 
@@ -551,9 +554,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         typed=io.typed_output(request.output or "-", request.output_format),
     )
     tgt_name = io.display_name(request.target)
-    tgt_weight_col = _target_weight_col(
-        request.weight_col, tgt_lazy.collect_schema().names(), tgt_name, warn
-    )
+    tgt_weight_col = _target_weight_col(request, tgt_lazy.collect_schema().names(), tgt_name, warn)
     target = target_strata(
         tgt_lazy,
         name=tgt_name,
