@@ -591,3 +591,18 @@ def test_centring_columns_far_apart_in_size_converges(solver: str, factor: float
     big = 0 if factor > 1 else 1
     assert pca.loadings[big] == pytest.approx(1.0)
     assert abs(pca.loadings[1 - big]) < 1e-100
+
+
+def test_importance_weights_count_as_kish_rows_in_the_direction_error() -> None:
+    """Importance weights of 1/rate are no extra rows: scaling them changes nothing, where
+    frequency weights of 100 count each row 100 times (an error 10 times smaller)."""
+    x = _features(33, n=800, k=3)
+    plain = first_principal_component(x, scaling="center")
+    heavy = np.full(800, 100.0)
+    importance = first_principal_component(
+        x, sample_weight=heavy, scaling="center", weight_kind="importance"
+    )
+    frequency = first_principal_component(x, sample_weight=heavy, scaling="center")
+    assert importance.direction_error == pytest.approx(plain.direction_error, rel=1e-9)
+    assert frequency.direction_error == pytest.approx(plain.direction_error / 10.0, rel=1e-9)
+    np.testing.assert_allclose(importance.loadings, plain.loadings, rtol=1e-12)

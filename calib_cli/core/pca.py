@@ -49,7 +49,7 @@ import numpy.typing as npt
 from calib_cli.core.checks import bad_values_message, check_weights
 from calib_cli.core.dots import column_svd, dot, rows_dot, symmetric_eigen, weighted_columns
 from calib_cli.errors import InputError
-from calib_cli.types import FloatArray, IntArray
+from calib_cli.types import FloatArray, IntArray, WeightKind
 
 __all__ = [
     "CHUNK_ROWS",
@@ -231,6 +231,7 @@ def first_principal_component(
     svd_max_rows: int = SVD_MAX_ROWS,
     names: Sequence[str] | None = None,
     scaling: PCAScaling = "standardize",
+    weight_kind: WeightKind = "frequency",
 ) -> PCAResult:
     """The first principal component of centred, by default standardised, features
     (Algorithm 2, step 2).
@@ -260,6 +261,10 @@ def first_principal_component(
         ``"standardize"``: centre and divide each column by its standard deviation (the
         component of the correlation matrix). ``"center"``: centre only (the component of the
         covariance matrix), as the paper's PCA.
+    weight_kind : {"frequency", "importance"}
+        What the weights mean for :attr:`PCAResult.direction_error`'s rows: frequency weights
+        count as rows (weights below 1 on average as rows of their mean), importance weights
+        as Kish's effective rows :math:`(\\sum w)^2 / \\sum w^2`. The component is the same.
 
     Returns
     -------
@@ -325,9 +330,11 @@ def first_principal_component(
         raise InputError("every feature column is constant: there is no principal component")
     loadings = loadings / math.sqrt(dot(loadings, loadings))
     ordered = np.sort(variances)[::-1]
-    # rows of weight 1 or more count as their weight (frequency), lighter ones as rows
     counted = float(np.count_nonzero(w > 0.0))
-    effective = counted if total < counted else total
+    if weight_kind == "importance":  # Kish's effective rows
+        effective = total * total / float(np.sum(w * w))
+    else:  # rows of weight 1 or more count as their weight, lighter ones as rows
+        effective = counted if total < counted else total
     magnitude = np.abs(loadings)
     lead = int(np.flatnonzero(magnitude >= magnitude.max() * (1.0 - _SIGN_TIE))[0])
     if loadings[lead] < 0.0:
@@ -518,6 +525,7 @@ def pca_strata(
     target_weights: npt.ArrayLike | None = None,
     scaling: PCAScaling = "standardize",
     cut: PCACut = "quantiles",
+    weight_kind: WeightKind = "frequency",
 ) -> PcaStrata:
     """Zuo (2021), Algorithm 2: centre (by default also standardise) the pooled reference and
     target features, take their first principal component, cut it into strata, and give each
@@ -560,7 +568,11 @@ def pca_strata(
         else None
     )
     pca = first_principal_component(
-        pooled, sample_weight=pooled_weights, names=list(names), scaling=scaling
+        pooled,
+        sample_weight=pooled_weights,
+        names=list(names),
+        scaling=scaling,
+        weight_kind=weight_kind,
     )
     values = project_first_component(pca, pooled)
     if cut == "sign":

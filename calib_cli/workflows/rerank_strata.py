@@ -472,6 +472,7 @@ def _pca_strata(
         reference_labels=ref_labels,
         reference_weights=ref_weights,
         target_weights=tgt_weights,
+        weight_kind=request.weight_kind,
         scaling=request.pca_scaling or DEFAULT_PCA_SCALING,
         cut=cut,
     )
