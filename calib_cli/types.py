@@ -48,6 +48,9 @@ JsonObject: TypeAlias = dict[str, "JsonValue"]
 GroupValue: TypeAlias = str | int | float | bool | None
 #: A histogram of scores for a picture: bin edges, shape (k + 1,), and weighted counts, (k,).
 ScoreHistogram: TypeAlias = tuple[FloatArray, FloatArray]
+#: Scores within this of 0 or 1 (exact 0s and 1s among them) have no place on a picture's
+#: logit axis: a reliability histogram keeps them in end steps of their own, beyond it.
+LOGIT_EDGE = 1e-6
 #: Where a workflow sends a warning line as it happens (the CLI prints it on stderr).
 Warn: TypeAlias = Callable[[str], None]
 

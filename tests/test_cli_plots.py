@@ -209,15 +209,17 @@ def test_the_reliability_picture_overlays_columns_with_groups_as_small_multiples
 
 def test_the_histogram_steps_are_equal_in_the_logit_for_either_scale() -> None:
     """One grid, fine enough for the bars of a linear axis zoomed in on rare events (the
-    picture gathers it into its bars) and for the logit axis."""
+    picture gathers it into its bars) and for the logit axis; the scores within 1e-6 of 0 or
+    1 (exact 0s and 1s) in end steps of their own, beyond any logit axis."""
     scores = np.array([0.0, 1e-9, 0.003, 0.5, 1.0])
-    edges = histogram_edges(scores)
-    assert float(np.max(np.diff(edges))) < 0.0051  # finer than 50 bars of a zoomed axis
     edges, counts = score_histogram(scores, np.array([1.0, 2.0, 1.0, 1.0, 3.0]))
-    u = np.log(edges / (1.0 - edges))
+    grid = edges[1:-1]
+    assert float(np.max(np.diff(grid))) < 0.0051  # finer than 50 bars of a zoomed axis
+    u = np.log(grid / (1.0 - grid))
     np.testing.assert_allclose(np.diff(u), 0.02, rtol=1e-6)
     assert u[0] == pytest.approx(-13.82, abs=1e-6) and u[-1] == pytest.approx(13.82, abs=1e-6)
-    assert counts.sum() == 8.0 and counts[0] == 3.0 and counts[-1] == 3.0  # clipped ends
+    assert (edges[0], edges[-1]) == (2.0**-60, 1.0 - 2.0**-53)
+    assert counts.sum() == 8.0 and counts[0] == 3.0 and counts[-1] == 3.0  # 0, 1e-9; 1
 
 
 def _beyond(figure: object) -> dict[str, float]:
@@ -254,6 +256,30 @@ def test_exact_zeros_and_ones_are_drawn_and_counted_alike_by_every_engine(
         assert low > 1e-5  # chosen from the scores between 0 and 1, not from the 0s
         pictures.append(plots.figure_bytes(figure, "png"))
     assert pictures[0] == pictures[1]
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_zeros_go_to_the_strip_when_the_scores_reach_the_axis_floor(
+    data: dict[str, str], tmp_path: Path, engine: str
+) -> None:
+    """Scores reaching 1e-7 put the logit axis at its floor of 1e-6: the exact 0s shared a
+    step with the scores near it, and half of them were drawn inside the axis."""
+    rng = np.random.default_rng(13)
+    scores = np.concatenate([rng.beta(0.5, 8.0, 3000), np.zeros(500), np.ones(200)])
+    scores[0] = 1e-7
+    labels = (rng.random(scores.size) < scores).astype(int)
+    source = _write_csv(tmp_path / "floor.csv", {"score": scores, "label": labels})
+    request = ReliabilityRequest(
+        file=source,
+        plot="f.png",
+        plot_scale="logit",
+        engine=engine,  # type: ignore[arg-type]
+    )
+    figure = plots.reliability_result_figure(run_reliability(request), scale="logit")
+    beyond = _beyond(figure)
+    below_floor = int(np.sum(scores < 1e-6))
+    assert beyond["histogram-below-score"] == pytest.approx(below_floor, abs=1e-9)
+    assert beyond["histogram-above-score"] == pytest.approx(200.0, abs=1e-9)
 
 
 def test_the_title_counts_the_bins_the_report_used(data: dict[str, str], tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ParamSpec
 import numpy as np
 
 from calib_cli.errors import UsageError
+from calib_cli.types import LOGIT_EDGE as LOGIT_EDGE  # within it of 0 or 1: off a logit axis
 from calib_cli.types import PlotScale as PlotScale
 from calib_cli.types import ScoreHistogram as ScoreHistogram
 
@@ -334,10 +335,6 @@ ReliabilityPanel = tuple["str | None", Sequence[ReliabilityCurve]]
 #: axis as shown (zoomed on rare events), or steps of :data:`LOGIT_BAR` in the logit.
 HISTOGRAM_BARS = 50
 LOGIT_BAR = 0.2
-#: Scores within this of 0 or 1 (exact 0s and 1s among them) have no place on a logit axis (the
-#: histograms of ``calib reliability`` gather them in their end steps): they take no part in
-#: choosing its range and are drawn beyond its ends, in the strips for what lies off the scale.
-LOGIT_EDGE = 1e-6
 #: Room beyond the data on each side of an axis, as a share of its span (a point at an end is
 #: never cut in half), and the width of a strip for what lies off the scale.
 _MARGIN = 0.03
@@ -781,6 +778,9 @@ def _rebinned(
         np.abs(u[nearest - 1] - bars) <= np.abs(u[nearest] - bars), nearest - 1, nearest
     )
     bars = np.where(np.abs(u[nearest] - bars) <= 1e-7 * step, u[nearest], bars)
+    # the end bars stop at the axis's ends: what lies past them (exact 0s and 1s where the
+    # scores reach the logit axis's floor of 1e-6) is the strips' ``below`` and ``above``
+    bars[0], bars[-1] = max(float(bars[0]), a), min(float(bars[-1]), b)
     cumulative = np.concatenate([[0.0], np.cumsum(weights)])
     at_bars = np.interp(bars, u, cumulative)
     bar_counts: FloatArray = np.maximum(np.diff(at_bars), 0.0)

@@ -31,6 +31,7 @@ from calib_cli.summaries import (
 from calib_cli.summaries.subcells import SubCells
 from calib_cli.types import (
     DEFAULT_DIALECT,
+    LOGIT_EDGE,
     BinStrategy,
     CsvDialect,
     Engine,
@@ -538,10 +539,12 @@ def _refined_figures(
 
 # ------------------------------------------------------------------------------- pictures
 
-#: Steps of a picture's score histogram: 50 equal steps of the score on a linear axis; steps
-#: of 0.2 in the logit on a logit axis, on the scores' range clipped to [1e-6, 1 - 1e-6].
+#: Steps of a picture's score histogram, in the logit, on the scores' range clipped to
+#: [LOGIT_EDGE, 1 - LOGIT_EDGE]; the picture gathers them into its bars.
 LOGIT_STEP = 0.02
-LOGIT_CLIP = 1e-6
+#: The outer edges of the end steps that hold the scores within LOGIT_EDGE of 0 and 1 (the
+#: logit of each is finite, so the picture can place them beyond its axis).
+OUTSIDE_EDGES = (2.0**-60, 1.0 - 2.0**-53)
 
 
 def histogram_edges(scores: FloatArray) -> FloatArray:
@@ -550,29 +553,32 @@ def histogram_edges(scores: FloatArray) -> FloatArray:
     from below the smallest score to above the largest. The picture gathers them into bars
     across its axis as shown (:mod:`calib_cli.report.plots`); the grid is finer than those
     bars at any zoom (0.005 wide at 0.5, 2e-4 at 0.01), where steps of 0.02 in the score
-    gave an axis zoomed in on rare events two bars.
+    gave an axis zoomed in on rare events two bars. Two more steps, from
+    :data:`OUTSIDE_EDGES` to the grid's ends, hold the scores within
+    :data:`~calib_cli.types.LOGIT_EDGE` of 0 and 1 (exact 0s and 1s), which the picture
+    draws beyond a logit axis's ends.
 
     >>> edges = histogram_edges(np.array([0.5, 0.5049]))
-    >>> np.round(np.log(edges / (1 - edges)), 6).tolist()
+    >>> np.round(np.log(edges[1:-1] / (1 - edges[1:-1])), 6).tolist()
     [0.0, 0.02]
     """
     finite = scores[np.isfinite(scores)]
     if not finite.size:
         finite = np.array([0.5])
-    ends = np.clip(np.array([finite.min(), finite.max()]), LOGIT_CLIP, 1.0 - LOGIT_CLIP)
+    ends = np.clip(np.array([finite.min(), finite.max()]), LOGIT_EDGE, 1.0 - LOGIT_EDGE)
     u = el.log_odds(ends)
     first = int(np.floor(u[0] / LOGIT_STEP + 1e-9))
     last = max(int(np.ceil(u[1] / LOGIT_STEP - 1e-9)), first + 1)
     steps = np.arange(first, last + 1, dtype=np.float64) * LOGIT_STEP
-    edges: FloatArray = el.sigmoid(steps)
-    return edges
+    grid: FloatArray = el.sigmoid(steps)
+    return np.concatenate([[OUTSIDE_EDGES[0]], grid, [OUTSIDE_EDGES[1]]])
 
 
 def score_histogram(scores: FloatArray, weights: FloatArray) -> ScoreHistogram:
-    """The weighted histogram of ``scores`` on :func:`histogram_edges`; scores beyond the
-    ends (below 1e-6 or above 1 - 1e-6, as exact 0s and 1s) count in the end bins.
+    """The weighted histogram of ``scores`` on :func:`histogram_edges`; the scores within
+    1e-6 of 0 or 1 (exact 0s and 1s) count in its end steps, of their own.
 
-    >>> edges, counts = score_histogram(np.array([0.0, 0.01, 0.99]), np.ones(3))
+    >>> edges, counts = score_histogram(np.array([0.0, 0.01, 1.0]), np.ones(3))
     >>> counts[[0, -1]].tolist(), float(counts.sum())
     ([1.0, 1.0], 3.0)
     """
