@@ -197,7 +197,7 @@ def test_bad_labels_exit_65_and_write_nothing(invoke_calib: RunCalib, tmp_path: 
     assert done.returncode == 65
     assert done.stdout == b""
     assert done.stderr.decode() == (
-        f"error: {source}: column 'label' has 1 value that is not a valid label (first at "
+        f"error: {source}: column 'label' has 1 value that is not 0/1 or true/false (first at "
         "row 3: 'maybe'); name the positive value with --positive-label\n"
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]

@@ -266,8 +266,8 @@ def test_impossible_target_is_refused_before_any_output(
         (
             "1,no\n2,yes\n3,\n",
             "yes",
-            "column 'label' has 1 value that is not a valid label (first at row 3: empty)",
-            "first at row 3: empty",
+            "column 'label' has 1 value missing (first at row 3: empty)",
+            "1 value missing",
         ),
     ],
 )
@@ -299,7 +299,7 @@ def test_a_missing_label_is_not_told_to_name_a_positive_value(tmp_path: Path) ->
     with pytest.raises(InputError) as error:
         run_resample(ResampleRequest(file=str(source), output=str(out), negative_rate=0.5))
     assert str(error.value) == (
-        f"{source}: column 'label' has 2 values that are not valid labels (first at row 3: empty)"
+        f"{source}: column 'label' has 2 values missing (first at row 3: empty)"
     )
     source.write_text("id,label\n1,0\n2,1\n3,maybe\n")
     with pytest.raises(InputError) as error:

@@ -43,6 +43,11 @@ def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.Ar
     return values_message(column, problem, count, row, _format_value(value))
 
 
+#: The end of a message about label values a label column cannot hold: the fix, where one
+#: is (a present value: an empty cell names no value; with --positive-label, any value reads).
+POSITIVE_LABEL_HINT = "; name the positive value with --positive-label"
+
+
 def values_message(column: str, problem: str, count: int, row: int, shown: str) -> str:
     """The one line every reader, in memory or streaming, gives for bad values: how many, the
     problem (written for several, ``that are not numbers``; made singular for one) and the
@@ -106,14 +111,11 @@ def check_labels(y_true: npt.ArrayLike, *, name: str = "label") -> FloatArray:
     try:
         as_float = arr.astype(np.float64)
     except (TypeError, ValueError):
-        raise InputError(
-            f"column '{name}' is not 0/1; name the positive value with --positive-label"
-        ) from None
+        raise InputError(f"column '{name}' is not 0/1{POSITIVE_LABEL_HINT}") from None
     bad = ~((as_float == 0.0) | (as_float == 1.0))
     if bad.any():
         raise InputError(
-            bad_values_message(name, "that are not 0 or 1", bad, arr)
-            + "; name the positive value with --positive-label"
+            bad_values_message(name, "that are not 0 or 1", bad, arr) + POSITIVE_LABEL_HINT
         )
     return as_float
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from calib_cli.core.checks import bad_values_message
+from calib_cli.core.checks import POSITIVE_LABEL_HINT, bad_values_message
 from calib_cli.errors import InputError
 from calib_cli.io.dialect import number_text
 from calib_cli.types import FloatArray
@@ -86,19 +86,19 @@ def parse_labels(series: pl.Series, column: str, positive_label: str | None) -> 
     )
     invalid = ~flags["valid"].to_numpy()
     if invalid.any():
-        problem = (
-            "that are not 0 or 1"
-            if series.dtype.is_numeric()
-            else ("that are not 0/1 or true/false")
-        )
+        problem = label_problem(series.dtype)
         raise InputError(
-            bad_values_message(column, problem, invalid, series.to_numpy())
-            + "; name the positive value with --positive-label"
+            bad_values_message(column, problem, invalid, series.to_numpy()) + POSITIVE_LABEL_HINT
         )
     positive = flags["positive"].to_numpy()
     if positive_label is not None:
         _require_two_values(series, column, positive_label, bool(positive.any()))
     return positive.astype(np.float64)
+
+
+def label_problem(dtype: pl.DataType) -> str:
+    """What a label that is present but not a label is, as every reader words it."""
+    return "that are not 0 or 1" if dtype.is_numeric() else "that are not 0/1 or true/false"
 
 
 def _require_two_values(

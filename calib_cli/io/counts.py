@@ -6,8 +6,13 @@ from dataclasses import dataclass
 
 import polars as pl
 
+from calib_cli.core.checks import POSITIVE_LABEL_HINT, values_message
 from calib_cli.errors import InputError
-from calib_cli.io.columns import check_label_values, positive_label_expr
+from calib_cli.io.columns import (
+    check_label_values,
+    label_problem,
+    positive_label_expr,
+)
 from calib_cli.io.dialect import refuse_nested_groups, require_column
 from calib_cli.io.scan import ROW_INDEX, collect
 
@@ -42,38 +47,38 @@ def class_counts(
     if strata_col is not None:
         refuse_nested_groups(schema[strata_col], strata_col, "--strata-col", name)
     _, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
-    invalid = (
+    text_label = pl.col(label_col).cast(pl.String)
+    missing = text_label.is_null() | (text_label.str.strip_chars() == "")
+    # the two problems every reader names, in its order: missing labels, then other values
+    invalid = [
         lazy.with_row_index(ROW_INDEX)
-        .filter(~is_valid.fill_null(False))
+        .filter(bad)
         .select(
             pl.len().alias("count"),
             pl.col(ROW_INDEX).first().alias("row"),
-            pl.col(label_col).cast(pl.String).first().alias("value"),
+            text_label.first().alias("value"),
         )
-    )
+        for bad in (missing, ~missing & ~is_valid.fill_null(False))
+    ]
     counts = _counts_query(lazy, label_col, schema[label_col], positive_label, strata_col)
     # with --positive-label, a label column takes two values (as Table.labels requires)
     text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
     distinct = lazy.select(
         text.n_unique().alias("count"), text.unique().sort().head(5).implode().alias("shown")
     )
-    queries = [invalid, counts] + ([distinct] if positive_label is not None else [])
-    bad, grouped, *labels_seen = collect(lambda: pl.collect_all(queries, engine="streaming"), name)
-    if bad["count"][0]:
-        count, row, value = bad["count"][0], bad["row"][0] + 1, bad["value"][0]
-        what = (
-            "value that is not a valid label" if count == 1 else "values that are not valid labels"
-        )
-        # a missing label is no other value to name: the hint fits only a value present
-        hint = (
-            "; name the positive value with --positive-label"
-            if positive_label is None and value is not None and value.strip()
-            else ""
-        )
-        shown = "empty" if value is None else repr(value)
-        raise InputError(
-            f"{name}: column '{label_col}' has {count} {what} (first at row {row}: {shown}){hint}"
-        )
+    queries = [*invalid, counts] + ([distinct] if positive_label is not None else [])
+    empty, other, grouped, *labels_seen = collect(
+        lambda: pl.collect_all(queries, engine="streaming"), name
+    )
+    for bad, problem, hint in (
+        (empty, "missing", ""),
+        (other, label_problem(schema[label_col]), POSITIVE_LABEL_HINT),
+    ):
+        if bad["count"][0]:
+            count, row, value = int(bad["count"][0]), int(bad["row"][0]) + 1, bad["value"][0]
+            shown = "empty" if value is None or not value.strip() else repr(value)
+            message = values_message(label_col, problem, count, row, shown)
+            raise InputError(f"{name}: {message}{hint}")
     if grouped.height == 0:
         raise InputError(f"{name}: no data rows")
     if labels_seen:

@@ -13,7 +13,12 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range, values_message
+from calib_cli.core.checks import (
+    POSITIVE_LABEL_HINT,
+    WEIGHT_RANGE_PROBLEM,
+    outside_weight_range,
+    values_message,
+)
 from calib_cli.errors import InputError
 from calib_cli.io.columns import check_label_values, positive_label_expr
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
@@ -278,11 +283,7 @@ def _first_bad(
     )
     row, value = int(first[ROW_INDEX][0]) + 1, first["value"][0]
     shown = "empty" if value is None or value == "" else repr(value) if text else _shown(value)
-    hint = (
-        "; name the positive value with --positive-label"
-        if problem.startswith("that are not 0") and shown != "empty"
-        else ""
-    )
+    hint = POSITIVE_LABEL_HINT if problem.startswith("that are not 0") and shown != "empty" else ""
     return f"{name}: {values_message(column, problem, count, row, shown)}{hint}"
 
 

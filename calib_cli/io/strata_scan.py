@@ -38,7 +38,12 @@ import numpy.typing as npt
 import polars as pl
 
 from calib_cli.core import elementary as el
-from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range, values_message
+from calib_cli.core.checks import (
+    POSITIVE_LABEL_HINT,
+    WEIGHT_RANGE_PROBLEM,
+    outside_weight_range,
+    values_message,
+)
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -288,7 +293,7 @@ def reference_cells(
         y.alias("y"),
         weight.cast(pl.Float64).alias("w"),
     )
-    hint = "; name the positive value with --positive-label" if positive_label is None else ""
+    hint = POSITIVE_LABEL_HINT if positive_label is None else ""
     found = collect(lambda: _check_queries(lazy, checks).collect(engine="streaming"), name)
     _raise_first_failure(lazy, found, checks, name, hint)
     # (stratum, cell) sums added in the rows' order: the same bytes on every run (a streaming
@@ -370,7 +375,7 @@ def target_strata(
             checks += _weight_checks(weight_col, schema[weight_col])
     counts = lazy.group_by(pl.col(strata_col).alias("stratum")).agg(pl.len().alias("rows"))
     found = collect(lambda: _check_queries(lazy, checks).collect(engine="streaming"), name)
-    hint = "; name the positive value with --positive-label" if positive_label is None else ""
+    hint = POSITIVE_LABEL_HINT if positive_label is None else ""
     _raise_first_failure(lazy, found, checks, name, hint)
     grouped = collect(lambda: counts.collect(engine="streaming"), name)
     if grouped.height == 0:

@@ -26,7 +26,12 @@ import numpy as np
 import numpy.typing as npt
 import polars as pl
 
-from calib_cli.core.checks import WEIGHT_RANGE_PROBLEM, outside_weight_range, values_message
+from calib_cli.core.checks import (
+    POSITIVE_LABEL_HINT,
+    WEIGHT_RANGE_PROBLEM,
+    outside_weight_range,
+    values_message,
+)
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
@@ -250,7 +255,7 @@ def scan_input(
             ~label_missing.fill_null(True) & ~is_valid.fill_null(False),
             label,
             numeric=dtype.is_numeric(),
-            suffix="; name the positive value with --positive-label",
+            suffix=POSITIVE_LABEL_HINT,
         )
         valid.append(~label_missing.fill_null(True) & is_valid.fill_null(False))
         drops.append((reason(label_col, "missing"), label_missing.fill_null(True)))
