@@ -412,3 +412,15 @@ def test_the_installed_command_end_to_end(tmp_path: Path, run_calib: RunCalib) -
         run_export_sql(
             ExportSqlRequest(model=str(model), dialect="spark", score_col="a", score_expr="b")
         )
+
+
+def test_the_expit_guard_gives_one_where_the_formula_already_does() -> None:
+    """Past z = 40 the SQL gives 1.0 without EXP: the formula's own value from z = 36.8, so no
+    row changes, and EXP(-z) never turns subnormal (z > 708), a range error in Postgres."""
+    from scipy.special import expit
+
+    from calib_cli.sql.calibrators import _ONE_FROM
+
+    z = np.linspace(36.8, 800.0, 5000)
+    assert np.all(expit(z) == 1.0) and np.all(1.0 / (1.0 + np.exp(-z[z < 700])) == 1.0)
+    assert 36.8 < _ONE_FROM < 708.0

@@ -31,8 +31,9 @@ The formulas are those of ``calib recalibrate --model`` (:func:`calib_cli.core.c
 
 :math:`\\operatorname{expit}(z) = 1 / (1 + e^{-z})` as SciPy computes it; where :math:`|z|`
 can exceed 700 (logit or raw scores, or extreme fitted parameters) a ``CASE`` gives 0 where
-:math:`e^{-z}` would overflow (SciPy's result there) and 1 past :math:`z > 745` (where it
-underflows, an error in some engines). A NULL score gives a NULL probability, and so does a
+:math:`e^{-z}` would overflow (SciPy's result there) and 1 past :math:`z > 40` (where the
+formula gives 1.0 already, before :math:`e^{-z}` turns subnormal past 708, a range error in
+Postgres). A NULL score gives a NULL probability, and so does a
 score calib refuses (:func:`calib_cli.core.checks.check_scores`: NaN, infinite, or outside
 ``[0, 1]`` for probability scores): the whole expression is
 ``CASE WHEN s >= low AND s <= high THEN ... END``, with ``[low, high]`` = ``[0, 1]``, or the
@@ -112,6 +113,12 @@ def _accepted(score: Node, kind: ScoreKind) -> Node:
     return Binary("AND", Binary(">=", score, Double(low)), Binary("<=", score, Double(high)))
 
 
+#: From this z on, ``1 / (1 + exp(-z))`` is 1.0 exactly (``exp(-z)`` is below half the
+#: spacing of the doubles above 1 from z = 36.8): the guard gives it there, before ``exp(-z)``
+#: turns subnormal (z > 708), which glibc flags as a range error and Postgres raises.
+_ONE_FROM = 40.0
+
+
 def _expit(z: Node, bound: float) -> Node:
     """SciPy's ``expit(z) = 1 / (1 + exp(-z))``; guarded when ``|z|`` may pass 700."""
     plain = div(Double(1.0), add(Double(1.0), call("EXP", Binary("-", Double(0.0), z))))
@@ -120,7 +127,7 @@ def _expit(z: Node, bound: float) -> Node:
     return case(
         [
             (Binary("<", z, Double(_EXP_OVERFLOW)), Double(0.0)),
-            (Binary(">", z, Double(745.0)), Double(1.0)),
+            (Binary(">", z, Double(_ONE_FROM)), Double(1.0)),
         ],
         plain,
     )
