@@ -438,3 +438,17 @@ def test_one_value_that_is_not_a_number_reads_well_in_every_engine(
         f"error: s.csv: column '{column}' has 1 value that is not a number "
         "(first at row 4: 'abc')\n"
     )
+
+
+def test_both_engines_name_the_same_first_problem(tmp_path: Path, run_calib: RunCalib) -> None:
+    """A NaN score at row 4 and a label 2 at row 20: the scores are checked first in every
+    engine (the in-memory engine named the label)."""
+    rows = [f"{(i % 9 + 1) / 10},{i % 2}" for i in range(30)]
+    rows[3], rows[19] = "NaN,1", "0.5,2"
+    (tmp_path / "s.csv").write_text("score,label\n" + "\n".join(rows) + "\n")
+    lines = {
+        engine: run_calib(["reliability", "s.csv", "--engine", engine], cwd=tmp_path).stderr
+        for engine in ("memory", "streaming")
+    }
+    assert lines["memory"] == lines["streaming"]
+    assert lines["memory"].decode().startswith("error: s.csv: column 'score' has 1 value ")

@@ -216,13 +216,17 @@ def run_reliability(
 def assess_table(
     table: Table, request: ReliabilityRequest, *, warn: Warn = ignore
 ) -> ReliabilityResult:
-    """The reliability figures of a table already read (``request.file`` is not read)."""
+    """The reliability figures of a table already read (``request.file`` is not read). Its
+    columns are checked in the order of every reader, so a bad file gets the streaming
+    engine's message: the scores, then the labels, then the weights."""
+    columns = request.score_cols or ("score",)
+    all_scores = {column: table.scores(column) for column in dict.fromkeys(columns)}
     y_true = table.labels(request.label_col, positive_label=request.positive_label)
     weights = table.weights(request.weight_col)
     by = request.by
     entries: list[ReliabilityEntry] = []
-    for column in request.score_cols or ("score",):
-        scores = table.scores(column)
+    for column in columns:
+        scores = all_scores[column]
         used = scores[weights > 0.0]
         if used.size:
             warn_if_flat(table.name, column, float(used.min()), float(used.max()), warn)
