@@ -38,11 +38,22 @@ STREAMING_ROWS = 2_000_000
 
 
 def choose_engine(
-    engine: Engine, paths: Sequence[str], *, input_format: InputFormat | None = None
+    engine: Engine,
+    paths: Sequence[str],
+    *,
+    input_format: InputFormat | None = None,
+    warn: Warn | None = None,
 ) -> Engine:
     """The engine a command runs with: ``memory`` or ``streaming`` as asked; for ``auto``,
     streaming when the inputs together hold more than :data:`STREAMING_ROWS` rows (standard
-    input and gzip files, whose size is unknown before reading, stay in memory)."""
+    input and gzip files, whose size is unknown before reading, stay in memory). Standard
+    input cannot be read twice, so it is read into memory first whatever the engine: with
+    ``--engine streaming`` a warning says so, in every command."""
+    if engine == "streaming" and io.STDIO in paths and warn is not None:
+        warn(
+            "standard input is read into memory first (it cannot be read twice): "
+            "--engine streaming keeps memory bounded for files only"
+        )
     if engine != "auto":
         return engine
     total = 0

@@ -299,13 +299,8 @@ def _streams(request: EstimateShiftRequest, paths: list[str], warn: Warn) -> boo
     """Whether to stream ``paths``: the engine chosen, except that standard input, which
     cannot be read twice, is read into memory whatever the engine (with a warning when
     ``--engine streaming`` was asked for)."""
-    engine = choose_engine(request.engine, paths, input_format=request.input_format)
+    engine = choose_engine(request.engine, paths, input_format=request.input_format, warn=warn)
     if engine == "streaming" and io.STDIO in paths:
-        if request.engine == "streaming":
-            warn(
-                "standard input is read into memory whatever --engine (it cannot be read "
-                "twice): --engine streaming streams files only"
-            )
         return False
     return engine == "streaming"
 

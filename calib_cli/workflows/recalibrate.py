@@ -780,7 +780,7 @@ def run_recalibrate(
     fit_table: Table | None = None
     fit_scan: StreamInput | None = None
     summary_fit: _SummaryFit | None = None
-    engines = _engines(request, plan)
+    engines = _engines(request, plan, warn)
     if request.fit is not None:
         progress(f"fitting on {io.display_name(request.fit)}")
     if request.fit_summaries:
@@ -1039,7 +1039,7 @@ class _Engines:
     apply: Engine
 
 
-def _engines(request: RecalibrateRequest, plan: RecalibrationPlan) -> _Engines:
+def _engines(request: RecalibrateRequest, plan: RecalibrationPlan, warn: Warn) -> _Engines:
     """The engine of the fit and of the apply pass (``auto``: by each file's rows)."""
     if plan.cross_fit:
         if request.engine == "streaming":
@@ -1051,7 +1051,7 @@ def _engines(request: RecalibrateRequest, plan: RecalibrationPlan) -> _Engines:
     fmt = request.input_format
     fit: Engine = "memory"
     if request.fit is not None:
-        fit = choose_engine(request.engine, [request.fit], input_format=fmt)
+        fit = choose_engine(request.engine, [request.fit], input_format=fmt, warn=warn)
         if fit == "streaming" and request.score_kind != "probability":
             if request.engine == "streaming":
                 raise UsageError(
@@ -1061,7 +1061,7 @@ def _engines(request: RecalibrateRequest, plan: RecalibrationPlan) -> _Engines:
             fit = "memory"
     apply: Engine = "memory"
     if request.file is not None:
-        apply = choose_engine(request.engine, [request.file], input_format=fmt)
+        apply = choose_engine(request.engine, [request.file], input_format=fmt, warn=warn)
     return _Engines(fit=fit, apply=apply)
 
 

@@ -197,7 +197,8 @@ def run_reliability(
         input_format=request.input_format,
         dialect=request.dialect,
     )
-    if choose_engine(request.engine, [file], input_format=request.input_format) == "streaming":
+    engine = choose_engine(request.engine, [file], input_format=request.input_format, warn=warn)
+    if engine == "streaming":
         return assess_streaming(file, request, warn=warn, progress=progress)
     table, invalid = read_scored_table(
         file,

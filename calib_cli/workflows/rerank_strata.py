@@ -220,7 +220,10 @@ def run_rerank_strata(
     engine: Engine = "memory"
     if request.pca_features is None and not request.estimate_target_prevalence:
         engine = choose_engine(
-            request.engine, [request.reference, request.target], input_format=request.input_format
+            request.engine,
+            [request.reference, request.target],
+            input_format=request.input_format,
+            warn=warn,
         )
     progress(
         f"re-ranking {io.display_name(request.target)} against "
