@@ -452,3 +452,28 @@ def test_both_engines_name_the_same_first_problem(tmp_path: Path, run_calib: Run
     }
     assert lines["memory"] == lines["streaming"]
     assert lines["memory"].decode().startswith("error: s.csv: column 'score' has 1 value ")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["reliability", "m.csv", "--engine", "streaming"],
+        ["summarize", "m.csv", "-o", "s.parquet"],
+        ["resample", "m.csv", "--negative-rate", "0.5", "-o", "o.csv"],
+    ],
+    ids=["reliability-streaming", "summarize", "resample"],
+)
+def test_a_ragged_row_streamed_is_bad_input_with_the_hint(
+    tmp_path: Path, run_calib: RunCalib, args: list[str]
+) -> None:
+    """A row with more fields than the header: the summary's pass crashed (exit 70), and
+    resample's sink named no file and gave no hint."""
+    rows = [f"{(i % 9 + 1) / 10},{i % 2}" for i in range(40)]
+    rows[1] += ",5"
+    (tmp_path / "m.csv").write_text("score,label\n" + "\n".join(rows) + "\n")
+    done = run_calib(args, cwd=tmp_path)
+    assert done.returncode == 65, done.stderr
+    line = done.stderr.decode().strip().splitlines()[-1]
+    assert line.startswith("error: m.csv: cannot ")
+    assert line.endswith("; a row has more fields than the header: check --separator")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.csv"]

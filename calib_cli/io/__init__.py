@@ -53,6 +53,7 @@ from calib_cli.io.sampling import key_kind, sample_rows
 from calib_cli.io.scan import (
     ROW_INDEX,
     check_passthrough_columns,
+    collect,
     column_names,
     column_schema,
     row_count_hint,
@@ -86,6 +87,7 @@ __all__ = [
     "check_destination",
     "check_passthrough_columns",
     "class_counts",
+    "collect",
     "column_names",
     "column_schema",
     "counts_by_stratum",

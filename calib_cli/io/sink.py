@@ -13,7 +13,7 @@ import polars as pl
 
 from calib_cli.errors import InputError, OutputError
 from calib_cli.interrupts import committing, new_temporary_directory, remove_temporary
-from calib_cli.io.dialect import current_dialect
+from calib_cli.io.dialect import current_dialect, parse_error_hint
 from calib_cli.io.formats import (
     STDIO,
     canonical_output,
@@ -108,8 +108,9 @@ def _sink(lazy: pl.LazyFrame, path: Path, fmt: InputFormat, *, compress: bool) -
         else:
             lazy.sink_ndjson(path)
     except pl.exceptions.PolarsError as error:
-        first_line = str(error).strip().splitlines()[0]
-        raise InputError(f"cannot stream the input: {first_line}") from None
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
+        hint = parse_error_hint(first_line)  # the caller names the file (io.naming)
+        raise InputError(f"cannot stream the input: {first_line}{hint}") from None
 
 
 def sink_collecting(
@@ -191,7 +192,8 @@ def _sink_collect(
         frames = [query.collect(engine="streaming") for query in queries]
     except pl.exceptions.PolarsError as error:
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else "error"
-        raise InputError(f"{name}: cannot stream the input: {first_line}") from None
+        hint = parse_error_hint(first_line)
+        raise InputError(f"{name}: cannot stream the input: {first_line}{hint}") from None
     if plain != path:
         with (
             open(plain, "rb") as source,

@@ -179,7 +179,8 @@ def run_resample(
         output="stdout" if request.output == io.STDIO else request.output,
     )
     progress(f"sampling {name} into {io.display_name(request.output)}")
-    io.sink_table(kept, request.output, output_format_override=request.output_format)
+    with io.naming(name):
+        io.sink_table(kept, request.output, output_format_override=request.output_format)
     save_artifact(record_path, record)
     return ResampleResult(
         source=name,

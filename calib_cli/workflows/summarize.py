@@ -144,17 +144,21 @@ def summarize_scan(
         warn(scan.invalid.warning())
     try:
         with io.naming(name):  # every score column in one streaming run over the rows
-            both = summarize_lazy_sub_cells(
-                scan.lazy,
-                list(dict.fromkeys(score_cols)),
-                label_column=label_col,
-                weight_column=weight_col,
-                group_column=by,
-                bin_edges=bin_edges,
-                mantissa_bits=mantissa_bits,
-                sub_bits=sub_bits,
-                flag_column=None if scan.verify is None else io.FLAG_COLUMN,
-                on_rows=on_rows,
+            # a row the parser cannot read fails mid-run: bad input naming the file (io.collect)
+            both = io.collect(
+                lambda: summarize_lazy_sub_cells(
+                    scan.lazy,
+                    list(dict.fromkeys(score_cols)),
+                    label_column=label_col,
+                    weight_column=weight_col,
+                    group_column=by,
+                    bin_edges=bin_edges,
+                    mantissa_bits=mantissa_bits,
+                    sub_bits=sub_bits,
+                    flag_column=None if scan.verify is None else io.FLAG_COLUMN,
+                    on_rows=on_rows,
+                ),
+                name,
             )
     except FlaggedRowError:
         if scan.verify is not None:
