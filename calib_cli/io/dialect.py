@@ -134,6 +134,18 @@ def refuse_one_column(columns: list[str], name: str) -> None:
         raise InputError(f"{name}: read as one column {columns[0]!r}{hint}")
 
 
+def unescaped_header(columns: Sequence[str]) -> dict[str, str]:
+    """The renames that undo the CSV parser's doubled quotes in header names: a quoted cell
+    holding ``s ""x""`` (quotes doubled, as CSV writes them) is the name ``s "x"``, which the
+    parser kept as ``s ""x""`` (so the column could be named only so, and each CSV written
+    doubled its quotes again).
+
+    >>> unescaped_header(['s ""x""', "label"])
+    {'s ""x""': 's "x"'}
+    """
+    return {name: name.replace('""', '"') for name in columns if '""' in name}
+
+
 def refuse_duplicated_columns(columns: Sequence[str], name: str) -> None:
     """Refuse (exit 65) a CSV header that names a column twice. The parser renames the second
     ``x`` to ``x_duplicated_0``: the first would be read as the scores without a word, and the

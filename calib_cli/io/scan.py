@@ -15,6 +15,7 @@ from calib_cli.io.dialect import (
     parse_error_hint,
     refuse_duplicated_columns,
     refuse_one_column,
+    unescaped_header,
 )
 from calib_cli.io.formats import (
     STDIO,
@@ -64,6 +65,7 @@ def scan_table(
             )
             refuse_one_column(lazy.collect_schema().names(), name)
             refuse_duplicated_columns(lazy.collect_schema().names(), name)
+            lazy = lazy.rename(unescaped_header(lazy.collect_schema().names()))
             if typed:  # a column whose text would not come back exactly stays text
                 lazy = lazy.with_columns(
                     typed_columns(exact_types(lazy, text_columns=text_columns))
