@@ -71,6 +71,8 @@ WeightKindOpt = Annotated[
     WeightKindChoice | None,
     typer.Option(
         "--weight-kind",
+        metavar="<kind>",  # the choices are in the help: "<frequency|importance>" crowded out
+        # the option names at 80 columns ("--estimate-target-p…")
         help=(
             "What --weight-col means: frequency (a row of weight 2 is two rows) or importance "
             "(survey weights such as the 1/rate of resample --weight-col-out: the same "

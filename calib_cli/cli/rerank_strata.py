@@ -147,7 +147,7 @@ def rerank_strata(
     positive_label: PositiveLabelOpt = None,
     score_kind: ScoreKindOpt = "probability",
     output_col: Annotated[
-        str, typer.Option("--output-col", help="Name of the calibrated-probability column.")
+        str, typer.Option("--output-col", help="Name of the column of calibrated probabilities.")
     ] = "calibrated",
     input_format: InputFormatOpt = None,
     separator: SeparatorOpt = None,
