@@ -27,7 +27,6 @@ from calib_cli.report.payloads import (
 from calib_cli.workflows.estimate_shift import EstimateShiftRequest, run_estimate_shift
 from calib_cli.workflows.reliability import (
     ReliabilityRequest,
-    histogram_edges,
     run_reliability,
     score_histogram,
 )

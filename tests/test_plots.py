@@ -462,3 +462,122 @@ def test_logit_tick_labels_mirror_the_low_ones() -> None:
     texts = [t.get_text() for t in figure.axes[0].get_yticklabels()]
     assert not any("1-1e" in t or "e-" in t for t in texts)
     assert "10\u207b\u2074" in texts and "1\u221210\u207b\u2074" in texts
+
+
+# ----------------------------- one logit, one axis helper, one look per series in every figure
+
+
+def test_logit_bars_fall_on_the_grids_edges_and_count_every_row_exactly() -> None:
+    """The bars of a logit axis gather whole steps of the histogram's grid: every bar edge
+    inside the axis is one of the grid's edges, bit for bit; each bar holds whole rows; bars
+    and strips together hold every row, exactly. The picture's logit is the grid's own
+    (calib_cli.core.elementary); still the logit of el.sigmoid(j * 0.02) comes back as
+    j * 0.02 only to about 1e-10, which is why a bar is matched to the grid's nearest edge
+    rather than computed and compared bit for bit."""
+    from calib_cli.core import elementary as el
+    from calib_cli.workflows.reliability import LOGIT_STEP, score_histogram
+
+    rng = np.random.default_rng(21)
+    scores = el.sigmoid(rng.normal(-1.0, 3.0, 20000))
+    scores[:500], scores[500:800] = 0.0, 1.0  # the grid then spans 1e-6 to 1 - 1e-6
+    weights = rng.integers(1, 5, scores.size).astype(float)
+    y = (rng.random(scores.size) < scores).astype(float)
+    histogram = score_histogram(scores, weights)
+    summary = reliability_summary(y, scores, sample_weight=weights)
+    curve = plots.ReliabilityCurve("m", summary, histogram)
+    figure = plots.reliability_figure([(None, [curve])], scale="logit")
+    bars = _stairs(figure, "histogram-0")
+    counts, edges = bars["histogram-m"]
+    assert counts.size > 40
+    assert np.isin(edges[1:-1], histogram[0]).all()  # the end edges: the axis's ends
+    np.testing.assert_allclose(np.diff(el.log_odds(edges[1:-1])), plots.LOGIT_BAR, rtol=1e-9)
+    assert (counts == np.round(counts)).all()
+    below, above = bars["histogram-below-m"][0][0], bars["histogram-above-m"][0][0]
+    assert below + float(counts.sum()) + above == float(weights.sum())
+    # the grid's logits are not bit for bit multiples of its step: the matching is needed
+    u = el.log_odds(histogram[0][1:-1])
+    assert not np.array_equal(u, np.round(u / LOGIT_STEP) * LOGIT_STEP)
+    assert float(np.max(np.abs(u - np.round(u / LOGIT_STEP) * LOGIT_STEP))) < 1e-9
+
+
+def _looks(axes: object, prefix: str) -> list[tuple[str, str]]:
+    """(colour, line style) of each line of ``axes`` whose gid starts with ``prefix``."""
+    return [
+        (str(line.get_color()), str(line.get_linestyle()))
+        for line in axes.lines  # type: ignore[attr-defined]
+        if str(line.get_gid()).startswith(prefix)
+    ]
+
+
+def test_strata_and_maps_past_seven_are_told_apart_as_the_columns_are() -> None:
+    """The slopes (one per stratum), a calibrator's maps (one per stratum) and the ROC curves
+    take the reliability diagram's looks: the palette in order, then other line styles."""
+    from calib_cli.artifacts import steps_artifact
+    from calib_cli.core.chain import PriorParams
+
+    expected = [(s.colour, s.line) for s in map(plots._series_style, range(9))]
+    assert len(set(expected)) == 9 and expected[7] == (plots.COLOURS[0], "--")
+    rng = np.random.default_rng(22)
+    strata = np.repeat([f"s{i}" for i in range(9)], 400)
+    y = (rng.random(strata.size) < 0.2).astype(float)
+    scores = np.clip(rng.beta(2, 6, strata.size) + 0.3 * y, 1e-4, 0.9999)
+    slopes = plots.slopes_figure(fit_strata(scores, y, strata))
+    assert _looks(slopes.axes[0], "slope-") == expected
+    shifts = {f"s{i}": -0.3 * i for i in range(9)}
+    record = steps_artifact([PriorParams(0.0, "stratum", shifts)], {})
+    for scale in ("linear", "logit"):
+        maps = plots.calibrator_figure(record, scale=scale)  # type: ignore[arg-type]
+        assert _looks(maps.axes[0], "map-") == expected
+    comparison = compare_rankings(y, scores, scores * (1 + (strata == "s1")), fprs=ROC_FPRS)
+    roc = plots.roc_figure(comparison)
+    assert _looks(roc.axes[0], "roc-") == expected[:2]
+
+
+def test_every_probability_axis_is_set_by_one_helper() -> None:
+    """The reliability diagram, the slopes, a calibrator's map and the mixture put their
+    probability axes on a logit scale alike: the same locator and formatter (defined once),
+    decades and their mirrors as ticks, labelled as probabilities, no minor ticks; only the
+    reliability diagram has room beyond the data (a point at an end is never cut in half)."""
+    from calib_cli.artifacts import steps_artifact
+    from calib_cli.core.chain import PriorParams
+
+    y, scores = _data()
+    reliability = plots.reliability_figure(_panels(), scale="logit")
+    rng = np.random.default_rng(23)
+    strata = np.where(np.arange(y.size) % 2 == 0, "A", "B")
+    slopes = plots.slopes_figure(fit_strata(scores["model_a"], y, strata), scale="logit")
+    prior = steps_artifact([PriorParams(-0.5)], {})
+    calibrator = plots.calibrator_figure(prior, scale="logit")
+    shift_scores = np.clip(rng.beta(2, 8, 2000), 0.001, 0.999)
+    model = fit_reference(shift_scores, (rng.random(2000) < shift_scores).astype(float))
+    estimate = estimate_prevalence(model, shift_scores, n_bootstrap=0)
+    (counts,) = count_target(model, shift_scores)
+    mixture = plots.mixture_figure(model, estimate, counts)
+    axes = [
+        reliability.axes[1].xaxis,  # the histogram's, shared with the diagram above it
+        reliability.axes[0].yaxis,
+        slopes.axes[0].xaxis,
+        calibrator.axes[0].xaxis,
+        calibrator.axes[0].yaxis,
+        mixture.axes[0].xaxis,
+    ]
+    locator, formatter = plots._tickers()
+    assert plots._tickers() == (locator, formatter)
+    for figure in (reliability, slopes, calibrator, mixture):
+        figure.draw_without_rendering()
+    for axis in axes:
+        assert axis.get_scale() == "logit"
+        assert type(axis.get_major_locator()) is locator
+        assert type(axis.get_major_formatter()) is formatter
+        assert len(axis.get_minorticklocs()) == 0
+        ticks = axis.get_majorticklocs()
+        labels = [t.get_text() for t in axis.get_ticklabels()]
+        assert len(labels) == len(ticks) >= 3
+        for label, tick in zip(labels, ticks, strict=True):  # or a strip's '<0.001'
+            assert label == plots._probability_label(tick) or label[0] in "<>"
+    for axis in (calibrator.axes[0].xaxis, calibrator.axes[0].yaxis):  # no room beyond
+        ticks = axis.get_majorticklocs()
+        assert tuple(axis.get_view_interval()) == (ticks[0], ticks[-1])
+    low, high = reliability.axes[0].get_ylim()
+    ticks = reliability.axes[0].yaxis.get_majorticklocs()
+    assert low < ticks[0] and ticks[-1] < high  # the reliability diagram's 3% margin

@@ -90,7 +90,8 @@ def resample(
     record: Annotated[
         str | None,
         typer.Option(
-            "--record", help="Where to write the sampling record (default: the output path + .sampling.json)."
+            "--record",
+            help="Where to write the sampling record (default: the output path + .sampling.json).",
         ),
     ] = None,
     label_col: LabelColOpt = "label",

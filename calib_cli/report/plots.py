@@ -4,7 +4,10 @@ The only module that imports matplotlib, and only when a picture is asked for (`
 matplotlib is the optional extra ``calib-cli[plot]``. Every function here is pure: typed results
 in, a :class:`matplotlib.figure.Figure` out (no pyplot, no global state), and
 :func:`save_figure` writes it atomically, in the format its extension names, byte for byte the
-same on every run (no dates, no random ids, a fixed resolution).
+same on every run (no dates, no random ids, a fixed resolution). Every figure draws its series
+(score columns, strata, maps) in one sequence of looks (:func:`_series_style`), puts its
+probability axes on their scale with one helper (:func:`_probability_axis`), and takes logits
+with :mod:`calib_cli.core.elementary`, as the histograms' grid is built.
 
 What each picture shows
 -----------------------
@@ -39,12 +42,14 @@ import io as _bytes_io
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ParamSpec
 
 import numpy as np
+import numpy.typing as npt
 
+from calib_cli.core import elementary as el
 from calib_cli.errors import UsageError
 from calib_cli.types import LOGIT_EDGE as LOGIT_EDGE  # within it of 0 or 1: off a logit axis
 from calib_cli.types import PlotScale as PlotScale
@@ -53,6 +58,7 @@ from calib_cli.types import ScoreHistogram as ScoreHistogram
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+    from matplotlib.ticker import Formatter, Locator
 
     from calib_cli.artifacts import Artifact
     from calib_cli.core.metrics import ReliabilitySummary
@@ -253,21 +259,214 @@ def _linear_limit(values: FloatArray) -> float:
     return 1.0
 
 
-def _probability_axes(axes: Axes, *, scale: PlotScale, low: float, high: float, x: bool) -> None:
-    """Put one probability axis on ``scale`` with readable ticks (no minor logit ticks)."""
-    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+#: Per series (a score column, a stratum, a curve): colours first, then (past the seventh)
+#: another line style and, where points are drawn, another marker.
+_MARKERS = ("o", "s", "D", "P", "X", "*")
+_LINE_STYLES: tuple[str | tuple[int, tuple[int, ...]], ...] = (
+    "-",
+    "--",
+    ":",
+    "-.",
+    (0, (5, 1, 1, 1, 1, 1)),
+    (0, (1, 1)),
+)
 
-    set_scale = axes.set_xscale if x else axes.set_yscale
-    set_lim = axes.set_xlim if x else axes.set_ylim
+
+@dataclass(frozen=True)
+class _Style:
+    colour: str
+    marker: str
+    line: str | tuple[int, tuple[int, ...]]
+
+
+def _series_style(position: int) -> _Style:
+    """The look of the ``position``-th series of a figure: its colour (the Okabe-Ito palette in
+    order), and once the colours come round again a different line style and marker, so that
+    42 score columns, strata or maps are told apart. Every figure draws its series in these
+    looks: lines in the colour and line style, the reliability diagram's points in the marker
+    too.
+
+    >>> _series_style(0) == _Style("#0072B2", "o", "-"), _series_style(7).marker
+    (True, 's')
+    >>> _series_style(8).colour == _series_style(1).colour, _series_style(8).line
+    (True, '--')
+    """
+    turn = (position // len(COLOURS)) % len(_MARKERS)
+    return _Style(COLOURS[position % len(COLOURS)], _MARKERS[turn], _LINE_STYLES[turn])
+
+
+#: Room beyond the data on each side of the reliability diagram's axes, as a share of the
+#: span (a point at an end is never cut in half), and the width of a strip for what lies off
+#: the scale.
+_MARGIN = 0.03
+_STRIP = 0.09
+#: A probability is taken this close to 0 or 1 at most before its logit is (0 and 1 have no
+#: finite place on a logit axis; a histogram's step that reaches them keeps a finite width).
+_LOGIT_CLIP = 1e-15
+
+
+@dataclass(frozen=True)
+class _Frame:
+    """A probability axis: its scale; the range of the data, ``low`` to ``high`` (the diagonal
+    and the ticks); room beyond it, ``margin`` times its span on each side (the reliability
+    diagram's :data:`_MARGIN`; none for a calibrator's map); and on a score axis a strip,
+    :data:`_STRIP` of the span wide, beyond each end that holds what lies off the scale
+    (``below``, ``above``: whether it is drawn). Distances are measured on the scale: in the
+    logit on a logit axis, with :mod:`calib_cli.core.elementary`'s ``log_odds`` and ``sigmoid``,
+    the functions the histograms' grid is built with
+    (:func:`calib_cli.workflows.reliability.histogram_edges`).
+
+    >>> frame = _Frame("logit", 0.01, 0.5, margin=_MARGIN, below=True)
+    >>> [round(v, 5) for v in frame.limits()], round(frame.limits(strips=True)[0], 5)
+    ([0.00872, 0.53441], 0.00579)
+    >>> frame.strip_ticks() == {frame.strip("below")[1]: "<0.01"}
+    True
+    """
+
+    scale: PlotScale
+    low: float
+    high: float
+    margin: float = 0.0
+    below: bool = False
+    above: bool = False
+
+    def to_axis(self, p: npt.ArrayLike) -> FloatArray:
+        """Probabilities as distances on the scale (on a logit axis their logit, 0 and 1 taken
+        :data:`_LOGIT_CLIP` from them)."""
+        values = np.asarray(p, dtype=np.float64)
+        if self.scale == "logit":
+            return el.log_odds(np.clip(values, _LOGIT_CLIP, 1.0 - _LOGIT_CLIP))
+        return values
+
+    def to_probability(self, u: npt.ArrayLike) -> FloatArray:
+        """Distances on the scale as probabilities (the inverse of :meth:`to_axis`)."""
+        values = np.asarray(u, dtype=np.float64)
+        return el.sigmoid(values) if self.scale == "logit" else values
+
+    def _ends(self) -> tuple[float, float, float]:
+        a, b = (float(v) for v in self.to_axis([self.low, self.high]))
+        return a, b, b - a
+
+    def limits(self, *, strips: bool = False) -> tuple[float, float]:
+        """Limits of the axis: the data's range and the margin, and with ``strips`` (the score
+        axis) the strips that are drawn. Without room beyond an end, that end is the data's
+        own (no round trip through the logit)."""
+        a, b, span = self._ends()
+        room_below = self.margin + (_STRIP if strips and self.below else 0.0)
+        room_above = self.margin + (_STRIP if strips and self.above else 0.0)
+        low = float(self.to_probability(a - room_below * span)) if room_below else self.low
+        high = float(self.to_probability(b + room_above * span)) if room_above else self.high
+        return low, high
+
+    def strip(self, side: str, *, share: float = 1.0) -> tuple[float, float, float]:
+        """The (start, centre, end) of the middle ``share`` of the strip beyond the ``side``
+        (``"below"`` or ``"above"``) end, as probabilities; a strip's bar takes its middle 70%."""
+        a, b, span = self._ends()
+        start = a - (self.margin + _STRIP) * span if side == "below" else b + self.margin * span
+        centre = start + 0.5 * _STRIP * span
+        half = 0.5 * share * _STRIP * span
+        lower, middle, upper = (
+            float(v) for v in self.to_probability([centre - half, centre, centre + half])
+        )
+        return lower, middle, upper
+
+    def strip_label(self, side: str) -> str:
+        """What a strip holds: the scores below the axis (``<0.001``) or above it."""
+        end = self.low if side == "below" else self.high
+        text = _probability_label(end) if self.scale == "logit" else f"{end:g}"
+        return ("<" if side == "below" else ">") + text
+
+    def strip_ticks(self) -> dict[float, str]:
+        """Each drawn strip's middle and its label: the score axis's ticks beyond its ends."""
+        sides = (("below", self.below), ("above", self.above))
+        return {self.strip(side)[1]: self.strip_label(side) for side, drawn in sides if drawn}
+
+
+_TickLocator = Callable[[Any, _Frame, Mapping[float, str]], "Locator"]
+_TickFormatter = Callable[[_Frame, Mapping[float, str]], "Formatter"]
+
+
+@functools.cache
+def _tickers() -> tuple[_TickLocator, _TickFormatter]:
+    """The tick locator and formatter classes of :func:`_probability_axis`, defined once, the
+    first time an axis is drawn (they subclass matplotlib's, which is imported only then)."""
+    from matplotlib.ticker import Formatter, Locator, ScalarFormatter
+
+    class FrameLocator(Locator):
+        """``base``'s ticks within the frame's data range, then each strip's middle (a tick at
+        an end next to a strip is left out: its label would touch the strip's)."""
+
+        def __init__(self, base: Any, frame: _Frame, strips: Mapping[float, str]) -> None:
+            self.base, self.frame, self.strips = base, frame, strips
+
+        def set_axis(self, axis: Any) -> None:
+            super().set_axis(axis)
+            self.base.set_axis(axis)
+
+        def __call__(self) -> Any:
+            return self.tick_values(self.frame.low, self.frame.high)
+
+        def tick_values(self, vmin: float, vmax: float) -> Any:
+            frame = self.frame
+            tol = 1e-9 * max(abs(frame.high), 1e-12)
+            ticks = [
+                float(t)
+                for t in self.base.tick_values(vmin, vmax)
+                if frame.low - tol <= t <= frame.high + tol
+            ]
+            if any(t < frame.low for t in self.strips):
+                ticks = [t for t in ticks if t > frame.low + tol]
+            if any(t > frame.high for t in self.strips):
+                ticks = [t for t in ticks if t < frame.high - tol]
+            return np.array(sorted([*ticks, *self.strips]))
+
+    class FrameFormatter(ScalarFormatter):
+        """A strip's label at its tick, else the scale's own: probability labels on a logit
+        axis, matplotlib's on a linear one (their digits from the scale's ticks alone)."""
+
+        def __init__(self, frame: _Frame, strips: Mapping[float, str]) -> None:
+            super().__init__()
+            self.frame, self.strips = frame, strips
+
+        def set_locs(self, locs: Any) -> None:
+            scale_ticks = [v for v in locs if v not in self.strips]
+            if self.frame.scale == "logit":
+                Formatter.set_locs(self, scale_ticks)  # no offset or power of ten
+            else:
+                super().set_locs(scale_ticks)
+
+        def __call__(self, x: float, pos: int | None = None) -> str:
+            if x in self.strips:
+                return self.strips[x]
+            if self.frame.scale == "logit":
+                return _probability_label(x)
+            return str(super().__call__(x, pos))
+
+    return FrameLocator, FrameFormatter
+
+
+def _probability_axis(axes: Axes, frame: _Frame, *, x: bool, narrow: bool = False) -> None:
+    """Put one probability axis (``x``: the score axis, else the y axis) on the frame, alike
+    in every figure: its scale and limits (with the margin; on the score axis, the strips),
+    ticks within the data's range (decades and their mirrors on a logit axis, without minor
+    ticks; matplotlib's on a linear one, at most five when ``narrow``: a small multiple's
+    labels such as 0.035 ran into each other), and on the score axis a tick at each strip
+    labelled with what it holds (``<0.001``)."""
+    from matplotlib.ticker import AutoLocator, FixedLocator, MaxNLocator, NullLocator
+
     axis = axes.xaxis if x else axes.yaxis
-    if scale == "logit":
-        set_scale("logit", nonpositive="clip")
-        set_lim(low, high)
-        axis.set_major_locator(FixedLocator(_logit_ticks(low, high)))
-        axis.set_major_formatter(FuncFormatter(lambda p, _: _probability_label(p)))
+    base: Any
+    if frame.scale == "logit":
+        (axes.set_xscale if x else axes.set_yscale)("logit", nonpositive="clip")
         axis.set_minor_locator(NullLocator())
+        base = FixedLocator(_logit_ticks(frame.low, frame.high))
     else:
-        set_lim(0.0, high)
+        base = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]) if narrow else AutoLocator()
+    (axes.set_xlim if x else axes.set_ylim)(*frame.limits(strips=x))
+    strips = frame.strip_ticks() if x else {}
+    locator, formatter = _tickers()
+    axis.set_major_locator(locator(base, frame, strips))
+    axis.set_major_formatter(formatter(frame, strips))
 
 
 def _rate_label(value: float) -> str:
@@ -335,39 +534,6 @@ ReliabilityPanel = tuple["str | None", Sequence[ReliabilityCurve]]
 #: axis as shown (zoomed on rare events), or steps of :data:`LOGIT_BAR` in the logit.
 HISTOGRAM_BARS = 50
 LOGIT_BAR = 0.2
-#: Room beyond the data on each side of an axis, as a share of its span (a point at an end is
-#: never cut in half), and the width of a strip for what lies off the scale.
-_MARGIN = 0.03
-_STRIP = 0.09
-#: Per column: colours first, then (past the seventh) another marker and line style.
-_MARKERS = ("o", "s", "D", "P", "X", "*")
-_LINE_STYLES: tuple[str | tuple[int, tuple[int, ...]], ...] = (
-    "-",
-    "--",
-    ":",
-    "-.",
-    (0, (5, 1, 1, 1, 1, 1)),
-    (0, (1, 1)),
-)
-
-
-@dataclass(frozen=True)
-class _Style:
-    colour: str
-    marker: str
-    line: str | tuple[int, tuple[int, ...]]
-
-
-def _series_style(position: int) -> _Style:
-    """The look of the ``position``-th column: its colour (the Okabe-Ito palette in order),
-    and once the colours come round again a different marker and line style, so that 42
-    columns are told apart.
-
-    >>> _series_style(0) == _Style("#0072B2", "o", "-"), _series_style(7).marker
-    (True, 's')
-    """
-    turn = (position // len(COLOURS)) % len(_MARKERS)
-    return _Style(COLOURS[position % len(COLOURS)], _MARKERS[turn], _LINE_STYLES[turn])
 
 
 @dataclass(frozen=True)
@@ -394,73 +560,6 @@ class _BinArrays:
             ci_low=column("observed_ci_low"),
             ci_high=column("observed_ci_high"),
         )
-
-
-@dataclass(frozen=True)
-class _Frame:
-    """The probability axes of a reliability diagram: the range of the data, ``low`` to
-    ``high`` (the diagonal and the ticks), a margin beyond it, and on the score axis a strip
-    beyond each end that holds what lies off the scale (``below``, ``above``: whether it is
-    drawn). Distances are measured on the scale: in the logit on a logit axis."""
-
-    scale: PlotScale
-    low: float
-    high: float
-    below: bool = False
-    above: bool = False
-
-    def to_axis(self, p: FloatArray) -> FloatArray:
-        """Probabilities as distances on the scale (the logit on a logit axis)."""
-        if self.scale == "logit":
-            clipped = np.clip(p, 1e-15, 1.0 - 1e-15)
-            u: FloatArray = np.log(clipped) - np.log1p(-clipped)
-            return u
-        return np.asarray(p, dtype=np.float64)
-
-    def to_probability(self, u: FloatArray) -> FloatArray:
-        if self.scale == "logit":
-            p: FloatArray = 1.0 / (1.0 + np.exp(-u))
-            return p
-        return np.asarray(u, dtype=np.float64)
-
-    def _ends(self) -> tuple[float, float, float]:
-        a, b = (float(v) for v in self.to_axis(np.array([self.low, self.high])))
-        return a, b, b - a
-
-    def strip(self, side: str) -> tuple[float, float, float]:
-        """A strip's (start, centre, end), as probabilities, the strip's bars drawn over its
-        middle 70%."""
-        a, b, span = self._ends()
-        if side == "below":
-            ends = np.array([a - (_MARGIN + _STRIP) * span, a - _MARGIN * span])
-        else:
-            ends = np.array([b + _MARGIN * span, b + (_MARGIN + _STRIP) * span])
-        u = np.array([ends[0], ends.mean(), ends[1]])
-        start, centre, end = (float(v) for v in self.to_probability(u))
-        return start, centre, end
-
-    def score_limits(self) -> tuple[float, float]:
-        """Limits of the score axis: the margin, and the strips when drawn."""
-        a, b, span = self._ends()
-        lower = a - (_MARGIN + (_STRIP if self.below else 0.0)) * span
-        upper = b + (_MARGIN + (_STRIP if self.above else 0.0)) * span
-        low, high = (float(v) for v in self.to_probability(np.array([lower, upper])))
-        return low, high
-
-    def rate_limits(self) -> tuple[float, float]:
-        """Limits of the observed-rate axis: the data's range and the margin."""
-        a, b, span = self._ends()
-        low, high = (
-            float(v)
-            for v in self.to_probability(np.array([a - _MARGIN * span, b + _MARGIN * span]))
-        )
-        return low, high
-
-    def strip_label(self, side: str) -> str:
-        """What a strip holds: the scores below the axis (``<0.001``) or above it."""
-        end = self.low if side == "below" else self.high
-        text = _probability_label(end) if self.scale == "logit" else f"{end:g}"
-        return ("<" if side == "below" else ">") + text
 
 
 def reliability_title(
@@ -543,13 +642,11 @@ def reliability_figure(
         low, high = _logit_limits(everything, edge=LOGIT_EDGE)
     else:
         low, high = 0.0, _linear_limit(everything)
-    frame = _Frame(scale, low, high)
+    frame = _Frame(scale, low, high, margin=_MARGIN)
     steps = [_histogram_steps(curves, frame=frame) for curves in arrays]
     means = np.concatenate([a.mean_score[a.count > 0] for panel in arrays for _, a in panel])
-    frame = _Frame(
-        scale,
-        low,
-        high,
+    frame = replace(
+        frame,
         below=bool((means < low).any()) or any(s.below > 0 for p in steps for s in p),
         above=bool((means > high).any()) or any(s.above > 0 for p in steps for s in p),
     )
@@ -590,8 +687,8 @@ def reliability_figure(
             handlelength=1.6,
             borderaxespad=0.0,
         )
-        _frame_axes(curve_ax, frame, narrow=n_panels > 1)
-        curve_ax.set_aspect("auto")
+        _probability_axis(curve_ax, frame, x=True, narrow=n_panels > 1)
+        _probability_axis(curve_ax, frame, x=False)
         curve_ax.tick_params(labelbottom=False)
         curve_ax.grid(True, color="#e5e5e5", linewidth=0.6)
         if heading:
@@ -625,7 +722,7 @@ def _histogram_extent(
     array([0.25, 0.35])
     >>> u = np.arange(-70, 71) * 0.2  # a logit histogram, half of its rows exact 0s
     >>> counts = np.zeros(140); counts[[0, 60, 70]] = [1e4, 5e3, 5e3]
-    >>> np.round(_histogram_extent((1 / (1 + np.exp(-u)), counts), scale="logit"), 3)
+    >>> np.round(_histogram_extent((el.sigmoid(u), counts), scale="logit"), 3)
     array([0.131, 0.525])
     """
     if histogram is None:
@@ -758,7 +855,7 @@ def _rebinned(
     ([0.0, 0.02, 0.04], [1.0, 1.0], 48.0)
     """
     u = frame.to_axis(edges)
-    a, b = (float(v) for v in frame.to_axis(np.array([frame.low, frame.high])))
+    a, b = (float(v) for v in frame.to_axis([frame.low, frame.high]))
     weights = np.asarray(counts, dtype=np.float64)
     step = LOGIT_BAR if frame.scale == "logit" else (b - a) / HISTOGRAM_BARS
     widths = np.diff(u)
@@ -772,20 +869,26 @@ def _rebinned(
         bars = k.astype(np.float64) * step
     else:
         bars = np.linspace(a, b, HISTOGRAM_BARS + 1)
-    # a bar's edge within a hair of a step's edge is that edge (the same grid, rounded)
+    # A bar's edge on a step's edge is that edge, drawn at the step's own probability, so that
+    # a bar holds whole steps (whole rows) and shares their edges exactly. "On" up to rounding:
+    # the grid's edges are el.sigmoid(j * step), and el.log_odds gives back j * step only to
+    # within about 1e-10 near 1 - 1e-6 (the sigmoid's last bit, magnified in the logit by
+    # 1 / (1 - p)); nor is k * LOGIT_BAR bit for bit (10 k) * 0.02.
     nearest = np.clip(np.searchsorted(u, bars), 1, u.size - 1)
     nearest = np.where(
         np.abs(u[nearest - 1] - bars) <= np.abs(u[nearest] - bars), nearest - 1, nearest
     )
-    bars = np.where(np.abs(u[nearest] - bars) <= 1e-7 * step, u[nearest], bars)
+    on_edge = np.abs(u[nearest] - bars) <= 1e-7 * step
+    bars = np.where(on_edge, u[nearest], bars)
+    drawn = np.where(on_edge, edges[nearest], frame.to_probability(bars))
     # the end bars stop at the axis's ends: what lies past them (exact 0s and 1s where the
     # scores reach the logit axis's floor of 1e-6) is the strips' ``below`` and ``above``
     bars[0], bars[-1] = max(float(bars[0]), a), min(float(bars[-1]), b)
+    drawn = np.clip(drawn, frame.low, frame.high)
     cumulative = np.concatenate([[0.0], np.cumsum(weights)])
     at_bars = np.interp(bars, u, cumulative)
     bar_counts: FloatArray = np.maximum(np.diff(at_bars), 0.0)
     total = float(cumulative[-1])
-    drawn: FloatArray = np.clip(frame.to_probability(bars), frame.low, frame.high)
     return drawn, bar_counts, float(at_bars[0]), max(total - float(at_bars[-1]), 0.0)
 
 
@@ -796,82 +899,6 @@ def _shade_strips(axes: Axes, frame: _Frame) -> None:
             start, _, end = frame.strip(side)
             band = axes.axvspan(start, end, color="#f2f2f2", linewidth=0, zorder=0)
             band.set_gid(_gid("beyond", side))
-
-
-def _frame_axes(axes: Axes, frame: _Frame, *, narrow: bool = False) -> None:
-    """Both probability axes on the frame's scale and limits; the score axis's ticks within
-    the data's range, and one at each strip labelled with what it holds (``<0.001``).
-    ``narrow``: a small multiple, whose linear score axis gets at most five ticks (labels
-    such as 0.035 ran into each other)."""
-    from matplotlib.ticker import AutoLocator, FixedLocator, MaxNLocator, NullLocator
-
-    strips = {
-        frame.strip(side)[1]: frame.strip_label(side)
-        for side, drawn in (("below", frame.below), ("above", frame.above))
-        if drawn
-    }
-    if frame.scale == "logit":
-        axes.set_xscale("logit", nonpositive="clip")
-        axes.set_yscale("logit", nonpositive="clip")
-        for axis in (axes.yaxis, axes.xaxis):
-            axis.set_minor_locator(NullLocator())
-        axes.yaxis.set_major_locator(FixedLocator(_logit_ticks(frame.low, frame.high)))
-        axes.yaxis.set_major_formatter(_frame_formatter(frame, {}))
-        base: Any = FixedLocator(_logit_ticks(frame.low, frame.high))
-    else:
-        base = MaxNLocator(nbins=4, steps=[1, 2, 2.5, 5, 10]) if narrow else AutoLocator()
-    axes.set_xlim(*frame.score_limits())
-    axes.set_ylim(*frame.rate_limits())
-    axes.xaxis.set_major_locator(_frame_locator(base, frame, strips))
-    axes.xaxis.set_major_formatter(_frame_formatter(frame, strips))
-
-
-def _frame_locator(base: Any, frame: _Frame, strips: Mapping[float, str]) -> Any:
-    """A tick locator: ``base``'s ticks within the frame's data range, then each strip's
-    middle (a tick at an end next to a strip is left out: its label would touch the strip's)."""
-    from matplotlib.ticker import Locator
-
-    class FrameLocator(Locator):
-        def set_axis(self, axis: Any) -> None:
-            super().set_axis(axis)
-            base.set_axis(axis)
-
-        def __call__(self) -> Any:
-            low, high = self.axis.get_view_interval() if self.axis is not None else (0.0, 1.0)
-            return self.tick_values(low, high)
-
-        def tick_values(self, vmin: float, vmax: float) -> Any:
-            tol = 1e-9 * max(abs(frame.high), 1e-12)
-            ticks = [
-                float(t)
-                for t in base.tick_values(frame.low, frame.high)
-                if frame.low - tol <= t <= frame.high + tol
-            ]
-            if frame.below:
-                ticks = [t for t in ticks if t > frame.low + tol]
-            if frame.above:
-                ticks = [t for t in ticks if t < frame.high - tol]
-            return np.array(sorted([*ticks, *strips]))
-
-    return FrameLocator()
-
-
-def _frame_formatter(frame: _Frame, strips: Mapping[float, str]) -> Any:
-    """A tick formatter: a strip's label at its tick, else the scale's own label (probability
-    labels on a logit axis, matplotlib's on a linear one)."""
-    from matplotlib.ticker import FuncFormatter, ScalarFormatter
-
-    if frame.scale == "logit":
-        return FuncFormatter(lambda p, _: strips.get(p) or _probability_label(p))
-
-    class FrameFormatter(ScalarFormatter):
-        def set_locs(self, locs: Any) -> None:
-            super().set_locs([v for v in locs if v not in strips])  # digits from the scale's
-
-        def __call__(self, x: float, pos: int | None = None) -> str:
-            return strips.get(x) or str(super().__call__(x, pos))
-
-    return FrameFormatter()
 
 
 def _draw_histogram(
@@ -897,12 +924,8 @@ def _draw_histogram(
         patch.set_gid(_gid("histogram", s.label))
         for side, weight in (("below", s.below), ("above", s.above)):
             if weight > 0:
-                start, centre, end = frame.strip(side)
-                ends = frame.to_axis(np.array([start, end]))
-                middle = float(frame.to_axis(np.array([centre]))[0])
-                half = 0.35 * float(ends[1] - ends[0])
-                bar = frame.to_probability(np.array([middle - half, middle + half]))
-                edge = axes.stairs([weight], bar, **look)
+                start, _, end = frame.strip(side, share=0.7)
+                edge = axes.stairs([weight], [start, end], **look)
                 edge.set_gid(_gid("histogram", side, s.label))
     axes.set_yscale("log")
     axes.set_ylim(floor, top)
@@ -1137,7 +1160,9 @@ def mixture_figure(
     the fine cells the estimate counted the batch in (``counts``, from
     :func:`~calib_cli.core.shift.count_target`: rows outside the range in the end cells, as
     the estimate counts them; the same picture from either engine), and the mixture and its
-    components piecewise constant on the model's cells, scaled by the estimated rate.
+    components piecewise constant on the model's cells, scaled by the estimated rate. For
+    probability scores they are drawn on a logit axis of the score, like every probability
+    axis (:func:`_probability_axis`).
     ``true_rate``: the batch's labelled positive rate, when it has labels (in the heading).
     """
     low, high = model.logit_low, model.logit_high
@@ -1153,6 +1178,9 @@ def mixture_figure(
     alpha = float(estimate.prevalence)
     negative = (1.0 - alpha) * model.mass_neg / cell_width
     positive = alpha * model.mass_pos / cell_width
+    probability = model.score_kind == "probability"
+    if probability:  # the steps drawn at their probabilities, on a logit axis
+        edges, cell_edges = el.sigmoid(edges), el.sigmoid(cell_edges)
     figure = _figure(6.4, 4.4)
     axes = figure.add_subplot()
     axes.set_gid("mixture")
@@ -1179,18 +1207,13 @@ def mixture_figure(
         step.set_gid(gid)
     axes.set_yscale("log")
     axes.set_ylim(bottom, top * 2.5)
-    axes.set_xlim(low, high)
     axes.set_ylabel("density per unit logit")
-    if model.score_kind == "probability":
-        from matplotlib.ticker import FixedLocator, FuncFormatter
-
-        ticks = _logit_ticks(1.0 / (1.0 + math.exp(-low)), 1.0 / (1.0 + math.exp(-high)))
-        axes.xaxis.set_major_locator(FixedLocator([math.log(t / (1.0 - t)) for t in ticks]))
-        axes.xaxis.set_major_formatter(
-            FuncFormatter(lambda v, _: _probability_label(1.0 / (1.0 + math.exp(-v))))
-        )
+    if probability:
+        p_low, p_high = (float(p) for p in el.sigmoid([low, high]))
+        _probability_axis(axes, _Frame("logit", p_low, p_high), x=True)
         axes.set_xlabel("score (logit axis)")
     else:
+        axes.set_xlim(low, high)
         axes.set_xlabel(f"score ({model.score_kind})")
     interval = ""
     if math.isfinite(estimate.ci_low) and math.isfinite(estimate.ci_high):
@@ -1256,14 +1279,8 @@ def roc_figure(comparison: RankingComparison, *, title: str = "") -> Figure:
     workflow's ``ROC_FPRS``: every 1%, and log steps down to 1e-5)."""
     fpr = np.asarray(comparison.fpr, dtype=np.float64)
     curves = (
-        ("raw score", np.asarray(comparison.tpr_raw), comparison.auc_raw, COLOURS[0], "roc-raw"),
-        (
-            "re-ranked",
-            np.asarray(comparison.tpr_reranked),
-            comparison.auc_reranked,
-            COLOURS[1],
-            "roc-reranked",
-        ),
+        ("raw score", np.asarray(comparison.tpr_raw), comparison.auc_raw, "roc-raw"),
+        ("re-ranked", np.asarray(comparison.tpr_reranked), comparison.auc_reranked, "roc-reranked"),
     )
     figure = _figure(9.6, 4.4)
     whole, low_fpr = figure.add_subplot(1, 2, 1), figure.add_subplot(1, 2, 2)
@@ -1272,9 +1289,15 @@ def roc_figure(comparison: RankingComparison, *, title: str = "") -> Figure:
     for axes in (whole, low_fpr):
         chance = np.geomspace(1e-5, 1.0, 50)
         axes.plot(chance, chance, color=GREY, linestyle="--", linewidth=0.9, label="chance")
-        for label, tpr, auc, colour, gid in curves:
+        for position, (label, tpr, auc, gid) in enumerate(curves):
+            style = _series_style(position)
             (line,) = axes.plot(
-                fpr, tpr, color=colour, linewidth=1.4, label=f"{label}: AUC {_fmt(auc, 4)}"
+                fpr,
+                tpr,
+                color=style.colour,
+                linestyle=style.line,
+                linewidth=1.4,
+                label=f"{label}: AUC {_fmt(auc, 4)}",
             )
             line.set_gid(gid)
         axes.set_ylim(0.0, 1.0)
@@ -1320,10 +1343,12 @@ def slopes_figure(
         label = name
         if stratum_odds is not None and math.isfinite(stratum_odds.get(name, math.nan)):
             label = f"{name} (odds {_fmt(stratum_odds[name])})"
+        style = _series_style(position)
         (line,) = axes.plot(
             slope.thresholds,
             slope.roc_slope,
-            color=COLOURS[position % len(COLOURS)],
+            color=style.colour,
+            linestyle=style.line,
             linewidth=1.4,
             drawstyle="steps-post" if slope.smoothing == "hull" else "default",
             label=label,
@@ -1335,8 +1360,7 @@ def slopes_figure(
     every = np.concatenate(xs) if xs else np.array([0.5])
     in_unit = bool(every.size) and float(every.min()) >= 0.0 and float(every.max()) <= 1.0
     if scale == "logit" and in_unit:
-        low, high = _logit_limits(every)
-        _probability_axes(axes, scale="logit", low=low, high=high, x=True)
+        _probability_axis(axes, _Frame("logit", *_logit_limits(every)), x=True)
         axes.set_xlabel("score (logit axis)")
     else:
         axes.set_xlabel("score")
@@ -1368,7 +1392,7 @@ def calibrator_curves(
         kind = str(first.score_kind)
     if kind == "probability":
         u = np.linspace(-14.0, 14.0, n_points)
-        grid = np.sort(np.concatenate([1.0 / (1.0 + np.exp(-u)), np.linspace(0.0, 1.0, 201)]))
+        grid = np.sort(np.concatenate([el.sigmoid(u), np.linspace(0.0, 1.0, 201)]))
     else:
         low, high = _raw_range(first)
         grid = np.linspace(low, high, n_points)
@@ -1410,7 +1434,7 @@ def calibrator_figure(
     probability = kind == "probability"
     if probability:
         if scale == "logit":
-            # where the map changes (a step map is flat beyond its knots), within 1e-6
+            # where the map changes (a step map is flat beyond its knots), from LOGIT_EDGE
             changing = np.zeros(grid.size, dtype=bool)
             for values in curves.values():
                 moves = np.flatnonzero(np.diff(values) != 0.0)
@@ -1418,23 +1442,25 @@ def calibrator_figure(
                     changing[moves[0] : moves[-1] + 2] = True
             shown = [grid[changing], *(v[changing] for v in curves.values())]
             inside = np.concatenate(shown) if changing.any() else grid
-            low, high = _logit_limits(inside[(inside >= 1e-6) & (inside <= 1 - 1e-6)])
+            frame = _Frame(scale, *_logit_limits(inside, edge=LOGIT_EDGE))
         else:
-            low, high = 0.0, 1.0
-        diagonal = np.array([low, high])
+            frame = _Frame(scale, 0.0, 1.0)
+        diagonal = np.array([frame.low, frame.high])
         axes.plot(diagonal, diagonal, color=GREY, linestyle="--", linewidth=0.9, label="identity")
     for position, (label, values) in enumerate(curves.items()):
+        style = _series_style(position)
         (line,) = axes.plot(
             grid,
             values,
-            color=COLOURS[position % len(COLOURS)],
+            color=style.colour,
+            linestyle=style.line,
             linewidth=1.5,
             label=label if len(curves) > 1 else "map",
         )
         line.set_gid(_gid("map", label))
     if probability:
-        _probability_axes(axes, scale=scale, low=low, high=high, x=True)
-        _probability_axes(axes, scale=scale, low=low, high=high, x=False)
+        _probability_axis(axes, frame, x=True)
+        _probability_axis(axes, frame, x=False)
         axes.set_xlabel("score" + (" (logit axis)" if scale == "logit" else ""))
     else:
         axes.set_ylim(0.0, 1.0)
