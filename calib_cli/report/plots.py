@@ -51,6 +51,7 @@ import numpy.typing as npt
 
 from calib_cli.core import elementary as el
 from calib_cli.errors import UsageError
+from calib_cli.io.pictures import PLOT_NEEDS, plot_format
 from calib_cli.types import LOGIT_EDGE as LOGIT_EDGE  # within it of 0 or 1: off a logit axis
 from calib_cli.types import PlotScale as PlotScale
 from calib_cli.types import ScoreHistogram as ScoreHistogram
@@ -71,10 +72,6 @@ if TYPE_CHECKING:
 
 _P = ParamSpec("_P")
 
-#: Picture formats, by file extension.
-PLOT_FORMATS: Mapping[str, str] = {".png": "png", ".svg": "svg", ".pdf": "pdf"}
-#: What to install when matplotlib is missing.
-PLOT_NEEDS = "--plot needs matplotlib: pip install 'calib-cli[plot]'"
 #: Resolution of PNG files (SVG and PDF are vector; their size is the figure's, in inches).
 DPI = 150
 #: Okabe-Ito: told apart by readers with any common colour-vision deficiency.
@@ -100,19 +97,6 @@ _METADATA: Mapping[str, Mapping[str, Any]] = {
     "svg": {"Date": None, "Creator": "calib"},
     "pdf": {"CreationDate": None, "ModDate": None, "Creator": "calib", "Producer": None},
 }
-
-
-def plot_format(path: str) -> str:
-    """The picture format a path's extension names (``png``, ``svg`` or ``pdf``).
-
-    >>> plot_format("out/reliability.SVG")
-    'svg'
-    """
-    suffix = Path(path).suffix.lower()
-    if suffix not in PLOT_FORMATS:
-        shown = f"'{suffix}'" if suffix else "no extension"
-        raise UsageError(f"--plot {path}: {shown} is not a picture format; use .png, .svg or .pdf")
-    return PLOT_FORMATS[suffix]
 
 
 def _matplotlib() -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import importlib.util
 import math
-import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from typing import Concatenate, ParamSpec, Protocol, TypeVar
@@ -17,6 +16,7 @@ from calib_cli import io
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import InvalidRows, Table
 from calib_cli.io.invalid import check_max_invalid_option
+from calib_cli.io.pictures import PLOT_NEEDS, plot_format
 from calib_cli.types import (
     DEFAULT_DIALECT,
     BoolArray,
@@ -450,10 +450,6 @@ def groups(
         yield (MISSING_GROUP if value is None else value), selector
 
 
-#: Picture formats of ``--plot``, by extension (the same table as calib_cli.report.plots).
-PLOT_SUFFIXES = (".png", ".svg", ".pdf")
-
-
 def check_plot(path: str | None, scale: str | None = None) -> None:
     """Before any work: ``--plot PATH`` names a picture format (.png, .svg, .pdf), matplotlib
     is installed, and the path is writable; ``--plot-scale`` (``scale``, None when not given)
@@ -465,14 +461,11 @@ def check_plot(path: str | None, scale: str | None = None) -> None:
         return
     if io.canonical_output(path) == io.STDIO:
         raise UsageError("--plot needs a file path (.png, .svg or .pdf), not standard output")
-    suffix = os.path.splitext(path)[1].lower()
-    if suffix not in PLOT_SUFFIXES:
-        shown = f"'{suffix}'" if suffix else "no extension"
-        raise UsageError(f"--plot {path}: {shown} is not a picture format; use .png, .svg or .pdf")
+    plot_format(path)
     try:
         found = importlib.util.find_spec("matplotlib") is not None
     except (ImportError, ValueError):
         found = False
     if not found:
-        raise UsageError("--plot needs matplotlib: pip install 'calib-cli[plot]'")
+        raise UsageError(PLOT_NEEDS)
     io.check_destination(path)
