@@ -147,7 +147,9 @@ def _seed_in_range(value: int) -> int:
     """A seed is a 64-bit unsigned integer (the sampling hash mixes it as one): refused
     otherwise before any work, in every command, in one line."""
     if not 0 <= value <= 2**64 - 1:
-        raise typer.BadParameter(f"a seed is a whole number from 0 to 2**64 - 1, got {value}")
+        raise typer.BadParameter(  # the hint given: some Click versions add "(env var: ...)"
+            f"a seed is a whole number from 0 to 2**64 - 1, got {value}", param_hint="'--seed'"
+        )
     return value
 
 
