@@ -54,6 +54,28 @@ def _environment() -> dict[str, str]:
 
 
 @pytest.fixture
+def scored_dir(tmp_path: Path) -> Path:
+    """A directory holding ``a.csv``: 400 calibrated scores with labels, a weight ``w``, a
+    ``batch`` of four values and a ``stratum`` of two, for tests of options and outputs."""
+    import numpy as np
+    import polars as pl
+
+    rng = np.random.default_rng(7)
+    n = 400
+    score = rng.uniform(0.01, 0.99, n)
+    pl.DataFrame(
+        {
+            "score": score,
+            "label": (rng.random(n) < score).astype(np.int64),
+            "w": rng.uniform(0.5, 2.0, n),
+            "batch": rng.integers(0, 4, n),
+            "stratum": rng.choice(["a", "b"], n),
+        }
+    ).write_csv(tmp_path / "a.csv")
+    return tmp_path
+
+
+@pytest.fixture
 def run_calib() -> RunCalib:
     """Run the installed ``calib`` with arguments, optional stdin bytes and working directory."""
 

@@ -9,8 +9,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-import polars as pl
 import pytest
 
 from calib_cli.errors import ExitCode, UsageError
@@ -36,20 +34,8 @@ ONE_ROLE = "and a column has one role: name another column for one of them"
 
 
 @pytest.fixture
-def data(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(7)
-    n = 400
-    score = rng.uniform(0.01, 0.99, n)
-    pl.DataFrame(
-        {
-            "score": score,
-            "label": (rng.random(n) < score).astype(np.int64),
-            "w": rng.uniform(0.5, 2.0, n),
-            "batch": rng.integers(0, 4, n),
-            "stratum": rng.choice(["a", "b"], n),
-        }
-    ).write_csv(tmp_path / "a.csv")
-    return tmp_path
+def data(scored_dir: Path) -> Path:
+    return scored_dir
 
 
 def _shift(**fields: Any) -> EstimateShiftRequest:

@@ -9,8 +9,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import polars as pl
 import pytest
 
 from calib_cli.errors import ExitCode
@@ -20,18 +18,8 @@ TWO = "error: two outputs would be written to standard output ('-'): give a file
 
 
 @pytest.fixture
-def data(tmp_path: Path) -> Path:
-    rng = np.random.default_rng(9)
-    n = 500
-    score = rng.uniform(0.02, 0.98, n)
-    pl.DataFrame(
-        {
-            "score": score,
-            "label": (rng.random(n) < score).astype(np.int64),
-            "stratum": rng.choice(["a", "b"], n),
-        }
-    ).write_csv(tmp_path / "a.csv")
-    return tmp_path
+def data(scored_dir: Path) -> Path:
+    return scored_dir
 
 
 @pytest.mark.parametrize("report", ["-", "/dev/stdout"])
