@@ -412,6 +412,11 @@ def test_the_installed_command_end_to_end(tmp_path: Path, run_calib: RunCalib) -
         run_export_sql(
             ExportSqlRequest(model=str(model), dialect="spark", score_col="a", score_expr="b")
         )
+    # an empty --score-col was read as the default column 'score'
+    with pytest.raises(OptionError, match="--score-col is empty: give a column name"):
+        run_export_sql(ExportSqlRequest(model=str(model), dialect="spark", score_col=""))
+    with pytest.raises(OptionError, match="--score-expr is empty: give a SQL expression"):
+        run_export_sql(ExportSqlRequest(model=str(model), dialect="spark", score_expr=" "))
 
 
 def test_the_expit_guard_gives_one_where_the_formula_already_does() -> None:

@@ -41,6 +41,12 @@ def run_export_sql(request: ExportSqlRequest, *, warn: Warn = ignore) -> ExportS
     """Load and validate the calibrator, build its expression, write it (``-``: stdout)."""
     if request.score_col is not None and request.score_expr is not None:
         raise OptionError("--score-col and --score-expr are exclusive: give one")
+    for option, value, what in (
+        ("--score-col", request.score_col, "a column name"),
+        ("--score-expr", request.score_expr, "a SQL expression"),
+    ):
+        if value is not None and not value.strip():  # '' was read as the default column
+            raise OptionError(f"{option} is empty: give {what} or drop {option}")
     check_paths(inputs=[request.model], files=[request.output])
     artifact = load_artifact(request.model, kinds=("chain", *STEP_KINDS))
     steps = steps_of(artifact)
