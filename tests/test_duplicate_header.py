@@ -80,3 +80,18 @@ def test_a_quoted_header_with_doubled_quotes_reads_and_writes_back_the_same(
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "o.csv").read_text().splitlines()[0] == '"s ""x""",label,calibrated'
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_names_equal_once_the_quotes_are_undone_are_refused(
+    tmp_path: Path, run_calib: RunCalib, engine: str
+) -> None:
+    """A column a"b and a quoted cell that undoes to a"b would be one name: refused in both
+    readers (the scan's rename failed inside Polars)."""
+    header = 'score,label,a"b,"a""b"\n'
+    (tmp_path / "q.csv").write_text(header + ROWS)
+    done = run_calib(["reliability", "q.csv", "--engine", engine], cwd=tmp_path)
+    assert done.returncode == ExitCode.DATA_ERROR, done.stderr
+    assert done.stderr.decode().strip().splitlines()[-1] == (
+        "error: q.csv: the header names column 'a\"b' 2 times; give each column its own name"
+    )

@@ -369,6 +369,8 @@ def test_the_linear_histogram_follows_the_zoom() -> None:
     assert bars.size == 51 and bars[0] == 0.0
     np.testing.assert_allclose(np.diff(bars), bars[-1] / 50)
     assert bars[-1] < top  # 50 bars across the axis as shown
+    # each bar holds the rows whose scores fall in it (the raw scores, an independent count)
+    np.testing.assert_allclose(counts, np.histogram(scores, bars)[0], atol=1e-6)
     beyond = _stairs(figure, "histogram-0").get("histogram-above-m", (np.zeros(1), None))[0]
     assert float(counts.sum() + beyond.sum()) == pytest.approx(scores.size)
 
@@ -492,6 +494,9 @@ def test_logit_bars_fall_on_the_grids_edges_and_count_every_row_exactly() -> Non
     assert np.isin(edges[1:-1], histogram[0]).all()  # the end edges: the axis's ends
     np.testing.assert_allclose(np.diff(el.log_odds(edges[1:-1])), plots.LOGIT_BAR, rtol=1e-9)
     assert (counts == np.round(counts)).all()
+    # each bar holds the weight of the rows whose scores fall in it: the raw scores counted
+    # on the drawn edges, independently of the grid and of the gathering
+    np.testing.assert_array_equal(counts, np.histogram(scores, edges, weights=weights)[0])
     below, above = bars["histogram-below-m"][0][0], bars["histogram-above-m"][0][0]
     assert below + float(counts.sum()) + above == float(weights.sum())
     # the grid's logits are not bit for bit multiples of its step: the matching is needed
@@ -562,7 +567,6 @@ def test_every_probability_axis_is_set_by_one_helper() -> None:
         mixture.axes[0].xaxis,
     ]
     locator, formatter = plots._tickers()
-    assert plots._tickers() == (locator, formatter)
     for figure in (reliability, slopes, calibrator, mixture):
         figure.draw_without_rendering()
     for axis in axes:

@@ -66,10 +66,7 @@ def values_message(column: str, problem: str, count: int, row: int, shown: str) 
 
 
 #: Problems whose singular needs more than "that is" for "that are".
-_SINGULAR = {
-    "that is not numbers": "that is not a number",
-    "that is not valid labels": "that is not a valid label",
-}
+_SINGULAR = {"that is not numbers": "that is not a number"}
 
 
 def check_scores(

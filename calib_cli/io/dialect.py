@@ -134,6 +134,26 @@ def refuse_one_column(columns: list[str], name: str) -> None:
         raise InputError(f"{name}: read as one column {columns[0]!r}{hint}")
 
 
+def checked_header(columns: Sequence[str], name: str) -> dict[str, str]:
+    """The renames a CSV header needs (:func:`unescaped_header`), after refusing a name given
+    twice, as the parser renamed it or once the quotes are undone (``a"b`` and ``a""b``): the
+    one check of a CSV header for the readers of whole files and of scans.
+
+    >>> checked_header(['s ""x""', "label"], "s.csv")
+    {'s ""x""': 's "x"'}
+    """
+    refuse_duplicated_columns(columns, name)
+    renames = unescaped_header(columns)
+    unescaped = [renames.get(column, column) for column in columns]
+    repeated = sorted({c for c in unescaped if unescaped.count(c) > 1})
+    if repeated:
+        raise InputError(
+            f"{name}: the header names column '{repeated[0]}' 2 times; give each column its "
+            "own name"
+        )
+    return renames
+
+
 def unescaped_header(columns: Sequence[str]) -> dict[str, str]:
     """The renames that undo the CSV parser's doubled quotes in header names: a quoted cell
     holding ``s ""x""`` (quotes doubled, as CSV writes them) is the name ``s "x"``, which the

@@ -16,11 +16,10 @@ import polars as pl
 from calib_cli.errors import InputError, MissingInputError
 from calib_cli.interrupts import wait_if_interrupted
 from calib_cli.io.dialect import (
+    checked_header,
     current_dialect,
     parse_error_hint,
-    refuse_duplicated_columns,
     refuse_one_column,
-    unescaped_header,
 )
 from calib_cli.io.formats import ARROW_FILE_MAGIC, GZIP_MAGIC, STDIO, display_name, resolve_format
 from calib_cli.io.spool import readable
@@ -106,9 +105,7 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
             header = raw.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace")
             refuse_one_column(header.split(separator), name)
             text = pl.read_csv(buffer, separator=separator, infer_schema=False, null_values=[""])
-            refuse_duplicated_columns(text.columns, name)
-            text = text.rename(unescaped_header(text.columns))
-            refuse_duplicated_columns(text.columns, name)
+            text = text.rename(checked_header(text.columns, name))
             if not typed:
                 return text
             return text.with_columns(typed_columns(exact_types(text.lazy())))

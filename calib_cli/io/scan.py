@@ -11,11 +11,10 @@ import polars as pl
 from calib_cli.errors import InputError
 from calib_cli.io.columns import naming
 from calib_cli.io.dialect import (
+    checked_header,
     current_dialect,
     parse_error_hint,
-    refuse_duplicated_columns,
     refuse_one_column,
-    unescaped_header,
 )
 from calib_cli.io.formats import (
     STDIO,
@@ -63,9 +62,9 @@ def scan_table(
                 infer_schema=False,
                 null_values=[""],
             )
-            refuse_one_column(lazy.collect_schema().names(), name)
-            refuse_duplicated_columns(lazy.collect_schema().names(), name)
-            lazy = lazy.rename(unescaped_header(lazy.collect_schema().names()))
+            header = lazy.collect_schema().names()
+            refuse_one_column(header, name)
+            lazy = lazy.rename(checked_header(header, name))
             if typed:  # a column whose text would not come back exactly stays text
                 lazy = lazy.with_columns(
                     typed_columns(exact_types(lazy, text_columns=text_columns))

@@ -52,6 +52,7 @@ import numpy.typing as npt
 from calib_cli.core import elementary as el
 from calib_cli.errors import UsageError
 from calib_cli.io.pictures import PLOT_NEEDS, plot_format
+from calib_cli.report.payloads import bins_phrase
 from calib_cli.types import LOGIT_EDGE as LOGIT_EDGE  # within it of 0 or 1: off a logit axis
 from calib_cli.types import PlotScale as PlotScale
 from calib_cli.types import ScoreHistogram as ScoreHistogram
@@ -551,29 +552,26 @@ def reliability_title(
     summary: ReliabilitySummary,
     *,
     weighting: str,
-    n_bins: int | tuple[int, int],
+    n_bins: Sequence[int],
     strategy: str,
 ) -> str:
     """The heading of a reliability picture, on two lines (one panel is 6.4 inches wide): the
-    file; rows, base rate, weighting and bins (``n_bins``: the bins used, or the fewest and
-    the most when columns or groups used different numbers).
+    file; rows, base rate, weighting and bins (``n_bins``: the bins each column and group
+    used, :func:`~calib_cli.report.payloads.bins_phrase`).
 
     >>> from calib_cli.core.metrics import reliability_summary
     >>> s = reliability_summary(np.array([0.0, 1.0]), np.array([0.2, 0.7]))
-    >>> print(reliability_title("day.csv", s, weighting="unweighted", n_bins=10,
+    >>> print(reliability_title("day.csv", s, weighting="unweighted", n_bins=[10],
     ...                         strategy="uniform"))
     Reliability of day.csv
     n = 2, base rate 0.5, unweighted; 10 uniform bins
-    >>> reliability_title("d.csv", s, weighting="unweighted", n_bins=1, strategy="quantile")[-16:]
+    >>> reliability_title("d.csv", s, weighting="unweighted", n_bins=[1], strategy="quantile")[-16:]
     '; 1 quantile bin'
     """
-    from calib_cli.report.payloads import bins_phrase
-
-    used = [n_bins] if isinstance(n_bins, int) else list(n_bins)
     return (
         f"Reliability of {_shorten(source, 70)}\n"
         f"n = {summary.n:,}, base rate {_fmt(summary.base_rate)}, {weighting}; "
-        f"{bins_phrase(used, strategy)}"
+        f"{bins_phrase(n_bins, strategy)}"
     )
 
 
@@ -980,12 +978,11 @@ def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) ->
     ]
     weighted = result.weight_col is not None
     weighting = f"weighted by '{result.weight_col}'" if weighted else "unweighted"
-    used = [e.summary.n_bins for e in result.entries if e.group is None or e.group in keep]
     title = reliability_title(
         Path(result.source).name,
         result.entries[0].summary,
         weighting=weighting,
-        n_bins=(min(used), max(used)),  # the bins used (the report's n_bins), not --bins
+        n_bins=[summary.n_bins for _, _, summary, _ in entries],  # used, not --bins
         strategy=result.strategy,
     )
     if len(shown) < n_groups:

@@ -121,19 +121,16 @@ def check_paths(
     rows_to_stdout: bool = False,
 ) -> None:
     """Before any work: stdin read at most once, no output over an input, every output
-    writable (and a known table format), so a long job never ends in a usage error; and a
-    CSV ``dialect`` given only where some input or the rows written (to ``table_output``, or
-    to standard output when it is None and ``rows_to_stdout``) are CSV or TSV text."""
-    if table_output is None and rows_to_stdout:
-        io.require_distinct_outputs([io.STDIO, *files], inputs)
-    else:
-        io.require_distinct_outputs([table_output, *files], inputs)
+    writable (and a known table format), at most one of them standard output, so a long job
+    never ends in a usage error; and a CSV ``dialect`` given only where some input or the rows
+    written (to ``table_output``, or to standard output when it is None and
+    ``rows_to_stdout``) are CSV or TSV text."""
+    rows = io.STDIO if table_output is None and rows_to_stdout else table_output
+    io.require_distinct_outputs([rows, *files], inputs)
     io.check_destination(table_output, data_format=output_format, table=True)
     for path in files:
         io.check_destination(path)
-    if table_output is None and rows_to_stdout:
-        table_output = io.STDIO
-    _refuse_unused_dialect(dialect, inputs, table_output, input_format, output_format)
+    _refuse_unused_dialect(dialect, inputs, rows, input_format, output_format)
 
 
 def _refuse_unused_dialect(

@@ -547,9 +547,6 @@ def _refined_figures(
 #: Steps of a picture's score histogram, in the logit, on the scores' range clipped to
 #: [LOGIT_EDGE, 1 - LOGIT_EDGE]; the picture gathers them into its bars.
 LOGIT_STEP = 0.02
-#: The outer edges of the end steps that hold the scores within LOGIT_EDGE of 0 and 1 (the
-#: logit of each is finite, so the picture can place them beyond its axis).
-OUTSIDE_EDGES = (2.0**-60, 1.0 - 2.0**-53)
 
 
 def histogram_edges(scores: FloatArray) -> FloatArray:
@@ -558,10 +555,9 @@ def histogram_edges(scores: FloatArray) -> FloatArray:
     from below the smallest score to above the largest. The picture gathers them into bars
     across its axis as shown (:mod:`calib_cli.report.plots`); the grid is finer than those
     bars at any zoom (0.005 wide at 0.5, 2e-4 at 0.01), where steps of 0.02 in the score
-    gave an axis zoomed in on rare events two bars. Two more steps, from
-    :data:`OUTSIDE_EDGES` to the grid's ends, hold the scores within
-    :data:`~calib_cli.types.LOGIT_EDGE` of 0 and 1 (exact 0s and 1s), which the picture
-    draws beyond a logit axis's ends.
+    gave an axis zoomed in on rare events two bars. Two more steps, from 0 and to 1, hold the
+    scores within :data:`~calib_cli.types.LOGIT_EDGE` of 0 and 1 (exact 0s and 1s), which the
+    picture draws beyond a logit axis's ends.
 
     >>> edges = histogram_edges(np.array([0.5, 0.5049]))
     >>> np.round(np.log(edges[1:-1] / (1 - edges[1:-1])), 6).tolist()
@@ -576,7 +572,7 @@ def histogram_edges(scores: FloatArray) -> FloatArray:
     last = max(int(np.ceil(u[1] / LOGIT_STEP - 1e-9)), first + 1)
     steps = np.arange(first, last + 1, dtype=np.float64) * LOGIT_STEP
     grid: FloatArray = el.sigmoid(steps)
-    return np.concatenate([[OUTSIDE_EDGES[0]], grid, [OUTSIDE_EDGES[1]]])
+    return np.concatenate([[0.0], grid, [1.0]])
 
 
 def score_histogram(scores: FloatArray, weights: FloatArray) -> ScoreHistogram:
