@@ -117,6 +117,20 @@ def test_no_command_help_shows_a_bool_metavar(
         assert "<bool>" not in text, name
 
 
+def test_command_list_wraps_each_summary_as_one_paragraph(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a docstring wrapped in the source must not break the list's lines mid-sentence
+    monkeypatch.setenv("COLUMNS", "300")
+    monkeypatch.setenv("NO_COLOR", "1")
+    command = typer.main.get_command(app)
+    command.main(["--help"], prog_name="calib", standalone_mode=False)
+    lines = capsys.readouterr().out.splitlines()
+    listed = {line.split()[1]: line for line in lines if line.startswith("│ ") and "  " in line}
+    for name in ("resample", "recalibrate", "rerank-strata", "estimate-shift", "export-sql"):
+        assert listed[name].rstrip(" │").endswith("."), listed[name]
+
+
 def test_completion_script_and_option_completion() -> None:
     # Typer guesses the shell from the parent process (sh under make); naming it must not
     # depend on which shell runs the tests, so detection is off and the shell is given

@@ -42,14 +42,24 @@ app = typer.Typer(
 )
 
 
-app.command(epilog=reliability.EPILOG)(reliability.reliability)
-app.command(epilog=resample.EPILOG)(resample.resample)
-app.command(epilog=recalibrate.EPILOG)(recalibrate.recalibrate)
-app.command("rerank-strata", epilog=rerank_strata.EPILOG)(rerank_strata.rerank_strata)
-app.command("estimate-shift", epilog=estimate_shift.EPILOG)(estimate_shift.estimate_shift)
-app.command(epilog=show.EPILOG)(show.show)
-app.command(epilog=summarize.EPILOG)(summarize.summarize)
-app.command("export-sql", epilog=export_sql.EPILOG)(export_sql.export_sql)
+def _command(func: Any, epilog: str, name: str | None = None) -> None:
+    """Register ``func``; its list entry is the docstring's first paragraph on one line.
+
+    In Rich markup mode Typer keeps the docstring's line breaks in the list of commands, so
+    a sentence wrapped in the source would break mid-line there.
+    """
+    summary = " ".join((func.__doc__ or "").split("\n\n")[0].split())
+    app.command(name, epilog=epilog, short_help=summary)(func)
+
+
+_command(reliability.reliability, reliability.EPILOG)
+_command(resample.resample, resample.EPILOG)
+_command(recalibrate.recalibrate, recalibrate.EPILOG)
+_command(rerank_strata.rerank_strata, rerank_strata.EPILOG, "rerank-strata")
+_command(estimate_shift.estimate_shift, estimate_shift.EPILOG, "estimate-shift")
+_command(show.show, show.EPILOG)
+_command(summarize.summarize, summarize.EPILOG)
+_command(export_sql.export_sql, export_sql.EPILOG, "export-sql")
 
 
 def _version_callback(value: bool) -> None:
