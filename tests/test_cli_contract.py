@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -115,6 +116,21 @@ def test_no_command_help_shows_a_bool_metavar(
         text = capsys.readouterr().out
         assert "--quiet" in text, name
         assert "<bool>" not in text, name
+
+
+def test_no_choice_list_is_folded_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # long choice lists (formats, engines, score kinds) are named in the help instead: folded
+    # into the metavar column ("<csv|tsv|parquet|arr" / "ow|ndjson>") they read as garbage
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    command = typer.main.get_command(app)
+    hide_flag_metavars(command)
+    for name in command.commands:  # type: ignore[attr-defined]
+        command.main([name, "--help"], prog_name="calib", standalone_mode=False)
+        text = capsys.readouterr().out
+        assert not re.search(r"<\w*\|[\w|]*(\s|$)", text, re.MULTILINE), (name, text)
 
 
 def test_command_list_wraps_each_summary_as_one_paragraph(

@@ -84,7 +84,8 @@ def estimate_shift(
         ShiftMethodChoice,
         typer.Option(
             "--method",
-            help="Estimator. auto: mle, whatever the data (see README).",
+            metavar="<method>",
+            help="Estimator: auto (mle, whatever the data; see README), mle, em, acc, pacc, map.",
         ),
     ] = "auto",
     batch_col: Annotated[

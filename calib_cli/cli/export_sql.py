@@ -20,6 +20,7 @@ EPILOG = (
 )
 
 DialectChoice = Enum("DialectChoice", {name: name for name in SQL_DIALECTS}, type=str)  # type: ignore[misc]
+DIALECTS = ", ".join(SQL_DIALECTS[:-1]) + f" or {SQL_DIALECTS[-1]}"
 ExportScoreKind = Enum("ExportScoreKind", {k: k for k in ("probability", "logit", "raw")}, type=str)  # type: ignore[misc]
 
 
@@ -32,7 +33,10 @@ EmitSqlOpt = Annotated[
 SqlDialectOpt = Annotated[
     DialectChoice | None,
     typer.Option(
-        "--dialect", help="With --emit-sql: the engine's SQL dialect.", show_default=False
+        "--dialect",
+        metavar="<dialect>",  # the choices are in the help: the list crowded out long names
+        help=f"With --emit-sql: the engine's SQL dialect: {DIALECTS}.",
+        show_default=False,
     ),
 ]
 TableOpt = Annotated[
@@ -78,7 +82,12 @@ def export_sql(
     ],
     dialect: Annotated[
         DialectChoice,
-        typer.Option("--dialect", help="The engine whose SQL to write.", show_default=False),
+        typer.Option(
+            "--dialect",
+            metavar="<dialect>",
+            help=f"The engine whose SQL to write: {DIALECTS}.",
+            show_default=False,
+        ),
     ],
     score_col: Annotated[
         str | None,
@@ -94,6 +103,7 @@ def export_sql(
         ExportScoreKind | None,
         typer.Option(
             "--score-kind",
+            metavar="<kind>",
             help="probability, logit or raw (default: a Platt model's own, else probability).",
             show_default=False,
         ),

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Annotated, Any
+from typing import Annotated, Any, get_args
 
 import typer
 
@@ -34,6 +34,7 @@ def _choice_enum(name: str, alias: object) -> type[Enum]:
 
 # Typer reads these classes from the annotations at run time; to mypy they are opaque.
 InputFormatChoice: Any = _choice_enum("InputFormatChoice", InputFormat)
+_FORMATS = ", ".join(get_args(InputFormat)[:-1]) + f" or {get_args(InputFormat)[-1]}"
 ScoreKindChoice: Any = _choice_enum("ScoreKindChoice", ScoreKind)
 BinStrategyChoice: Any = _choice_enum("BinStrategyChoice", BinStrategy)
 OnInvalidChoice: Any = _choice_enum("OnInvalidChoice", OnInvalid)
@@ -115,18 +116,23 @@ InputFormatOpt = Annotated[
     InputFormatChoice | None,
     typer.Option(
         "--input-format",
-        help="Read inputs as this format (default: by extension; sniffed on stdin).",
+        metavar="<format>",  # the choices are in the help: the list crowded out long names
+        help=f"Read inputs as {_FORMATS} (default: by extension; sniffed on stdin).",
     ),
 ]
 OutputFormatOpt = Annotated[
     InputFormatChoice | None,
     typer.Option(
-        "--output-format", help="Write as this format (default: by extension; CSV on stdout)."
+        "--output-format",
+        metavar="<format>",
+        help=f"Write as {_FORMATS} (default: by extension; CSV on stdout).",
     ),
 ]
 ScoreKindOpt = Annotated[
     ScoreKindChoice,
-    typer.Option("--score-kind", help="probability in [0, 1], logit, or raw margin."),
+    typer.Option(
+        "--score-kind", metavar="<kind>", help="probability in [0, 1], logit, or raw margin."
+    ),
 ]
 OnInvalidOpt = Annotated[
     OnInvalidChoice,
@@ -163,6 +169,7 @@ EngineOpt = Annotated[
     EngineChoice,
     typer.Option(
         "--engine",
+        metavar="<engine>",
         help=(
             "memory: every row in memory, exact; streaming: bounded memory through a summary "
             "(see README); auto: streaming above 2,000,000 rows."

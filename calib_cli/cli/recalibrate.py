@@ -74,6 +74,7 @@ def recalibrate(
         CalibrationMethodChoice | None,
         typer.Option(
             "--method",
+            metavar="<method>",  # the choices are in the help
             help="prior, platt, isotonic, beta, histogram, or auto (cross-validated choice).",
             show_default="from the other options",
         ),

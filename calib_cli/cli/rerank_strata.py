@@ -92,6 +92,7 @@ def rerank_strata(
         PcaScalingChoice | None,
         typer.Option(
             "--pca-scaling",
+            metavar="<scaling>",  # the choices are in the help; "<standardize|center>" crowds
             help="With --pca-features: standardize (centre, unit variance: unit-free, for "
             "columns in different units) or center (centre only, as the paper: for features "
             "on one scale, e.g. outputs of an earlier PCA, where standardizing makes the "
@@ -103,6 +104,7 @@ def rerank_strata(
         PcaCutChoice | None,
         typer.Option(
             "--pca-cut",
+            metavar="<cut>",
             help="With --pca-features: cut the component at quantiles into --n-strata "
             "strata, or at its sign into 2 (component <= 0: pc1, > 0: pc2; as the paper).",
             show_default="quantiles",

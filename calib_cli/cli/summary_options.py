@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from calib_cli.cli.export_sql import DialectChoice
+from calib_cli.cli.export_sql import DIALECTS, DialectChoice
 
 _ENGINE_SUMMARY = "calib summarize, or summarize --emit-sql run in an engine"
 
@@ -63,7 +63,10 @@ RefineSqlOpt = Annotated[
 RefineDialectOpt = Annotated[
     DialectChoice | None,
     typer.Option(
-        "--dialect", help="With --refine-sql: the engine's SQL dialect.", show_default=False
+        "--dialect",
+        metavar="<dialect>",
+        help=f"With --refine-sql: the engine's SQL dialect: {DIALECTS}.",
+        show_default=False,
     ),
 ]
 RefineTableOpt = Annotated[
