@@ -502,6 +502,17 @@ def steps_of(artifact: Artifact) -> tuple[Any, ...]:
     return (step_from_params(artifact.kind, artifact.params),)
 
 
+def fitted_score_kind(artifact: Artifact) -> str:
+    """The kind of score a calibrator's first step read when it was fitted: a Platt step's own,
+    else ``fitted_on.score_kind`` as ``recalibrate --save-model`` records it (a prior fitted on
+    logits), else probability."""
+    first = steps_of(artifact)[0]
+    if first.kind == "platt":
+        return str(first.score_kind)
+    recorded = artifact.fitted_on.get("score_kind")
+    return recorded if recorded in ("probability", "logit", "raw") else "probability"
+
+
 def prior_from_sampling(artifact: Artifact) -> Any:
     """The prior correction a sampling record implies: log w = log(negative_rate) -
     log(positive_rate), per stratum when the record has strata."""

@@ -33,7 +33,7 @@ from calib_cli.core.histogram import HistogramParams
 from calib_cli.core.isotonic import IsotonicParams
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.selection import fit_calibrator
-from calib_cli.errors import InputError, MissingInputError, OptionError
+from calib_cli.errors import InputError, MissingInputError, OptionError, UsageError
 from calib_cli.sql.calibrators import _least_nonzero, calibrated_sql
 from calib_cli.sql.dialects import SQL_DIALECTS
 from calib_cli.workflows.export_sql import ExportSqlRequest, run_export_sql
@@ -198,6 +198,39 @@ def test_prior_then_histogram_end_to_end_equals_calibs_output(
     sql = run_calib(["export-sql", str(model), "--dialect", "duckdb"]).stdout.decode()
     got = _CON.execute(f"SELECT {sql} FROM read_parquet('{rows}')").fetchnumpy()
     np.testing.assert_array_equal(next(iter(got.values())), pl.read_parquet(out)["calibrated"])
+
+
+@pytest.mark.parametrize("method", ["prior", "platt"])
+def test_a_calibrator_fitted_on_logits_is_exported_for_logits(
+    tmp_path: Path, run_calib: RunCalib, method: str
+) -> None:
+    """A prior (or prior then Platt) fitted with --score-kind logit records the kind only in
+    fitted_on; the SQL read probabilities: 36,983 of 40,000 rows NULL, the rest off by 0.8."""
+    rng = np.random.default_rng(11)
+    logits = rng.normal(-1.0, 2.0, 5_000)
+    labels = (rng.random(logits.size) < 1 / (1 + np.exp(-logits))).astype(np.int64)
+    rows, model, out = tmp_path / "l.parquet", tmp_path / "m.json", tmp_path / "out.parquet"
+    pl.DataFrame({"lg": logits, "label": labels}).write_parquet(rows)
+    source = ["--fit", str(rows)] if method == "platt" else [str(rows), "-o", str(out)]
+    fit = ["recalibrate", *source, "--score-col", "lg", "--score-kind", "logit", "--negative-rate",
+           "0.1", "--method", method, "--save-model", str(model), "-q"]  # fmt: skip
+    assert run_calib(fit).returncode == 0
+    apply = ["recalibrate", str(rows), "--model", str(model), "--score-col", "lg",
+             "--score-kind", "logit", "-o", str(out), "-q"]  # fmt: skip
+    assert run_calib(apply).returncode == 0
+    done = run_calib(["export-sql", str(model), "--dialect", "duckdb", "--score-col", "lg"])
+    if method == "prior":  # the kind came from fitted_on: said, as a column of probabilities
+        assert "reads logit scores, as" in done.stderr.decode()  # would be all NULL
+    got = _CON.execute(f"SELECT {done.stdout.decode()} FROM read_parquet('{rows}')").fetchnumpy()
+    np.testing.assert_allclose(
+        next(iter(got.values())), pl.read_parquet(out)["calibrated"], rtol=1e-14, atol=0
+    )
+    # applying it to the logits read as probabilities is allowed for a prior, but said
+    probabilities = run_calib(["recalibrate", str(rows), "--model", str(model), "--score-col",
+                               "lg", "-o", str(out)])  # fmt: skip
+    assert f"{model} was fitted on logit scores" in probabilities.stderr.decode()
+    explicit = ["export-sql", str(model), "--dialect", "duckdb", "--score-kind", "probability"]
+    assert run_calib(explicit).returncode == 0  # a prior first reads either kind
 
 
 #: Scores calib refuses as probabilities, and the ones it refuses as logit or raw scores.
@@ -389,6 +422,19 @@ def test_mismatched_score_kinds_are_refused_naming_the_step() -> None:
         calibrated_sql((_fitted("isotonic"),), dialect_name="spark", score_kind="logit")
     with pytest.raises(InputError, match="fitted on probability scores, not raw"):
         calibrated_sql((_fitted("platt"),), dialect_name="spark", score_kind="raw")
+
+
+def test_a_platt_model_exported_for_another_kind_is_a_usage_error(tmp_path: Path) -> None:
+    """It exited 65 naming an internal field ("set score_kind to probability"), where
+    recalibrate --model refuses the same mismatch with exit 2 naming --score-kind."""
+    model = tmp_path / "platt.json"
+    save_artifact(str(model), steps_artifact((_fitted("platt"),), {"file": "x", "rows": 1}))
+    with pytest.raises(UsageError) as error:
+        run_export_sql(ExportSqlRequest(model=str(model), dialect="spark", score_kind="logit"))
+    assert str(error.value) == (
+        f"{model} was fitted on probability scores, and --score-kind says logit: drop "
+        "--score-kind, or give --score-kind probability"
+    )
 
 
 def test_the_installed_command_end_to_end(tmp_path: Path, run_calib: RunCalib) -> None:

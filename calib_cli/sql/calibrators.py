@@ -197,7 +197,7 @@ def _platt(step: Any, p: Node, kind: ScoreKind) -> Node:
     if kind != step.score_kind:
         raise InputError(
             f"this Platt calibrator was fitted on {step.score_kind} scores, not {kind} scores "
-            f"(set score_kind to {step.score_kind})"
+            f"(--score-kind {step.score_kind})"
         )
     slope, intercept = float(step.slope), float(step.intercept)
     if kind == "probability":
@@ -285,7 +285,7 @@ def calibrated_expr(
             if kind == "raw":
                 raise InputError(
                     "raw scores are not probabilities or log-odds, so a prior shift is "
-                    "undefined; put a Platt step first, or set score_kind to logit"
+                    "undefined; put a Platt step first, or read logits (--score-kind logit)"
                 )
             current = _prior(step, current, kind)
         elif step.kind == "platt":

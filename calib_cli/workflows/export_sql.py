@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 from calib_cli import io
-from calib_cli.artifacts import STEP_KINDS, load_artifact, steps_of
-from calib_cli.errors import OptionError
+from calib_cli.artifacts import STEP_KINDS, fitted_score_kind, load_artifact, steps_of
+from calib_cli.errors import OptionError, UsageError
 from calib_cli.sql.calibrators import calibrated_sql
 from calib_cli.types import ScoreKind, Warn
 from calib_cli.workflows.common import check_paths, ignore, refuse_shared_columns
@@ -14,8 +15,8 @@ from calib_cli.workflows.common import check_paths, ignore, refuse_shared_column
 
 @dataclass(frozen=True)
 class ExportSqlRequest:
-    """The options of an ``export-sql`` run (``score_kind`` None: the Platt step's own kind,
-    else probability)."""
+    """The options of an ``export-sql`` run (``score_kind`` None: the kind the calibrator was
+    fitted on, :func:`calib_cli.artifacts.fitted_score_kind`)."""
 
     model: str
     dialect: str
@@ -50,9 +51,19 @@ def run_export_sql(request: ExportSqlRequest, *, warn: Warn = ignore) -> ExportS
     check_paths(inputs=[request.model], files=[request.output])
     artifact = load_artifact(request.model, kinds=("chain", *STEP_KINDS))
     steps = steps_of(artifact)
-    kind: ScoreKind = request.score_kind or (
-        steps[0].score_kind if steps[0].kind == "platt" else "probability"
-    )
+    fitted = cast(ScoreKind, fitted_score_kind(artifact))
+    kind: ScoreKind = request.score_kind or fitted
+    if steps[0].kind == "platt" and kind != fitted:
+        # a Platt map is a function of the kind it was fitted on: another kind is wrong SQL
+        raise UsageError(
+            f"{request.model} was fitted on {fitted} scores, and --score-kind says {kind}: "
+            f"drop --score-kind, or give --score-kind {fitted}"
+        )
+    if request.score_kind is None and kind != "probability" and steps[0].kind != "platt":
+        warn(
+            f"the expression reads {kind} scores, as {request.model} was fitted; a column of "
+            "probabilities needs --score-kind probability (else every row is NULL)"
+        )
     sql = calibrated_sql(
         steps,
         dialect_name=request.dialect,

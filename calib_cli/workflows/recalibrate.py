@@ -12,6 +12,7 @@ import numpy as np
 
 from calib_cli import io
 from calib_cli.artifacts import (
+    fitted_score_kind,
     load_artifact,
     prior_from_sampling,
     provenance,
@@ -744,17 +745,22 @@ def run_recalibrate(
     prior = run.prior
     steps: tuple[Step, ...] = ()
     if request.model is not None:
-        steps = steps_of(
-            load_artifact(
-                request.model, kinds=("chain", "prior", "platt", "isotonic", "beta", "histogram")
-            )
+        artifact = load_artifact(
+            request.model, kinds=("chain", "prior", "platt", "isotonic", "beta", "histogram")
         )
-        first = steps[0]
-        if isinstance(first, PlattParams) and first.score_kind != request.score_kind:
+        steps = steps_of(artifact)
+        fitted = fitted_score_kind(artifact)
+        if isinstance(steps[0], PlattParams) and fitted != request.score_kind:
             # before reading: raw margins read as probabilities fail as "outside [0, 1]"
             raise UsageError(
-                f"{request.model} was fitted on {first.score_kind} scores, and this call reads "
-                f"{request.score_kind} scores: add --score-kind {first.score_kind}"
+                f"{request.model} was fitted on {fitted} scores, and this call reads "
+                f"{request.score_kind} scores: add --score-kind {fitted}"
+            )
+        if fitted != request.score_kind:  # a prior applies to either kind: say, do not refuse
+            warn(
+                f"{request.model} was fitted on {fitted} scores, and this call reads "
+                f"{request.score_kind} scores: add --score-kind {fitted} if that is what "
+                f"--score-col {request.score_col} holds"
             )
     elif plan.method == "prior":
         if prior is None:
