@@ -12,6 +12,7 @@ for byte with what the command prints, to show the wiring.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -131,6 +132,21 @@ def test_no_choice_list_is_folded_at_80_columns(
         command.main([name, "--help"], prog_name="calib", standalone_mode=False)
         text = capsys.readouterr().out
         assert not re.search(r"<\w*\|[\w|]*(\s|$)", text, re.MULTILINE), (name, text)
+
+
+@pytest.mark.parametrize("columns", ["0", "abc", "-5"])
+def test_an_unusable_columns_value_does_not_blank_the_output(
+    scored_dir: Path, columns: str
+) -> None:
+    """COLUMNS=0, as some containers and CI runners set it, made Rich print nothing: the
+    report, the help, and the error line a cron log needs."""
+    env = {**os.environ, "COLUMNS": columns, "NO_COLOR": "1"}
+    run = functools.partial(subprocess.run, capture_output=True, env=env, check=False)
+    report = run([CALIB, "reliability", str(scored_dir / "a.csv")])
+    assert report.returncode == 0 and b"Reliability of" in report.stdout
+    assert b"--bins" in run([CALIB, "reliability", "--help"]).stdout
+    missing = run([CALIB, "reliability", str(scored_dir / "no.csv")])
+    assert missing.returncode == 66 and b"no.csv: no such file" in missing.stderr
 
 
 def test_command_list_wraps_each_summary_as_one_paragraph(

@@ -22,7 +22,12 @@ from calib_cli.cli import (
     show,
     summarize,
 )
-from calib_cli.cli.session import BROKEN_PIPE_EXIT, run_interruptibly, silence_stdout
+from calib_cli.cli.session import (
+    BROKEN_PIPE_EXIT,
+    drop_unusable_columns,
+    run_interruptibly,
+    silence_stdout,
+)
 from calib_cli.errors import ExitCode
 
 HELP_OPTION_NAMES = ["-h", "--help"]
@@ -89,6 +94,7 @@ def main() -> None:
     (:func:`~calib_cli.cli.session.run_interruptibly`), with the C allocator's large blocks
     given back when freed (:mod:`calib_cli.allocator`)."""
     tune_allocator()
+    drop_unusable_columns()
     raise SystemExit(run_interruptibly(_run))
 
 

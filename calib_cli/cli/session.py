@@ -144,6 +144,18 @@ class _PipeAwareConsole(Console):
         raise SystemExit(BROKEN_PIPE_EXIT)
 
 
+def drop_unusable_columns() -> None:
+    """Forget a ``COLUMNS`` that is not a positive whole number.
+
+    Some containers and CI runners set ``COLUMNS=0``; Rich (ours and Typer's help) then wraps
+    every line to nothing, so reports, help and even error messages came out empty. Without
+    it the width is measured on a terminal, and :data:`OFF_TERMINAL_WIDTH` off one.
+    """
+    raw = os.environ.get("COLUMNS")
+    if raw is not None and not (raw.strip().isdigit() and int(raw) > 0):
+        del os.environ["COLUMNS"]
+
+
 def _console(*, stderr: bool, no_color: bool) -> Console:
     color_off = no_color or "NO_COLOR" in os.environ
     force = os.environ.get("FORCE_COLOR") not in (None, "", "0") and not color_off
