@@ -171,10 +171,10 @@ def test_two_roles_for_one_column_are_refused_before_any_work(
     assert sorted(path.name for path in data.iterdir()) == before  # nothing written
 
 
-def test_distinct_columns_and_one_role_named_twice_are_accepted(data: Path) -> None:
+def test_distinct_columns_and_one_role_named_explicitly_are_accepted(data: Path) -> None:
     result = run_reliability(
         ReliabilityRequest(
-            file=str(data / "a.csv"), score_cols=("score", "score"), weight_col="w", by="batch"
+            file=str(data / "a.csv"), score_cols=("score",), weight_col="w", by="batch"
         )
     )
     assert result.by == "batch"
@@ -193,3 +193,20 @@ def test_the_installed_command_exits_2_where_it_crashed(data: Path, run_calib: R
         "error: --score-col (by default) and --weight-col both name the column 'score'"
     )
     assert not (data / "s.parquet").exists()
+
+
+def test_reliability_counts_its_default_score_column(data: Path, run_calib: RunCalib) -> None:
+    """The command passes no --score-col when none is given: the default 'score' was not
+    counted, so --weight-col score weighed rows by their own scores (exit 0), and --by score
+    made a group per score, where every other command refused both."""
+    for option in ("--weight-col", "--by"):
+        done = run_calib(["reliability", str(data / "a.csv"), option, "score", "--json"])
+        assert done.returncode == ExitCode.USAGE and done.stdout == b"", option
+        assert done.stderr.decode() == (
+            f"error: --score-col (by default) and {option} both name the column 'score', "
+            f"{ONE_ROLE}\n"
+        )
+    twice = run_calib(["reliability", str(data / "a.csv"), "--score-col", "score",
+                       "--score-col", "score", "-q"])  # fmt: skip
+    assert twice.returncode == ExitCode.USAGE
+    assert twice.stderr == b"error: --score-col names the column 'score' twice: give it once\n"

@@ -230,13 +230,17 @@ def refuse_shared_columns(request: object) -> None:
     seen: dict[str, str] = {}
     for field, option in _COLUMN_ROLES:
         value = getattr(request, field, None)
-        for column in (value,) if isinstance(value, str) else tuple(value or ()):
+        columns = (value,) if isinstance(value, str) else tuple(value or ())
+        for column in columns:
             first = seen.setdefault(column, option)
             if first != option:
                 raise UsageError(
                     f"{_named(first, column)} and {_named(option, column)} both name the column "
                     f"'{column}', and a column has one role: name another column for one of them"
                 )
+        repeated = next((c for c in dict.fromkeys(columns) if columns.count(c) > 1), None)
+        if repeated is not None:  # two identical entries, or one group column crossed with itself
+            raise UsageError(f"{option} names the column '{repeated}' twice: give it once")
 
 
 #: The column options that name a column without being given, and that column.

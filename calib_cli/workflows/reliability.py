@@ -178,7 +178,9 @@ def run_reliability(
         finite_option(value, option)
         unit_interval_option(value, option)
     check_invalid_options(request.on_invalid, request.max_invalid)
-    refuse_shared_columns(request)
+    # rows: no --score-col means the column 'score', which counts (summaries: every column)
+    columns = request.score_cols or (() if request.from_summaries else ("score",))
+    refuse_shared_columns(replace(request, score_cols=columns))
     check_plot(request.plot, request.plot_scale)
     if request.from_summaries:
         if request.file is not None:
