@@ -106,10 +106,22 @@ def typed_output(path: str | None, override: InputFormat | None) -> bool:
 
 
 def output_format(path: str, override: InputFormat | None) -> InputFormat:
-    """The format to write: the override, else the extension, else CSV (stdout's default)."""
-    if override is not None:
-        return override
+    """The format to write: the override, else the extension, else CSV (stdout's default).
+
+    ``.gz`` compresses text formats only: a Parquet or Arrow file named ``.gz`` would not be
+    gzip (``zcat`` fails on it), so that name is refused.
+    """
     path = canonical_output(path)
+    chosen = override if override is not None else _format_of_output_name(path)
+    if path != STDIO and _split_gz(path)[1] and chosen not in ("csv", "tsv", "ndjson"):
+        raise UsageError(
+            f"{path}: .gz compresses text outputs (csv, tsv, ndjson), not {chosen}: drop .gz "
+            "or write a text format"
+        )
+    return chosen
+
+
+def _format_of_output_name(path: str) -> InputFormat:
     if path == STDIO:
         return "csv"
     by_extension = format_from_extension(path)
