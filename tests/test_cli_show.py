@@ -70,3 +70,19 @@ def test_show_refuses_a_bad_artifact_and_a_bad_picture_path(
     assert done.returncode == 73
     done = invoke_calib(["show", str(tmp_path / "missing.json")])
     assert done.returncode == 66
+
+
+def test_show_writes_counts_in_full_with_separators(run_calib: RunCalib, tmp_path: Path) -> None:
+    """``rows 20000`` had no separator, and a weighted count of 26,300 printed as 2.63e+04."""
+    from calib_cli.artifacts import Artifact, save_artifact
+
+    record = tmp_path / "m.json"
+    fitted_on = {"file": "x.csv", "rows": 20000, "positives": 26300.0, "seed": 20251127,
+                 "before": {"rows": 1234567, "positives": 12.5}}  # fmt: skip
+    params = {"log_odds_shift": -1.0}
+    save_artifact(str(record), Artifact(kind="prior", params=params, fitted_on=fitted_on))
+    done = run_calib(["show", str(record)])
+    assert done.returncode == 0, done.stderr
+    text = done.stdout.decode()
+    assert "20,000" in text and "26,300" in text and "rows: 1,234,567, positives: 12.50" in text
+    assert "20251127" in text  # a seed is not a count

@@ -950,21 +950,29 @@ def decision_table(
 # ------------------------------------------------------------------------------------ show
 
 
-def _detail(value: object) -> str:
-    """A fitted number or setting in short: figures to four significant digits, pairs as
-    ``[lo, hi]``, mappings as ``key: value`` pairs.
+#: Provenance keys that hold counts: whole, with thousands separators (26,300, not 2.63e+04).
+_COUNT_KEYS = frozenset({"rows", "positives", "negatives"})
+
+
+def _detail(value: object, key: str = "") -> str:
+    """A fitted number or setting in short: figures to four significant digits, counts (by
+    their ``key``) in full, pairs as ``[lo, hi]``, mappings as ``key: value`` pairs.
 
     >>> _detail(0.123456), _detail([0.5, 2]), _detail({"A": 0.25}), _detail(True)
     ('0.1235', '[0.5, 2]', 'A: 0.25', 'yes')
+    >>> _detail(26300.0, "positives"), _detail({"rows": 20000, "base_rate": 0.02651})
+    ('26,300', 'rows: 20,000, base_rate: 0.02651')
     """
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if key in _COUNT_KEYS and isinstance(value, (int, float)) and math.isfinite(value):
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_detail(v) for v in value) + "]"
     if isinstance(value, Mapping):
-        return ", ".join(f"{k}: {_detail(v)}" for k, v in value.items())
+        return ", ".join(f"{k}: {_detail(v, str(k))}" for k, v in value.items())
     return str(value)
 
 
@@ -988,7 +996,7 @@ def show_table(result: ShowResult) -> Table:
     for key, value in result.provenance.items():
         if isinstance(value, Mapping):
             value = {k: v for k, v in value.items() if v is not None}
-        table.add_row(key.replace("_", " "), Text(_detail(value)))
+        table.add_row(key.replace("_", " "), Text(_detail(value, key)))
     return table
 
 
