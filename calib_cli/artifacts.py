@@ -326,7 +326,7 @@ def _validate_beta(check: _Checker, params: Mapping[str, Any]) -> None:
     check.number(params, "a", low=0.0)
     check.number(params, "b", low=0.0)
     check.number(params, "c")
-    _fit_diagnostics(check, params, "converged", "n_iter")
+    _fit_diagnostics(check, params, "converged", "n_iter", "separable")
 
 
 def _validate_histogram(check: _Checker, params: Mapping[str, Any]) -> None:
@@ -370,7 +370,7 @@ PARAM_KEYS: dict[str, tuple[str, ...]] = {
     "prior": ("log_odds_shift", "strata_col", "stratum_shifts"),
     "platt": ("slope", "intercept", "score_kind", "converged", "n_iter", "separable"),
     "isotonic": ("x_knots", "y_knots", "eps", "strict"),
-    "beta": ("a", "b", "c", "converged", "n_iter"),
+    "beta": ("a", "b", "c", "converged", "n_iter", "separable"),
     "histogram": ("edges", "rates"),
     "chain": ("steps",),
 }
@@ -477,6 +477,7 @@ def step_from_params(kind: str, params: Mapping[str, Any]) -> Any:
             c=float(params["c"]),
             converged=bool(params.get("converged", True)),
             n_iter=int(params.get("n_iter", 0)),
+            separable=bool(params.get("separable", False)),
         )
     return HistogramParams(
         edges=np.asarray(params["edges"], dtype=np.float64),

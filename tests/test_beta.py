@@ -131,6 +131,8 @@ def test_separable_data_give_a_finite_monotone_map() -> None:
     p = np.array([0.05, 0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.95])
     y = np.array([0, 0, 0, 0, 1, 1, 1, 1])
     params = fit_beta(p, y)
+    assert params.separable  # reported, as Platt's fit reports it
+    assert not fit_beta(p, [0, 0, 0, 1, 0, 1, 1, 1]).separable
     assert all(np.isfinite([params.a, params.b, params.c]))
     out = apply_beta(params, np.linspace(0, 1, 101))
     assert np.all(np.diff(out) >= 0.0) and np.all((out > 0.0) & (out < 1.0))

@@ -46,6 +46,43 @@ def test_hand_worked_rates_with_prior() -> None:
     )
 
 
+def test_the_prior_is_worth_rows_of_the_mean_weight_below_one() -> None:
+    # The hand-worked case above with every weight 0.25 (or 1/8: normalised to sum to 1): the
+    # prior is worth 2 rows of that weight, so the rates are the unweighted 1/3 and 2/3 (with
+    # 2 units of weight the rates were (0.25 + 1) / 3 = 0.417 and (0.75 + 1) / 3 = 0.583).
+    scores = [0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9]
+    y = [0, 0, 0, 1, 0, 1, 1, 1]
+    for weight in (0.25, 1 / 8):
+        params = fit_histogram(
+            scores, y, sample_weight=np.full(8, weight), n_bins=2, prior_strength=2.0
+        )
+        np.testing.assert_allclose(params.rates, [1 / 3, 2 / 3], rtol=1e-14)
+    # weights averaging 1 or more count as they are: weight 2 is two rows (m = 2 of 16)
+    params = fit_histogram(scores, y, sample_weight=np.full(8, 2.0), n_bins=2, prior_strength=2.0)
+    np.testing.assert_allclose(params.rates, [(2 + 1) / 10, (6 + 1) / 10], rtol=1e-14)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    weights=st.lists(st.integers(1, 3), min_size=6, max_size=30),
+    n_bins=st.integers(2, 5),
+    scale=st.sampled_from(["sum", "half mean", "tenth"]),
+)
+def test_rescaled_integer_weights_keep_the_edges(
+    weights: list[int], n_bins: int, scale: str
+) -> None:
+    # Integer weights hit the levels k/n of their total exactly; rescaled, their running sums
+    # land a rounding to either side, which moved an edge by a row.
+    w = np.asarray(weights, dtype=np.float64)
+    scores = np.linspace(0.05, 0.95, w.size)
+    y = (np.arange(w.size) % 2).astype(np.float64)
+    factor = {"sum": 1.0 / w.sum(), "half mean": 0.5 / w.mean(), "tenth": 0.1}[scale]
+    plain = fit_histogram(scores, y, sample_weight=w / w.mean(), n_bins=n_bins)
+    scaled = fit_histogram(scores, y, sample_weight=w * factor, n_bins=n_bins)
+    np.testing.assert_array_equal(scaled.edges, plain.edges)
+    np.testing.assert_allclose(scaled.rates, plain.rates, rtol=1e-12)
+
+
 def test_non_monotone_bins_are_pooled() -> None:
     # Three bins with positives 2/3, 0/3, 3/3; base 5/9; m = 1.
     # Smoothed: (2 + 5/9)/4, (0 + 5/9)/4, (3 + 5/9)/4; the first two violate and pool with

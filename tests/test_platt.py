@@ -83,6 +83,21 @@ def test_target_smoothing_is_platts_formula() -> None:
     assert np.dot(w, fitted) == pytest.approx(np.dot(w, t), abs=1e-9)
 
 
+def test_target_smoothing_counts_weights_below_one_in_rows_of_their_mean() -> None:
+    # Seven rows of weight 0.1 (or normalised to sum to 1): N+ = 3 and N- = 4 rows, so the
+    # targets are 4/5 and 1/6 as for the rows unweighted (with raw sums, 1.3/2.3 and 1/2.4).
+    scores = np.array([0.2, 0.3, 0.45, 0.5, 0.6, 0.7, 0.8])
+    y = np.array([0, 1, 0, 0, 1, 0, 1])
+    rows = fit_platt(scores, y, target_smoothing=True)
+    for weight in (0.1, 1 / 7):
+        params = fit_platt(scores, y, sample_weight=np.full(7, weight), target_smoothing=True)
+        assert (params.slope, params.intercept) == pytest.approx(
+            (rows.slope, rows.intercept), rel=1e-10
+        )
+    fitted = apply_platt(rows, scores)
+    assert np.mean(fitted) == pytest.approx((3 * 4 / 5 + 4 / 6) / 7, abs=1e-9)
+
+
 def test_separable_data_stop_at_the_smoothed_fit() -> None:
     scores = np.array([0.05, 0.1, 0.2, 0.3, 0.6, 0.7, 0.8, 0.95])
     y = np.array([0, 0, 0, 0, 1, 1, 1, 1])

@@ -19,7 +19,8 @@ one with the lowest loss is kept (the paper's refit whenever that refit is feasi
 
 When a threshold on the score separates the classes, the maximum-likelihood estimate does not
 exist (coefficients grow without bound); as for Platt scaling, the fit then uses Platt's target
-smoothing (:mod:`calib_cli.core.platt`), whose optimum is finite.
+smoothing (:mod:`calib_cli.core.platt`; its rows counted by weight, weights below 1 on average
+in units of their mean), whose optimum is finite, and reports ``separable=True``.
 
 References
 ----------
@@ -37,6 +38,7 @@ import numpy.typing as npt
 
 from calib_cli.core import elementary as el
 from calib_cli.core.checks import check_fit_data, check_scores
+from calib_cli.core.fit_support import check_weight_unit
 from calib_cli.core.logistic import LogisticFit, fit_logistic
 from calib_cli.core.platt import _check_eps, _check_tol, _is_separable, _smoothed_targets
 from calib_cli.types import FloatArray
@@ -59,6 +61,10 @@ class BetaParams:
         meets the gradient criterion of :func:`calib_cli.core.logistic.fit_logistic`.
     n_iter : int
         Newton iterations used, summed over the fits tried.
+    separable : bool, default False
+        Whether the score (quasi-)separated the classes in the fit data; the fit then used
+        Platt's target smoothing, because the plain maximum-likelihood coefficients are
+        infinite. (False for artifacts saved before it was recorded.)
     """
 
     kind: ClassVar[str] = "beta"
@@ -68,6 +74,7 @@ class BetaParams:
     c: float
     converged: bool
     n_iter: int
+    separable: bool = False
 
 
 def _beta_features(p: FloatArray, eps: float) -> FloatArray:
@@ -84,6 +91,7 @@ def fit_beta(
     eps: float = 1e-12,
     tol: float = 1e-10,
     max_iter: int = 100,
+    weight_unit: float | None = None,
 ) -> BetaParams:
     """Fit beta calibration by weighted maximum likelihood with ``a, b >= 0``.
 
@@ -100,17 +108,23 @@ def fit_beta(
         :func:`apply_beta`).
     tol, max_iter
         Newton stopping rule (see :func:`calib_cli.core.platt.fit_platt`).
+    weight_unit : float, optional
+        The weight that counts as one row in the target smoothing of separable data (see
+        :func:`calib_cli.core.platt.fit_platt`): by default 1, or the mean positive weight
+        when that is below 1.
 
     Returns
     -------
     BetaParams
-        ``a``, ``b``, ``c``, ``converged``, ``n_iter``.
+        ``a``, ``b``, ``c``, ``converged``, ``n_iter``, ``separable``.
 
     Notes
     -----
     Maximises :math:`\\sum_i w_i [y_i \\log q_i + (1 - y_i) \\log(1 - q_i)]` with
     :math:`\\operatorname{logit} q_i = a \\ln p_i - b \\ln(1 - p_i) + c` over ``a, b >= 0``
-    (see the module docstring for how the constraint is handled, and for separable data).
+    (see the module docstring for how the constraint is handled). If a threshold on the score
+    separates the classes, the fit reports ``separable=True`` and uses Platt's targets
+    :math:`(N_+ + 1) / (N_+ + 2)` and :math:`1 / (N_- + 2)` instead of the labels.
 
     References
     ----------
@@ -119,15 +133,18 @@ def fit_beta(
     Examples
     --------
     >>> params = fit_beta([0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9], [0, 0, 1, 0, 1, 0, 1, 1])
-    >>> params.converged, params.a >= 0.0, params.b >= 0.0
-    (True, True, True)
+    >>> params.converged, params.a >= 0.0, params.b >= 0.0, params.separable
+    (True, True, True, False)
+    >>> fit_beta([0.2, 0.4, 0.6, 0.8], [0, 0, 1, 1]).separable
+    True
     """
     eps = _check_eps(eps)
     tol, max_iter = _check_tol(tol, max_iter)
     p, y, w = check_fit_data(scores, y_true, sample_weight)
+    unit = check_weight_unit(weight_unit, w)
     features = _beta_features(p, eps)
     separable = _is_separable(features[:, 0], y, w)
-    targets = _smoothed_targets(y, w) if separable else y
+    targets = _smoothed_targets(y, w, unit) if separable else y
 
     def fit_face(columns: list[int]) -> LogisticFit:
         return fit_logistic(features[:, columns], targets, w, tol=tol, max_iter=max_iter)
@@ -152,6 +169,7 @@ def fit_beta(
         c=best.intercept,
         converged=best.converged,
         n_iter=n_iter,
+        separable=separable,
     )
 
 

@@ -58,12 +58,13 @@ import numpy.typing as npt
 from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
 from calib_cli.core.metrics import count_unit
 from calib_cli.errors import InputError
-from calib_cli.types import FittedMethod, ScoreKind
+from calib_cli.types import FittedMethod, FloatArray, ScoreKind
 
 __all__ = [
     "MIN_CLASS_ROWS",
     "MIN_SPREAD",
     "FitFacts",
+    "check_weight_unit",
     "fit_facts",
     "min_class_rows",
     "require_fit_support",
@@ -128,6 +129,33 @@ def fit_facts(
         negatives=float(np.sum(w[y == 0.0])) / unit,
         score_kind=score_kind,
     )
+
+
+def check_weight_unit(weight_unit: float | None, sample_weight: FloatArray) -> float:
+    """The weight that counts as one row in a fit's pseudo-counts (Platt's target smoothing,
+    the histogram's prior): ``weight_unit`` when given, else
+    :func:`~calib_cli.core.metrics.count_unit` of the (validated) ``sample_weight``.
+
+    Weights below 1 on average count in units of their mean, so that any scale of such weights
+    (normalised to sum to 1, or to a mean of 0.5) gives the fit of the weights scaled to a
+    mean of 1, as the minimum class rows count them (:func:`fit_facts`); weights of 1 or more
+    on average count as they are (a weight of 2 is two rows). A fit on aggregated points (a
+    summary's cells, each the sum of many rows' weights) must pass the unit of the rows, which
+    the points' own mean weight is not (``count_unit_of(total weight, rows)``).
+
+    >>> check_weight_unit(None, np.array([0.25, 0.25, 0.0])), check_weight_unit(0.5, np.ones(2))
+    (0.25, 0.5)
+    >>> check_weight_unit(0.0, np.ones(2))
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: weight_unit must be a positive number, got 0.0
+    """
+    if weight_unit is None:
+        return count_unit(sample_weight)
+    value = math.nan if isinstance(weight_unit, bool) else float(weight_unit)
+    if not (math.isfinite(value) and value > 0.0):
+        raise InputError(f"weight_unit must be a positive number, got {weight_unit!r}")
+    return value
 
 
 def min_class_rows(method: FittedMethod | Literal["auto"], *, n_bins: int | None = None) -> int:

@@ -10,8 +10,12 @@ the overall base rate :math:`\\pi = W_+ / W`:
     \\text{rate}_k = \\frac{W_{+,k} + m \\pi}{W_k + m},
 
 with :math:`W_k` and :math:`W_{+,k}` the weighted count and weighted positives in bin ``k`` and
-:math:`m` = ``prior_strength`` (a Beta(:math:`m\\pi`, :math:`m(1-\\pi)`) prior worth ``m``
-rows). The prior keeps rates away from 0 and 1, so log loss stays finite.
+:math:`m` the weight of ``prior_strength`` rows (a Beta(:math:`m\\pi`, :math:`m(1-\\pi)`)
+prior worth ``prior_strength`` rows). A row weighs 1, or the mean weight when weights are below
+1 on average (:func:`calib_cli.core.fit_support.check_weight_unit`): weights of 2 count as two
+rows each, and weights normalised to sum to 1 give the rates of the same weights scaled to a
+mean of 1 instead of drowning them in the prior. The prior keeps rates away from 0 and 1, so
+log loss stays finite.
 
 Plain binning is not monotone: noise can make a bin's rate lower than its left neighbour's.
 The rates are therefore made non-decreasing by weighted pool adjacent violators with weights
@@ -34,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core.checks import check_fit_data, check_scores
+from calib_cli.core.fit_support import check_weight_unit
 from calib_cli.core.lazy_scipy import isotonic_regression
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray, IntArray
@@ -60,11 +65,27 @@ class HistogramParams:
     rates: FloatArray
 
 
+#: A running weight within this fraction of the total of a level ``k / n`` of it reaches the
+#: level without passing it: rescaled weights (integer weights normalised to sum to 1) land a
+#: rounding away from a level their unscaled sums hit exactly, on either side, and would move an
+#: edge by a row. Integer sums below 1e9 are compared exactly (as ``fit_support._settled``).
+LEVEL_RTOL = 1e-9
+
+
 def _equal_mass_edges(xs: FloatArray, cumulative: FloatArray, n_bins: int) -> IntArray:
     """Inner edges at weighted quantiles of scores in order (``xs`` non-decreasing,
     ``cumulative`` their running weight): the position of the first score whose cumulative
-    weight passes each ``k / n``."""
-    levels = cumulative[-1] * np.arange(1, n_bins) / n_bins
+    weight passes each ``k / n`` of the total (by more than :data:`LEVEL_RTOL` of it, so that
+    any scale of the weights gives the same positions).
+
+    >>> w = np.array([3.0, 2.0, 2.0, 1.0, 1.0, 1.0])  # the second row ends at half the total
+    >>> _equal_mass_edges(np.arange(6.0), np.cumsum(w), 2).tolist()
+    [2]
+    >>> _equal_mass_edges(np.arange(6.0), np.cumsum(w * 0.1), 2).tolist()  # total 1 - 1e-16
+    [2]
+    """
+    total = cumulative[-1]
+    levels = total * np.arange(1, n_bins) / n_bins + LEVEL_RTOL * total
     index: IntArray = np.minimum(np.searchsorted(cumulative, levels, side="right"), xs.shape[0] - 1)
     return index
 
@@ -80,7 +101,8 @@ def _inner_edges(xs: FloatArray, index: IntArray) -> FloatArray:
 def _binned(
     x: FloatArray, y: FloatArray, w: FloatArray, inner: FloatArray, strength: float
 ) -> HistogramParams:
-    """Each bin's weight and positives, their smoothed rates made non-decreasing."""
+    """Each bin's weight and positives, their smoothed rates made non-decreasing (``strength``:
+    the prior's weight, ``prior_strength`` rows of the weight unit)."""
     edges = np.concatenate(([0.0], inner, [1.0]))
     bins = np.searchsorted(inner, x, side="right")
     n_found = inner.shape[0] + 1
@@ -108,6 +130,7 @@ def fit_histogram(
     sample_weight: npt.ArrayLike | None = None,
     n_bins: int = 10,
     prior_strength: float = 1.0,
+    weight_unit: float | None = None,
 ) -> HistogramParams:
     """Fit histogram binning with equal-mass bins and Beta-smoothed, monotone rates.
 
@@ -122,7 +145,11 @@ def fit_histogram(
     n_bins : int, default 10
         Number of equal-mass bins (fewer when tied scores make edges coincide).
     prior_strength : float, default 1.0
-        Weight ``m`` of the Beta prior centred on the base rate, in rows (0 disables it).
+        Worth of the Beta prior centred on the base rate, in rows (0 disables it).
+    weight_unit : float, optional
+        The weight of one row for ``prior_strength``: by default 1, or the mean positive
+        weight when that is below 1 (:func:`calib_cli.core.fit_support.check_weight_unit`),
+        so any scale of weights below 1 on average gives the same rates.
 
     Returns
     -------
@@ -131,8 +158,9 @@ def fit_histogram(
 
     Notes
     -----
-    :math:`\\text{rate}_k = (W_{+,k} + m\\pi) / (W_k + m)` followed by weighted pool adjacent
-    violators (weights :math:`W_k + m`); see the module docstring.
+    :math:`\\text{rate}_k = (W_{+,k} + m\\pi) / (W_k + m)`, with :math:`m` = ``prior_strength``
+    times ``weight_unit``, followed by weighted pool adjacent violators (weights
+    :math:`W_k + m`); see the module docstring.
 
     Examples
     --------
@@ -145,6 +173,7 @@ def fit_histogram(
     """
     n, strength = _check_options(n_bins, prior_strength)
     x, y, w = check_fit_data(scores, y_true, sample_weight)
+    strength *= check_weight_unit(weight_unit, w)
     used = w > 0.0
     x, y, w = x[used], y[used], w[used]
     order = np.argsort(x, kind="stable")  # ties in the rows' order: the same cumulative sums
@@ -161,6 +190,7 @@ def fit_histogram_points(
     *,
     n_bins: int = 10,
     prior_strength: float = 1.0,
+    weight_unit: float = 1.0,
 ) -> HistogramParams | npt.NDArray[np.bool_]:
     """:func:`fit_histogram` on weighted points in score order: a summary's (cell, class) key
     each, at its smallest score, ``exact`` when its cell holds one distinct score over every
@@ -175,6 +205,10 @@ def fit_histogram_points(
     read (as exact points) and the fit made again.
 
     ``x`` must be non-decreasing (points of one score or cell adjacent), weights positive.
+    ``weight_unit`` is the weight of one of the rows behind the points, for
+    ``prior_strength`` (:func:`fit_histogram`): a point's weight is the sum of many rows', so
+    the points' mean weight is not the rows' (give ``metrics.count_unit_of`` of the points'
+    total weight and their rows of positive weight).
 
     >>> x = np.array([0.1, 0.2, 0.2, 0.6, 0.9])
     >>> y, w = np.array([0.0, 0.0, 1.0, 1.0, 1.0]), np.array([2.0, 1.0, 1.0, 1.0, 1.0])
@@ -185,6 +219,7 @@ def fit_histogram_points(
     [False, False, True, False, False]
     """
     n, strength = _check_options(n_bins, prior_strength)
+    strength *= check_weight_unit(weight_unit, w)
     index = _equal_mass_edges(x, np.cumsum(w), n)
     landed = np.zeros(x.shape[0], dtype=bool)
     landed[index] = True

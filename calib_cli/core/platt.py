@@ -22,7 +22,10 @@ where the targets :math:`t_i` are the labels, or with Platt's target smoothing
 
     t_+ = \\frac{N_+ + 1}{N_+ + 2}, \\qquad t_- = \\frac{1}{N_- + 2}
 
-with :math:`N_\\pm` the weighted counts of positives and negatives (Platt 1999, section 2.2).
+with :math:`N_\\pm` the rows of positives and negatives (Platt 1999, section 2.2), counted by
+weight: a row of weight 2 is two rows, and weights below 1 on average count in units of their
+mean (:func:`calib_cli.core.fit_support.check_weight_unit`), so weights normalised to sum to 1
+give the targets, and the fit, of the same weights scaled to a mean of 1.
 
 The fit is the project's one logistic solver (:func:`calib_cli.core.logistic.fit_logistic`):
 Newton's method on standardised features, converged when the gradient of the mean loss there
@@ -56,6 +59,7 @@ from calib_cli.core.checks import (
     check_score_kind,
     check_scores,
 )
+from calib_cli.core.fit_support import check_weight_unit
 from calib_cli.core.logistic import fit_logistic
 from calib_cli.errors import InputError
 from calib_cli.types import FloatArray, ScoreKind
@@ -129,10 +133,19 @@ def _is_separable(x: FloatArray, y: FloatArray, w: FloatArray) -> bool:
     return bool(neg.max() <= pos.min() or pos.max() <= neg.min())
 
 
-def _smoothed_targets(y: FloatArray, w: FloatArray) -> FloatArray:
-    """Platt's targets: (N+ + 1) / (N+ + 2) for positives, 1 / (N- + 2) for negatives."""
-    n_pos = float(np.sum(w[y == 1.0]))
-    n_neg = float(np.sum(w[y == 0.0]))
+def _smoothed_targets(y: FloatArray, w: FloatArray, weight_unit: float) -> FloatArray:
+    """Platt's targets: (N+ + 1) / (N+ + 2) for positives, 1 / (N- + 2) for negatives, with
+    N+ and N- each class's weight in rows of weight ``weight_unit``
+    (:func:`calib_cli.core.fit_support.check_weight_unit`).
+
+    >>> y = np.array([1.0, 0.0, 0.0])
+    >>> _smoothed_targets(y, np.array([2.0, 1.0, 1.0]), 1.0).tolist()
+    [0.75, 0.25, 0.25]
+    >>> _smoothed_targets(y, np.array([0.5, 0.25, 0.25]), 0.25).tolist()
+    [0.75, 0.25, 0.25]
+    """
+    n_pos = float(np.sum(w[y == 1.0])) / weight_unit
+    n_neg = float(np.sum(w[y == 0.0])) / weight_unit
     t_pos = (n_pos + 1.0) / (n_pos + 2.0)
     t_neg = 1.0 / (n_neg + 2.0)
     return np.where(y == 1.0, t_pos, t_neg)
@@ -155,6 +168,7 @@ def fit_platt(
     eps: float = 1e-12,
     tol: float = 1e-10,
     max_iter: int = 100,
+    weight_unit: float | None = None,
 ) -> PlattParams:
     """Fit Platt scaling: ``p = expit(intercept + slope * x)`` by weighted maximum likelihood.
 
@@ -171,7 +185,8 @@ def fit_platt(
         What the scores are.
     target_smoothing : bool, default False
         Fit to Platt's targets ``(N+ + 1)/(N+ + 2)`` and ``1/(N- + 2)`` instead of 1 and 0
-        (weighted counts). Used automatically when the data are separable.
+        (rows counted by weight, in units of ``weight_unit``). Used automatically when the
+        data are separable.
     eps : float, default 1e-12
         Probability scores are clipped to ``[eps, 1 - eps]`` before the logit. Pass the same
         value to :func:`apply_platt`.
@@ -180,6 +195,12 @@ def fit_platt(
         coordinates) is at most ``tol``.
     max_iter : int, default 100
         Maximum number of Newton iterations.
+    weight_unit : float, optional
+        The weight that counts as one row in ``N+`` and ``N-``: by default 1, or the mean
+        positive weight when that is below 1
+        (:func:`calib_cli.core.fit_support.check_weight_unit`), so any scale of weights below
+        1 on average gives the same map. A fit on aggregated points (a summary's cells) passes
+        the unit of the rows behind them.
 
     Returns
     -------
@@ -216,8 +237,9 @@ def fit_platt(
     tol, max_iter = _check_tol(tol, max_iter)
     raw, y, w = check_fit_data(scores, y_true, sample_weight, score_kind=kind)
     x = _platt_features(raw, kind, eps)
+    unit = check_weight_unit(weight_unit, w)
     separable = _is_separable(x, y, w)
-    targets = _smoothed_targets(y, w) if (target_smoothing or separable) else y
+    targets = _smoothed_targets(y, w, unit) if (target_smoothing or separable) else y
     fit = fit_logistic(x[:, None], targets, w, tol=tol, max_iter=max_iter)
     return PlattParams(
         slope=float(fit.coef[0]),

@@ -9,6 +9,13 @@
 * :func:`choose_method` compares candidate methods by the weighted log loss (and Brier score)
   of their out-of-fold probabilities on the same folds, and picks the lowest log loss.
 
+Every fit counts rows in one weight unit (:func:`calib_cli.core.fit_support.check_weight_unit`:
+1, or the mean weight when weights are below 1 on average) for its pseudo-counts (Platt's
+target smoothing, the histogram's prior). Cross-fitting takes that unit from all the rows and
+gives it to every fold's fit, so a fold whose weights happen to average below 1 counts its
+rows as the whole data do, and any scale of weights below 1 on average gives the same folds'
+maps.
+
 Isotonic, beta and histogram calibration take probability scores only; with logit or raw
 scores they are refused (convert the scores with ``scipy.special.expit`` first, or use Platt
 scaling, which takes logits and raw margins directly).
@@ -33,6 +40,7 @@ from calib_cli.core.checks import (
     check_fit_data,
     check_score_kind,
 )
+from calib_cli.core.fit_support import check_weight_unit
 from calib_cli.core.histogram import HistogramParams, apply_histogram, fit_histogram
 from calib_cli.core.isotonic import IsotonicParams, apply_isotonic, fit_isotonic
 from calib_cli.core.metrics import brier_score, log_loss
@@ -137,6 +145,7 @@ def fit_calibrator(
     *,
     sample_weight: npt.ArrayLike | None = None,
     score_kind: ScoreKind = "probability",
+    weight_unit: float | None = None,
     **options: Any,
 ) -> CalibratorParams:
     """Fit the calibrator named by ``method``.
@@ -149,6 +158,11 @@ def fit_calibrator(
         As for the individual ``fit_*`` functions.
     score_kind : {"probability", "logit", "raw"}, default "probability"
         Only ``platt`` accepts logit or raw scores; the others refuse them.
+    weight_unit : float, optional
+        The weight of one row in the pseudo-counts of ``platt``, ``beta`` and ``histogram``
+        (default: 1, or the mean positive weight when that is below 1;
+        :func:`calib_cli.core.fit_support.check_weight_unit`). ``isotonic`` has none: any
+        scale of the weights gives it the same map.
     **options
         Passed on to the method's fit function (e.g. ``strict=True`` for isotonic,
         ``n_bins=20`` for histogram, ``target_smoothing=True`` for Platt).
@@ -174,12 +188,23 @@ def fit_calibrator(
             f"it takes {', '.join(sorted(_OPTIONS[checked]))}"
         )
     if checked == "platt":
-        return fit_platt(scores, y_true, sample_weight=sample_weight, score_kind=kind, **options)
+        return fit_platt(
+            scores,
+            y_true,
+            sample_weight=sample_weight,
+            score_kind=kind,
+            weight_unit=weight_unit,
+            **options,
+        )
     if checked == "isotonic":
         return fit_isotonic(scores, y_true, sample_weight=sample_weight, **options)
     if checked == "beta":
-        return fit_beta(scores, y_true, sample_weight=sample_weight, **options)
-    return fit_histogram(scores, y_true, sample_weight=sample_weight, **options)
+        return fit_beta(
+            scores, y_true, sample_weight=sample_weight, weight_unit=weight_unit, **options
+        )
+    return fit_histogram(
+        scores, y_true, sample_weight=sample_weight, weight_unit=weight_unit, **options
+    )
 
 
 def apply_calibrator(params: CalibratorParams, scores: npt.ArrayLike) -> FloatArray:
@@ -247,6 +272,9 @@ def _out_of_fold(
     score_kind: ScoreKind,
     options: Mapping[str, Any],
 ) -> FloatArray:
+    """Each fold calibrated by the map fitted on the other folds, every fit counting rows in
+    the unit of all the rows (module docstring)."""
+    unit = check_weight_unit(None, w)
     result = np.empty(x.shape[0])
     for fold in range(n_folds):
         test = folds == fold
@@ -260,6 +288,7 @@ def _out_of_fold(
                 y[train],
                 sample_weight=w[train],
                 score_kind=score_kind,
+                weight_unit=unit,
                 **options,
             )
         except InputError as exc:

@@ -953,7 +953,13 @@ def _check_folds(
 def _warn_about_fits(steps: tuple[Step, ...], warn: Warn) -> None:
     """Say when a fit is not the plain optimum: separable data, or no convergence."""
     for step in steps:
-        if getattr(step, "separable", False):
+        if getattr(step, "separable", False) and step.kind == "beta":
+            warn(
+                "the scores separate the classes perfectly: beta's fit used Platt's target "
+                "smoothing to stay finite (its plain maximum-likelihood coefficients are "
+                "infinite)"
+            )
+        elif getattr(step, "separable", False):
             warn(
                 "the scores separate the classes perfectly: Platt's fit used target "
                 "smoothing to stay finite (its slope is a lower bound)"
