@@ -12,6 +12,7 @@ prior outweigh the data and Platt's targets 2/3 and 1/3.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Callable
 from dataclasses import fields
@@ -305,3 +306,44 @@ def test_beta_on_data_that_do_not_separate_says_nothing(
     assert done.returncode == 0, done.stderr
     assert b"separate" not in done.stderr
     assert json.loads(model.read_text())["params"]["separable"] is False
+
+
+def _row_cells(scores: np.ndarray, labels: np.ndarray, weights: np.ndarray) -> Any:
+    """Each row its own cell of a summary (one row counted in ``rows``)."""
+    from calib_cli.core.cells import CellSums
+
+    logits = np.log(scores / (1.0 - scores))
+    return CellSums(np.arange(scores.size), labels.astype(np.int8), weights, weights * scores,
+                    weights * logits, scores, scores, rows=np.ones(scores.size))  # fmt: skip
+
+
+@pytest.mark.parametrize("method", ["platt", "beta", "histogram"])
+@pytest.mark.parametrize("scale", [1.0 / 400, 0.5])
+def test_a_summary_fit_counts_rows_in_the_rows_unit(method: str, scale: float) -> None:
+    """The streaming and summary fits passed cell sums without the rows' unit, so a cell's
+    weight (many rows') set it: separable Platt on normalised weights gave slope 7.795 where
+    the rows give 7.840, and the streaming histogram's prior still outweighed the data."""
+    from calib_cli.core.cells import choose_method_on_cells, fit_on_cells
+
+    scores, labels, weights = _data(3, 400, separable=method != "histogram")
+    options = {"n_bins": 8} if method == "histogram" else {}
+    fit: Any = fit_on_cells
+    on_rows = fit(method, _row_cells(scores, labels, weights), options=options)
+    _assert_same_map(
+        on_rows, fit(method, _row_cells(scores, labels, weights * scale), options=options)
+    )
+
+    # cells of two rows each: the unit is the rows', not the cells' mean weight
+    def pairs(weight: np.ndarray) -> Any:
+        cells = _row_cells(scores, labels, weight)
+        return dataclasses.replace(cells, rows=np.full(scores.size, 2.0))
+
+    _assert_same_map(fit(method, pairs(weights * scale), options=options),
+                     fit(method, pairs(weights * 2.0), options=options))  # fmt: skip
+    folds = [_row_cells(scores[k::2], labels[k::2], weights[k::2] * scale) for k in range(2)]
+    unscaled = [_row_cells(scores[k::2], labels[k::2], weights[k::2]) for k in range(2)]
+    first = choose_method_on_cells(folds, candidates=("platt", "beta", "histogram"))
+    second = choose_method_on_cells(unscaled, candidates=("platt", "beta", "histogram"))
+    assert [c.cv_log_loss for c in first.candidates] == pytest.approx(
+        [c.cv_log_loss for c in second.candidates], rel=1e-9
+    )

@@ -134,15 +134,31 @@ def cell_facts(cells: CellSums) -> FitFacts:
     live = cells.weight > 0.0
     if not live.any():  # no row of positive weight: refused as fit_facts refuses it
         return FitFacts(lowest=0.0, highest=0.0, positives=0.0, negatives=0.0)
-    rows = cells.rows
-    total = float(np.sum(cells.weight[live]))
-    unit = 1.0 if rows is None else count_unit_of(total, float(np.sum(rows[live])))
+    unit = rows_unit(cells) or 1.0
     return FitFacts(
         lowest=float(np.min(cells.score_min[live])),
         highest=float(np.max(cells.score_max[live])),
         positives=float(np.sum(cells.weight[live & (cells.label == 1)])) / unit,
         negatives=float(np.sum(cells.weight[live & (cells.label == 0)])) / unit,
     )
+
+
+def rows_unit(cells: CellSums) -> float | None:
+    """The weight that counts as one row of the rows ``cells`` summarise
+    (:func:`~calib_cli.core.metrics.count_unit_of` their weight and rows), or ``None`` when the
+    summary does not count rows. A cell's weight is the sum of many rows', so the cells' own
+    mean weight is not it.
+
+    >>> c = CellSums(np.array([1, 2]), np.array([0, 1]), np.array([0.3, 0.2]),
+    ...              np.array([0.06, 0.16]), np.zeros(2), np.array([0.1, 0.7]),
+    ...              np.array([0.3, 0.9]), rows=np.array([3, 2]))
+    >>> rows_unit(c), rows_unit(replace(c, rows=None))
+    (0.1, None)
+    """
+    live = cells.weight > 0.0
+    if cells.rows is None or not live.any():
+        return None
+    return count_unit_of(float(np.sum(cells.weight[live])), float(np.sum(cells.rows[live])))
 
 
 def fit_on_cells(
@@ -152,13 +168,17 @@ def fit_on_cells(
     options: Mapping[str, Any] | None = None,
     what: str = "the scores",
     check_support: bool = True,
+    weight_unit: float | None = None,
 ) -> CalibratorParams:
     """Fit ``method`` on the cells of a summary of probability scores (module docstring).
 
     Data that cannot support the fit are refused first, as the fit on rows refuses them
     (:func:`~calib_cli.core.fit_support.require_fit_support`; ``what`` names the scores),
     unless ``check_support`` is false (a cross-validation's training part, which the fit on
-    rows does not check either: ``auto`` checks the whole data once).
+    rows does not check either: ``auto`` checks the whole data once). Pseudo-counts (Platt's
+    target smoothing, the histogram's prior) count rows in ``weight_unit``, by default the
+    unit of the rows the cells summarise (:func:`rows_unit`), as the fit on those rows counts
+    them; a cross-validation passes the unit of all its folds.
 
     >>> c = CellSums(np.array([1, 1, 2, 2]), np.array([0, 1, 0, 1]),
     ...              np.array([30.0, 10.0, 10.0, 30.0]), np.array([6.0, 2.0, 8.0, 24.0]),
@@ -170,6 +190,9 @@ def fit_on_cells(
     opts = dict(options or {})
     if not np.any(cells.weight > 0.0):
         raise InputError("the summary's weights sum to 0: no row carries weight")
+    unit = weight_unit if weight_unit is not None else rows_unit(cells)
+    if unit is not None and method != "isotonic":  # isotonic has no pseudo-count
+        opts["weight_unit"] = unit
     if check_support:
         require_fit_support(method, cell_facts(cells), n_bins=opts.get("n_bins"), what=what)
     if method == "platt":
@@ -248,6 +271,7 @@ def choose_method_on_cells(
     # what does not depend on the candidate, once: each scored fold's training cells (the
     # other folds) and its points (each class of a cell at its mean, and the cell's ends)
     scored = [k for k, fold in enumerate(folds) if np.any(fold.weight > 0.0)]
+    unit = rows_unit(concat_cells(folds))  # every fold counts rows as all the rows do
     trains = {k: concat_cells([f for j, f in enumerate(folds) if j != k]) for k in scored}
     points = {k: class_points(folds[k], logit=False) for k in scored}
     ends = {
@@ -263,7 +287,12 @@ def choose_method_on_cells(
         for k in scored:
             try:
                 params = fit_on_cells(
-                    method, trains[k], options=opts, what=what, check_support=False
+                    method,
+                    trains[k],
+                    options=opts,
+                    what=what,
+                    check_support=False,
+                    weight_unit=unit,
                 )
             except InputError as exc:
                 raise InputError(f"fold {k + 1} of {len(folds)}: {exc}") from None

@@ -620,15 +620,16 @@ def _smoothed_mass(weight: FloatArray, prior: FloatArray, smoothing: float) -> F
 
 
 def _grouped_platt(
-    center: FloatArray, weight_neg: FloatArray, weight_pos: FloatArray
+    center: FloatArray, weight_neg: FloatArray, weight_pos: FloatArray, *, unit: float
 ) -> PlattParams:
-    """Platt fit on the fine cells (each cell's mean logit, class weights as weights)."""
+    """Platt fit on the fine cells (each cell's mean logit, class weights as weights; a
+    separable fit's target smoothing counts rows in ``unit``, the rows' own)."""
     keep_neg = weight_neg > 0.0
     keep_pos = weight_pos > 0.0
     x = np.concatenate((center[keep_neg], center[keep_pos]))
     y = np.concatenate((np.zeros(int(keep_neg.sum())), np.ones(int(keep_pos.sum()))))
     w = np.concatenate((weight_neg[keep_neg], weight_pos[keep_pos]))
-    return fit_platt(x, y, sample_weight=w, score_kind="logit")
+    return fit_platt(x, y, sample_weight=w, score_kind="logit", weight_unit=unit)
 
 
 def _platt_log_ratio(platt: PlattParams, u: FloatArray, prior: float) -> FloatArray:
@@ -1165,7 +1166,11 @@ def _rebuild(
     safe_widths = np.where(widths > 0.0, widths, 1.0)
     platt, pacc_pos, pacc_neg = base.platt, base.pacc_pos, base.pacc_neg
     if calibrate:
-        platt = _grouped_platt(base.fine_center, weight_neg, weight_pos)
+        unit = count_unit_of(  # the rows' unit, as the reference's smoothing counts it
+            float(weight_neg.sum()) + float(weight_pos.sum()),
+            float(rows_neg.sum()) + float(rows_pos.sum()),
+        )
+        platt = _grouped_platt(base.fine_center, weight_neg, weight_pos, unit=unit)
         pacc_pos, pacc_neg = _pacc_means(platt, base.fine_center, weight_neg, weight_pos)
     tpr, fpr = _rates_at(base.threshold_index, weight_neg, weight_pos)
     calibration = calibration_map(
