@@ -162,36 +162,34 @@ def test_streaming_equals_memory_when_every_cell_holds_one_score(
     assert list(payload)[-1] == "streaming" and "streaming" not in rerank_strata_payload(mem)  # type: ignore[arg-type]
 
 
-def test_streaming_approximates_memory_within_its_bounds(
+def test_streaming_equals_memory_on_continuous_scores_and_bounds_its_figures(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from calib_cli.core.strata import compare_rankings, rerank_rank
+    # scores of full precision: cells of several scores. Both engines fit the slopes on the
+    # same cells, so the rows are the same (before: the hull fitted on the distinct scores in
+    # memory moved calibrated by up to 22% on large files); only the report's AUCs differ,
+    # each within its stated bound
+    from calib_cli.core.strata import rerank_rank
 
     monkeypatch.setattr("calib_cli.workflows.rerank_strata.STREAMING_CHUNK_ROWS", 700)
     memory, streaming, mem, stream = _both_engines(tmp_path, decimals=None)
     note = stream.streaming  # type: ignore[attr-defined]
     assert note.exact_cells < note.reference_cells and 0.0 < note.max_cell_fpr < 0.01
-    # order and pass-through columns kept
+    # order, pass-through columns and the added columns: the in-memory engine's
     assert streaming["id"].to_list() == list(range(9000))
-    assert streaming.select("id", "note", "day", "score", "label").equals(
-        memory.select("id", "note", "day", "score", "label")
-    )
-    # ranks are exact for the streaming engine's own rerank scores (the in-memory tie rule)
+    assert memory.equals(streaming)
+    # ranks are exact for the rerank scores (the in-memory tie rule)
     expected = rerank_rank(streaming["rerank_score"].to_numpy(), streaming["score"].to_numpy())
     np.testing.assert_array_equal(streaming["rerank_rank"].to_numpy(), expected)
-    # the within-stratum AUC of the table, and the comparison, within their stated bounds
+    # the within-stratum AUC of the table (exact in memory), and the comparison, within their
+    # stated bounds
     for a, b in zip(mem.strata, stream.strata, strict=True):  # type: ignore[attr-defined]
         assert (a.stratum, a.rows, a.stratum_odds) == (b.stratum, b.rows, b.stratum_odds)
+        assert (a.slope_min, a.slope_max) == (b.slope_min, b.slope_max)
         assert abs(a.auc - b.auc) <= note.stratum_auc_bound + 1e-12
     cmp_mem, cmp_stream = mem.comparison, stream.comparison  # type: ignore[attr-defined]
     assert abs(cmp_mem.auc_raw - cmp_stream.auc_raw) <= note.auc_raw_bound + 1e-12
-    # the re-ranking itself: its AUC on the target within 1e-3 of the in-memory one
-    labels = memory["label"].to_numpy()
-    exact = compare_rankings(labels, memory["score"], memory["rerank_score"])
-    approx = compare_rankings(labels, streaming["score"], streaming["rerank_score"])
-    assert abs(exact.auc_reranked - approx.auc_reranked) < 1e-3
-    log_ratio = np.abs(np.log(memory["rerank_score"] / streaming["rerank_score"]))
-    assert float(np.median(log_ratio)) < 0.01
+    assert abs(cmp_mem.auc_reranked - cmp_stream.auc_reranked) <= note.auc_reranked_bound + 1e-12
 
 
 def test_streaming_keeps_text_formats_and_pass_through_text(tmp_path: Path) -> None:

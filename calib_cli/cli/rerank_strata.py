@@ -225,7 +225,7 @@ def rerank_strata(
             note = result.streaming
             session.info(
                 f"streaming engine: reference ROC at {note.reference_cells} score cells "
-                f"({note.exact_cells} of one distinct score); FPR within "
-                f"{note.max_cell_fpr:.2g}; ranks exact (see the report's 'streaming')"
+                f"({note.exact_cells} of one distinct score), as in memory: the same rows and "
+                "ranks; the AUCs within the report's bounds (see its 'streaming')"
             )
         emit_report(session, rerank_strata_payload(result), as_json=False, report_path=report)

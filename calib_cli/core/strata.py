@@ -88,6 +88,7 @@ __all__ = [
     "rerank_rank",
     "roc_hull",
     "roc_slope_at",
+    "stratum_aucs",
     "stratum_label_rates",
     "stratum_odds",
     "stratum_odds_from_counts",
@@ -675,10 +676,13 @@ def fit_stratum_slope_from_counts(
 
     The same fit, from ``(threshold, positives, negatives)`` rows instead of labelled rows:
     given the distinct scores and their weighted classes it is :func:`fit_stratum_slope`
-    exactly. The streaming engine passes *cells* of a fine score grid instead (one threshold
-    per occupied cell, its weighted mean score, and the cell's class sums): the ROC is then the
-    ROC at cell thresholds, exact at every cell boundary, and a score inside a cell is placed
-    by linear interpolation between neighbouring cells (see the README, "Streaming").
+    exactly. ``rerank-strata`` passes *cells* of a fine score grid instead, in both engines
+    (one threshold per occupied cell, its weighted mean score, and the cell's class sums): the
+    ROC is then the ROC at cell thresholds, exact at every cell boundary, and a score inside a
+    cell is placed by linear interpolation between neighbouring cells (see the README,
+    "Algorithm 1"). The hull's segments then end at cell boundaries: its slopes can differ
+    from those of the distinct scores by the fit's own sampling noise (tens of percent where a
+    segment holds few positives), which is why both engines fit the same cells.
 
     Parameters
     ----------
@@ -941,6 +945,40 @@ def fit_strata(
             s[idx], y[idx], w[idx], smoothing=smoothing, span=span, n_grid=n_grid, tie_eps=tie_eps
         )
     return fits
+
+
+def stratum_aucs(
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    strata: npt.ArrayLike,
+    *,
+    sample_weight: npt.ArrayLike | None = None,
+) -> dict[str, float]:
+    """The weighted within-stratum ROC AUC of every stratum (ties count one half).
+
+    :attr:`StratumSlope.auc` of :func:`fit_strata`, bit for bit, without the fit: the exact
+    AUC of the rows where the slopes are fitted on a table of score cells
+    (:func:`fit_stratum_slope_from_counts`). A stratum whose rows lack a class is refused
+    with the message of :func:`fit_strata`.
+
+    >>> stratum_aucs([0.2, 0.6, 0.4, 0.3, 0.9, 0.5], [0, 1, 0, 0, 1, 0], list("aaabbb"))
+    {'a': 1.0, 'b': 1.0}
+    >>> stratum_aucs([0.2, 0.6, 0.4, 0.3, 0.5, 0.5], [0, 1, 0, 1, 0, 1], list("aabbbb"))
+    {'a': 1.0, 'b': 0.375}
+    """
+    s = check_scores(scores, kind="raw")
+    y = check_labels(y_true)
+    codes, names = factorize_strata(strata)
+    require_same_length([s, y, codes], ["scores", "y_true", "strata"])
+    w = check_weights(sample_weight, s.size)
+    order, bounds = _group(codes, len(names))
+    aucs: dict[str, float] = {}
+    for j, stratum in enumerate(names):
+        idx = order[bounds[j] : bounds[j + 1]]
+        require_both_classes(y[idx], w[idx], what=f"the reference rows of stratum '{stratum}'")
+        _, pos, neg = _score_table(s[idx], y[idx], w[idx])
+        aucs[stratum] = _auc_from_vertices(*_roc_vertices(pos, neg))
+    return aucs
 
 
 def _group(codes: IntArray, n_groups: int) -> tuple[IntArray, IntArray]:

@@ -7,6 +7,8 @@ Four steps, each a streaming Polars query (see the README, "Streaming"):
    summaries' fine score grid (:func:`calib_cli.summaries.scan.cell_expr`), summed in the
    rows' order (:class:`~calib_cli.core.keyed_sums.KeyedSums`; a streaming group-by merges
    partial sums in whatever order its threads finish, so its sums change from run to run).
+   The in-memory engine builds the same table from its arrays
+   (:func:`reference_cells_of_rows`), so both engines fit the same slopes.
 2. :func:`target_strata`: one pass over the target that checks every column the command
    uses (refusing bad input before anything is written) and counts rows per stratum.
 3. :func:`sink_reranked`: the row-wise map (the workflow's function of score and stratum
@@ -45,6 +47,7 @@ from calib_cli.core.checks import (
     values_message,
 )
 from calib_cli.core.keyed_sums import KeyedSums
+from calib_cli.core.strata import factorize_strata
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
@@ -60,6 +63,7 @@ __all__ = [
     "StratumCells",
     "TargetStrata",
     "reference_cells",
+    "reference_cells_of_rows",
     "sink_reranked",
     "target_strata",
 ]
@@ -299,7 +303,7 @@ def reference_cells(
     # (stratum, cell) sums added in the rows' order: the same bytes on every run (a streaming
     # group-by merges partial sums in the order its threads finish)
     span = 2 * half_cell(mantissa_bits) + 1
-    sums = KeyedSums(("positives", "negatives", "score_sum", "weight"), extremes=("s",))
+    sums = _cell_sums()
     codes: dict[str, int] = {}
     for batch in ordered_batches(rows, name):
         names_in = batch["stratum"]
@@ -307,36 +311,96 @@ def reference_cells(
             codes.setdefault(str(value), len(codes))
         code = names_in.replace_strict(list(codes), list(codes.values()), return_dtype=pl.Int64)
         s, y_, w = (batch[c].to_numpy().astype(np.float64) for c in ("s", "y", "w"))
-        sums.add(
-            code.to_numpy() * span + batch["cell"].to_numpy().astype(np.int64),
-            {"positives": w * y_, "negatives": w * (1.0 - y_), "score_sum": w * s, "weight": w},
-            extremes={"s": s},
-            extremes_where=w > 0.0,
+        _add_cell_rows(
+            sums, code.to_numpy() * span + batch["cell"].to_numpy().astype(np.int64), s, y_, w
         )
     if not sums.keys.size:
         raise InputError(f"{name}: no data rows")
     # strata in the order of their names, as the in-memory engine sorts them (as text)
-    names = sorted(codes)
-    out: list[StratumCells] = []
-    for stratum in names:
-        first = np.searchsorted(sums.keys, codes[stratum] * span)
-        last = np.searchsorted(sums.keys, (codes[stratum] + 1) * span)
-        rows_in = int(sums.counts[first:last].sum())
-        kept = np.arange(first, last)[sums.sums["weight"][first:last] > 0.0]
-        low, high = sums.low["s"][kept], sums.high["s"][kept]
-        mean = sums.sums["score_sum"][kept] / sums.sums["weight"][kept]
-        tied = low == high
-        out.append(
-            StratumCells(
-                stratum=_stratum_name(stratum),
-                rows=rows_in,
-                thresholds=np.where(tied, low, np.clip(mean, low, high)),
-                positives=sums.sums["positives"][kept],
-                negatives=sums.sums["negatives"][kept],
-                tied=tied,
-            )
-        )
-    return tuple(out)
+    return tuple(
+        _stratum_cells(sums, codes[stratum], span, _stratum_name(stratum))
+        for stratum in sorted(codes)
+    )
+
+
+def reference_cells_of_rows(
+    scores: FloatArray,
+    y_true: FloatArray,
+    strata: npt.ArrayLike,
+    sample_weight: FloatArray,
+    *,
+    score_kind: ScoreKind,
+    mantissa_bits: int,
+) -> tuple[StratumCells, ...]:
+    """:func:`reference_cells` of rows held in memory: the same cells, bit for bit.
+
+    The in-memory engine fits its slopes on this table, so that both engines fit the same
+    numbers (README, "Algorithm 1"): each row's cell is :func:`cell_index` of its score (of
+    ``elementary.sigmoid`` of a logit or margin), the cell sums are added in the rows' order
+    (:class:`~calib_cli.core.keyed_sums.KeyedSums`, the same bytes however the rows are cut)
+    and the thresholds are chosen by the same rule. ``strata`` holds each row's stratum name;
+    strata come out sorted by name.
+
+    >>> cells = reference_cells_of_rows(
+    ...     np.array([0.2, 0.2, 0.6, 0.60001, 0.3]), np.array([0.0, 1.0, 1.0, 0.0, 1.0]),
+    ...     np.array(["a", "a", "a", "a", "b"]), np.ones(5),
+    ...     score_kind="probability", mantissa_bits=12)
+    >>> [(c.stratum, c.rows, c.thresholds.size) for c in cells]
+    [('a', 4, 2), ('b', 1, 1)]
+    >>> cells[0].tied.tolist(), cells[0].positives.tolist(), cells[0].negatives.tolist()
+    ([True, False], [1.0, 1.0], [1.0, 1.0])
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    code, names = factorize_strata(strata)
+    grid_score = s if score_kind == "probability" else el.sigmoid(s)
+    span = 2 * half_cell(mantissa_bits) + 1
+    sums = _cell_sums()
+    key = code * span + cell_index(grid_score, mantissa_bits=mantissa_bits)
+    _add_cell_rows(
+        sums,
+        key,
+        s,
+        np.asarray(y_true, dtype=np.float64),
+        np.asarray(sample_weight, dtype=np.float64),
+    )
+    return tuple(
+        _stratum_cells(sums, j, span, _stratum_name(stratum)) for j, stratum in enumerate(names)
+    )
+
+
+def _cell_sums() -> KeyedSums:
+    return KeyedSums(("positives", "negatives", "score_sum", "weight"), extremes=("s",))
+
+
+def _add_cell_rows(
+    sums: KeyedSums, key: IntArray, s: FloatArray, y: FloatArray, w: FloatArray
+) -> None:
+    """Add rows (score ``s``, label ``y``, weight ``w``) to the sums of their (stratum, cell)."""
+    sums.add(
+        key,
+        {"positives": w * y, "negatives": w * (1.0 - y), "score_sum": w * s, "weight": w},
+        extremes={"s": s},
+        extremes_where=w > 0.0,
+    )
+
+
+def _stratum_cells(sums: KeyedSums, code: int, span: int, stratum: str) -> StratumCells:
+    """The occupied cells (positive weight) of stratum ``code``: keys ``code * span + cell``."""
+    first = np.searchsorted(sums.keys, code * span)
+    last = np.searchsorted(sums.keys, (code + 1) * span)
+    rows_in = int(sums.counts[first:last].sum())
+    kept = np.arange(first, last)[sums.sums["weight"][first:last] > 0.0]
+    low, high = sums.low["s"][kept], sums.high["s"][kept]
+    mean = sums.sums["score_sum"][kept] / sums.sums["weight"][kept]
+    tied = low == high
+    return StratumCells(
+        stratum=stratum,
+        rows=rows_in,
+        thresholds=np.where(tied, low, np.clip(mean, low, high)),
+        positives=sums.sums["positives"][kept],
+        negatives=sums.sums["negatives"][kept],
+        tied=tied,
+    )
 
 
 def _stratum_name(value: object) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import numpy.typing as npt
@@ -28,14 +28,13 @@ from calib_cli.core.strata import (
     compare_rankings,
     compare_rankings_from_counts,
     estimate_stratum_prevalence,
-    fit_strata,
     fit_stratum_slope_from_counts,
     odds_from_prevalence,
     require_strata,
     rerank,
     rerank_coded,
     rerank_rank,
-    stratum_odds,
+    stratum_aucs,
     stratum_odds_from_counts,
     summarise_strata,
     summarise_strata_counts,
@@ -46,6 +45,7 @@ from calib_cli.io.strata_scan import (
     CHUNK_ROWS,
     StratumCells,
     reference_cells,
+    reference_cells_of_rows,
     sink_reranked,
     target_strata,
 )
@@ -127,16 +127,19 @@ class RerankStrataRequest:
 
 @dataclass(frozen=True)
 class StreamingApproximation:
-    """What the streaming engine approximated, and by how much at most (README, "Streaming").
+    """The streaming engine's cells, and its figures' bounds (README, "Streaming").
 
-    The reference ROC of each stratum is taken at the cells of a fine score grid (relative
-    width ``2**-mantissa_bits``); ``exact_cells`` of the ``reference_cells`` hold one distinct
-    score each (where every cell does, the slopes are the in-memory engine's). A target score
-    inside a cell gets an FPR interpolated between the cells' mean scores, off by at most
-    ``max_cell_fpr`` (the largest share of a stratum's reference negatives in one cell of
-    several scores). ``stratum_auc_bound`` bounds the error of the strata table's ``auc``;
-    ``auc_raw_bound``/``auc_reranked_bound`` those of the comparison (labelled target), whose
-    AUC and TPR come from cells of the raw and of the rerank score. Ranks are exact.
+    Both engines fit each stratum's ROC slopes on the same reference cells of a fine score
+    grid (relative width ``2**-mantissa_bits``), so the rows (``rerank_score``, ``calibrated``,
+    ``rerank_rank``) are the same bytes in either engine. ``exact_cells`` of the
+    ``reference_cells`` hold one distinct score each; a target score inside a cell of several
+    scores gets an FPR interpolated between the cells' mean scores (in both engines), within
+    ``max_cell_fpr`` of the ROC of the distinct scores (the largest share of a stratum's
+    reference negatives in one cell of several scores). What the streaming engine alone
+    approximates are report figures: ``stratum_auc_bound`` bounds the error of the strata
+    table's ``auc`` (exact in memory); ``auc_raw_bound``/``auc_reranked_bound`` those of the
+    comparison (labelled target), whose AUC and TPR come from cells of the raw and of the
+    rerank score.
     """
 
     engine: str
@@ -263,14 +266,22 @@ def run_rerank_strata(
         ref_strata = ref.text(str(request.strata_col), option="--strata-col")
         tgt_strata = tgt.text(str(request.strata_col), option="--strata-col")
 
+    ref_name = io.display_name(request.reference)
     with ref.context():
-        slopes = fit_strata(
+        # exact within-stratum AUCs for the table (and a stratum lacking a class refused)
+        aucs = stratum_aucs(ref_scores, ref_labels, ref_strata, sample_weight=ref_weights)
+        cells = reference_cells_of_rows(
             ref_scores,
             ref_labels,
             ref_strata,
-            sample_weight=ref_weights,
-            smoothing=request.smoothing,
+            ref_weights,
+            score_kind=kind,
+            mantissa_bits=REFERENCE_MANTISSA_BITS,
         )
+    slopes = {
+        name: replace(slope, auc=aucs[name])
+        for name, slope in _fit_cells(cells, request.smoothing, ref_name).items()
+    }
     estimates: dict[str, ShiftEstimate] | None = None
     if request.prevalence_file is not None:
         odds = odds_from_prevalence(read_prevalence_file(request.prevalence_file))
@@ -292,7 +303,8 @@ def run_rerank_strata(
         odds = odds_from_prevalence(_bounded(estimates, warn))
         odds_source = "estimated on the target"
     else:
-        odds = stratum_odds(ref_labels, ref_strata, sample_weight=ref_weights)
+        with io.naming(ref_name):
+            odds = _reference_odds(cells)
         odds_source = "reference"
     result = rerank(tgt_scores, tgt_strata, slopes, odds)
     comparison = roc = None
@@ -507,16 +519,17 @@ def read_prevalence_file(path: str) -> dict[str, float]:
     return {names[code]: float(rates[row]) for row, code in enumerate(codes)}
 
 
-#: Mantissa bits of the streaming engine's score cells (the summaries' default grid).
-STREAMING_MANTISSA_BITS = 12
+#: Mantissa bits of the reference's score cells, on which both engines fit the slopes (the
+#: summaries' default grid: relative width 2**-12).
+REFERENCE_MANTISSA_BITS = 12
 #: Target rows ranked in memory at once by the streaming engine (the rest wait on disk).
 STREAMING_CHUNK_ROWS = CHUNK_ROWS
 
 
 def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResult:
     """The streaming engine: the reference as (stratum, score cell) sums, the slopes fitted on
-    them by the core's own fit, the target mapped batch by batch and ranked exactly through
-    chunks on disk (:mod:`calib_cli.io.strata_scan`)."""
+    them as in memory (:func:`_fit_cells`), the target mapped batch by batch and ranked exactly
+    through chunks on disk (:mod:`calib_cli.io.strata_scan`)."""
     strata_col = str(request.strata_col)
     kind = request.score_kind
     ref_lazy, _ = io.scan_table(request.reference, input_format=request.input_format)
@@ -530,27 +543,15 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         positive_label=request.positive_label,
         strata_col=strata_col,
         score_kind=kind,
-        mantissa_bits=STREAMING_MANTISSA_BITS,
+        mantissa_bits=REFERENCE_MANTISSA_BITS,
     )
-    slopes: dict[str, StratumSlope] = {}
-    for stratum in cells:
-        with io.naming(ref_name), _stratum_context(stratum.stratum):
-            slopes[stratum.stratum] = fit_stratum_slope_from_counts(
-                stratum.thresholds,
-                stratum.positives,
-                stratum.negatives,
-                rows=stratum.rows,
-                smoothing=request.smoothing,
-            )
+    slopes = _fit_cells(cells, request.smoothing, ref_name)
     if request.prevalence_file is not None:
         odds = odds_from_prevalence(read_prevalence_file(request.prevalence_file))
         odds_source = "prevalence file"
     else:
         with io.naming(ref_name):
-            odds = stratum_odds_from_counts(
-                {c.stratum: float(c.positives.sum()) for c in cells},
-                {c.stratum: float(c.negatives.sum()) for c in cells},
-            )
+            odds = _reference_odds(cells)
         odds_source = "reference"
     tgt_lazy, _ = io.scan_table(
         request.target,
@@ -601,7 +602,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         positive_label=request.positive_label,
         weight_col=tgt_weight_col,
         chunk_rows=STREAMING_CHUNK_ROWS,
-        mantissa_bits=STREAMING_MANTISSA_BITS,
+        mantissa_bits=REFERENCE_MANTISSA_BITS,
     )
     comparison = roc = None
     raw_bound = reranked_bound = None
@@ -636,6 +637,33 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
     )
 
 
+def _fit_cells(
+    cells: Sequence[StratumCells], smoothing: SlopeSmoothing, name: str
+) -> dict[str, StratumSlope]:
+    """Each stratum's ROC slopes fitted on its reference cells: the fit of both engines, so
+    that they give the same slopes, rows and ranks whatever the reference's size."""
+    slopes: dict[str, StratumSlope] = {}
+    for stratum in cells:
+        with io.naming(name), _stratum_context(stratum.stratum):
+            slopes[stratum.stratum] = fit_stratum_slope_from_counts(
+                stratum.thresholds,
+                stratum.positives,
+                stratum.negatives,
+                rows=stratum.rows,
+                smoothing=smoothing,
+            )
+    return slopes
+
+
+def _reference_odds(cells: Sequence[StratumCells]) -> dict[str, float]:
+    """Each stratum's odds from the weighted classes of its cells (the same sums, so the same
+    bits, in both engines)."""
+    return stratum_odds_from_counts(
+        {c.stratum: float(c.positives.sum()) for c in cells},
+        {c.stratum: float(c.negatives.sum()) for c in cells},
+    )
+
+
 def _approximation(
     cells: tuple[StratumCells, ...], raw_bound: float | None, reranked_bound: float | None
 ) -> StreamingApproximation:
@@ -655,7 +683,7 @@ def _approximation(
         )
     return StreamingApproximation(
         engine="streaming",
-        mantissa_bits=STREAMING_MANTISSA_BITS,
+        mantissa_bits=REFERENCE_MANTISSA_BITS,
         reference_cells=sum(c.thresholds.size for c in cells),
         exact_cells=sum(int(c.tied.sum()) for c in cells),
         max_cell_fpr=max_fpr,
