@@ -98,9 +98,11 @@ def test_bins_mantissa_bits_and_positive_label() -> None:
     query = SummaryQuery(table="t", positive_label="fraud", bin_edges=edges, mantissa_bits=20)
     engine = _engine_summary(summary_sql(query, dialect_name="duckdb"), rows)
     calib = summarize_arrays(
-        (rows["label"] == "fraud ").astype(int), rows["score"], bin_edges=edges, mantissa_bits=20
-    )
+        (rows["label"] == "fraud ").astype(int), rows["score"], bin_edges=edges, mantissa_bits=20,
+        positive_label="fraud",
+    )  # fmt: skip
     _assert_same(engine, calib)
+    assert engine.positive_label == "fraud"  # the rule, recorded by the engine's metadata
 
 
 @settings(max_examples=8, deadline=None)

@@ -58,8 +58,9 @@ def reliability(
         list[str] | None,
         typer.Option(
             "--from-summary",
-            help="Report on summary files (calib summarize) instead of rows; repeat, or "
-            "follow with more paths; they are merged.",
+            help="Report on summary files (calib summarize) instead of rows: files, "
+            "directories of part files or quoted globs; repeat, or follow with more paths; "
+            "they are merged.",
             show_default=False,
         ),
     ] = None,

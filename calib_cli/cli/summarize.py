@@ -48,7 +48,7 @@ def summarize(
         typer.Option(
             "-o",
             "--output",
-            help="Summary file: Parquet, or JSON when it ends in .json; '-' for stdout (Parquet)."
+            help="Summary file: Parquet (.parquet, .pq) or JSON (.json); '-' for stdout (Parquet)."
             " With --emit-sql: the SQL's file (default stdout).",
             show_default=False,
         ),

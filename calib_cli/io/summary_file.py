@@ -1,8 +1,11 @@
 """Summary files: a :class:`~calib_cli.summaries.ScoreSummary` as Parquet or JSON, atomically.
 
-Parquet (any name but ``*.json``): the summary's rows as columns, its metadata as JSON under
-the key-value metadata key ``calib.summary`` (the format of :mod:`calib_cli.summaries`). JSON
-(``*.json``): :meth:`ScoreSummary.to_json`. Reading validates every field and names the file.
+Parquet (``*.parquet``, ``*.pq``, standard output, a pipe): the summary's rows as columns, its
+metadata as JSON under the key-value metadata key ``calib.summary`` (the format of
+:mod:`calib_cli.summaries`). JSON (``*.json``): :meth:`ScoreSummary.to_json`. Other names are
+refused before any work (:func:`summary_format`). Reading validates every field and names the
+file; a SQL engine's result of no rows, which holds no metadata, is told apart
+(:func:`read_summary_part`).
 """
 
 from __future__ import annotations
@@ -10,32 +13,69 @@ from __future__ import annotations
 import io as _bytes_io
 import json
 import sys
+from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import polars as pl
 
-from calib_cli.errors import InputError
+from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import naming
-from calib_cli.io.formats import STDIO, canonical_output, display_name
+from calib_cli.io.formats import STDIO, canonical_output, display_name, is_stream
 from calib_cli.io.read import check_exists
 from calib_cli.io.write import write_bytes
 
 if TYPE_CHECKING:  # the summaries load SciPy: imported when a summary is read
     from calib_cli.summaries import ScoreSummary
 
-__all__ = ["SUMMARY_METADATA_KEY", "read_summary", "summary_format", "write_summary"]
+__all__ = [
+    "SUMMARY_EXTENSIONS",
+    "SUMMARY_METADATA_KEY",
+    "read_summary",
+    "read_summary_part",
+    "summary_format",
+    "write_summary",
+]
 
 #: The Parquet key-value metadata key holding the summary's metadata (JSON).
 SUMMARY_METADATA_KEY = "calib.summary"
 #: The column that holds the same JSON in summaries computed by a SQL engine
 #: (``calib summarize --emit-sql``), where no key-value metadata can be written.
 SUMMARY_METADATA_COLUMN = "calib_summary"
+#: The extensions of summary files, and the format each is written in.
+SUMMARY_EXTENSIONS = {".parquet": "parquet", ".pq": "parquet", ".json": "json"}
+#: Why an engine's result of no rows is not a summary (:func:`read_summary`).
+NO_ROWS_NO_METADATA = (
+    "holds no rows, so no summary metadata: the query that wrote it found no rows "
+    "(an empty table, or a day without data?); leave the file out"
+)
 
 
 def summary_format(path: str) -> str:
-    """``json`` for ``*.json``, else ``parquet`` (also on standard output)."""
-    return "json" if canonical_output(path).lower().endswith(".json") else "parquet"
+    """The format a summary is written in at ``path``: ``json`` for ``*.json``; ``parquet``
+    for ``*.parquet`` and ``*.pq``, standard output and streams (a pipe, a device). Any other
+    name is refused (exit 2): a summary written as Parquet under ``day.csv`` or
+    ``day.json.gz`` is read by nothing that trusts the extension.
+
+    >>> summary_format("day.parquet"), summary_format("day.JSON"), summary_format("-")
+    ('parquet', 'json', 'parquet')
+    >>> summary_format("day.csv")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.UsageError: day.csv: a summary is written as Parquet (.parquet, .pq) or \
+JSON (.json), not .csv: end the -o name in one of them ('-': Parquet on standard output)
+    """
+    target = canonical_output(path)
+    if target == STDIO or is_stream(target):
+        return "parquet"
+    suffix = PurePath(target).suffix.lower()
+    if suffix in SUMMARY_EXTENSIONS:
+        return SUMMARY_EXTENSIONS[suffix]
+    ending = f"not {suffix}" if suffix else "and the name has no extension"
+    raise UsageError(
+        f"{path}: a summary is written as Parquet (.parquet, .pq) or JSON (.json), {ending}: "
+        "end the -o name in one of them ('-': Parquet on standard output)"
+    )
 
 
 def summary_bytes(summary: ScoreSummary, fmt: str) -> bytes:
@@ -70,7 +110,21 @@ def write_summary(summary: ScoreSummary, path: str) -> None:
 
 
 def read_summary(path: str) -> ScoreSummary:
-    """Read and validate a summary file (format by its first bytes); errors name the file."""
+    """Read and validate a summary file (format by its first bytes); errors name the file.
+
+    A SQL engine's result of no rows (no metadata: :func:`read_summary_part`) is refused."""
+    summary = read_summary_part(path)
+    if summary is None:
+        raise InputError(f"{display_name(path)}: {NO_ROWS_NO_METADATA}")
+    return summary
+
+
+def read_summary_part(path: str) -> ScoreSummary | None:
+    """:func:`read_summary`, but None for a file a SQL engine wrote from no rows (the summary
+    query of ``summarize --emit-sql`` on an empty table or partition: a Parquet file with the
+    summary's columns, no rows, so no metadata), which a reader of several files leaves out.
+    A file of no rows that holds the metadata (calib's own, or DuckDB's with ``KV_METADATA``)
+    is a summary of no rows, read as any other."""
     name = display_name(path)
     check_exists(path)
     if path == STDIO:
@@ -91,7 +145,7 @@ def read_summary(path: str) -> ScoreSummary:
         )
 
 
-def _from_parquet(raw: bytes) -> ScoreSummary:
+def _from_parquet(raw: bytes) -> ScoreSummary | None:
     from calib_cli.summaries import ScoreSummary
 
     try:
@@ -104,10 +158,7 @@ def _from_parquet(raw: bytes) -> ScoreSummary:
     if SUMMARY_METADATA_COLUMN in frame.columns:
         values = frame[SUMMARY_METADATA_COLUMN].unique().to_list()
         if text is None and not values:
-            raise InputError(
-                "holds no rows, so no summary metadata: the query that wrote it found no rows "
-                "(an empty table, or a day without data?); leave the file out"
-            )
+            return None
         if text is None and len(values) == 1 and isinstance(values[0], str):
             text = values[0]
         elif text is None or len(values) > 1:

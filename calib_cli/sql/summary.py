@@ -22,9 +22,14 @@ term), far inside the 1e-9 the figures are compared at.
 
 Rows whose score, label or weight is NULL are left out (calib refuses them); a label is
 positive where ``CAST(label AS DOUBLE) = 1`` (as in :mod:`calib_cli.sql.sampling`;
-``positive_label``: where its trimmed text equals that value), any other value counts as
-negative; the group is the ``by`` column as text (NULL stays the
-missing group), as calib reads it.
+``positive_label``: where its trimmed text equals that value, recorded in the metadata so that
+readers merge only summaries whose labels mean the same, and a refinement query,
+:meth:`SummaryQuery.refining`, reads them alike), any other value counts as negative; the
+group is the ``by`` column as text (NULL stays the missing group), as calib reads it.
+
+On a table (or partition) without rows the query returns no rows, so its result holds no
+metadata: readers of several summary files leave such a file out
+(:func:`calib_cli.io.summary_file.read_summary_part`).
 
 Cost: one scan and one aggregation of the table; the result has at most ``groups x occupied
 (cell, bin) x 2`` rows, a few MB per group whatever the rows (see :mod:`calib_cli.summaries`).
@@ -36,7 +41,7 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from calib_cli.errors import InputError
 from calib_cli.sql.dialects import Dialect, dialect
@@ -70,7 +75,11 @@ from calib_cli.summaries.summary import (
     SCHEMA_VERSION,
     SUMMARY_KIND,
     check_eps,
+    check_positive_label,
 )
+
+if TYPE_CHECKING:
+    from calib_cli.summaries.summary import ScoreSummary
 
 __all__ = ["METADATA_COLUMN", "SummaryQuery", "summary_metadata", "summary_sql"]
 
@@ -93,6 +102,29 @@ class SummaryQuery:
     mantissa_bits: int = 12
     eps: float = DEFAULT_EPS
 
+    @classmethod
+    def refining(cls, summary: ScoreSummary, *, table: str, mantissa_bits: int) -> SummaryQuery:
+        """The query that summarises ``table``'s rows as ``summary`` was made, on a grid of
+        ``mantissa_bits``, every group pooled: the same columns, label rule
+        (``positive_label``), bins and ``eps``, so that its result refines ``summary``.
+
+        >>> from calib_cli.summaries.summary import summarize_arrays
+        >>> s = summarize_arrays([1, 0], [0.2, 0.7], label_column="y", positive_label="0")
+        >>> q = SummaryQuery.refining(s, table="t", mantissa_bits=20)
+        >>> q.label_col, q.positive_label, q.mantissa_bits
+        ('y', '0', 20)
+        """
+        return cls(
+            table=table,
+            score_col=summary.score_column,
+            label_col=summary.label_column,
+            weight_col=summary.weight_column,
+            positive_label=summary.positive_label,
+            bin_edges=summary.bin_edges,
+            mantissa_bits=mantissa_bits,
+            eps=summary.eps,
+        )
+
 
 def summary_metadata(query: SummaryQuery) -> dict[str, Any]:
     """The summary's metadata, as :meth:`ScoreSummary.metadata` writes it."""
@@ -106,6 +138,7 @@ def summary_metadata(query: SummaryQuery) -> dict[str, Any]:
         "label_column": query.label_col,
         "weight_column": query.weight_col,
         "group_column": query.by,
+        "positive_label": check_positive_label(query.positive_label),
     }
 
 

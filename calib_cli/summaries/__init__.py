@@ -38,7 +38,12 @@ column                 type     meaning (sums over the rows of the key; p score,
 Metadata (JSON; in a Parquet file the key-value metadata ``calib.summary``):
 ``kind = "calib.score_summary"``, ``schema_version = 1``, ``grid = {"kind":
 "relative-tails", "mantissa_bits": m}``, ``bin_edges``, ``eps``, ``score_column``,
-``label_column``, ``weight_column``, ``group_column``. The JSON form is the metadata plus
+``label_column``, ``weight_column``, ``group_column``, ``weight_kind`` (``frequency`` or
+``importance``) and ``positive_label`` (the label text counted as positive, trimmed; null for
+the default rule, 1 or true). The last two were added within version 1: a file without them
+reads as ``frequency`` and null. Summaries merge only when their metadata agree. A
+file a SQL engine wrote from no rows (an empty table or partition) holds no metadata; readers
+of several files leave it out. The JSON form is the metadata plus
 ``"groups"`` and ``"columns": {name: [values...]}`` (:meth:`ScoreSummary.to_json`). Rows may be
 stored in any order and a key may repeat: readers merge repeated keys, so concatenating the
 rows of summaries with equal metadata *is* their merge (a SQL ``UNION ALL`` then ``GROUP BY``).

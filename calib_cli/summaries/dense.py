@@ -338,6 +338,7 @@ def _level_summary(
         groups=(None,),
         group=np.zeros(n_rows.size, dtype=np.int32),
         weight_kind=summary.weight_kind,
+        positive_label=summary.positive_label,
         **cast("dict[str, Any]", arrays),
     )
 

@@ -68,6 +68,7 @@ __all__ = [
     "bin_expr",
     "cell_expr",
     "dense_batches",
+    "holds_no_rows",
     "refine_dense_lazy",
     "refinement_level_lazy",
     "rows_in_cells",
@@ -270,6 +271,7 @@ def _metadata(
     bin_edges: Sequence[float],
     mantissa_bits: int,
     eps: float,
+    positive_label: str | None = None,
 ) -> dict[str, object]:
     return {
         "kind": SUMMARY_KIND,
@@ -281,7 +283,18 @@ def _metadata(
         "label_column": label_column,
         "weight_column": weight_column,
         "group_column": group_column,
+        "positive_label": positive_label,
     }
+
+
+def holds_no_rows(scan: pl.LazyFrame) -> bool:
+    """Whether a scan holds no rows, found by reading its first row at most (a Parquet file's
+    first row group, a CSV file's first lines): an empty table or partition.
+
+    >>> holds_no_rows(pl.LazyFrame({"score": []})), holds_no_rows(pl.LazyFrame({"score": [0.5]}))
+    (True, False)
+    """
+    return scan.head(1).collect(engine="streaming").height == 0
 
 
 def summary_from_frame(frame: pl.DataFrame, metadata: dict[str, object]) -> ScoreSummary:
@@ -542,6 +555,7 @@ def summarize_lazy_sub_cells(
     sub_bits: int = DEFAULT_SUB_BITS,
     flag_column: str | None = None,
     on_rows: Callable[[int], None] | None = None,
+    positive_label: str | None = None,
 ) -> dict[str, tuple[ScoreSummary, SubCells | None]]:
     """:func:`summarize_lazy_many`, and in the same pass each column's sub-cells on a grid
     ``sub_bits`` finer (:mod:`calib_cli.summaries.subcells`; None when they would take more
@@ -549,7 +563,8 @@ def summarize_lazy_sub_cells(
     ``flag_column``: a boolean column of the scan; the pass stops with :class:`FlaggedRowError`
     at the first batch where it is true (a check deferred to this pass,
     :func:`calib_cli.io.scored_scan`). ``on_rows(n)``: called after each block with the rows
-    read so far (a progress display).
+    read so far (a progress display). ``positive_label``: the rule that made the scan's 0/1
+    labels (:func:`calib_cli.io.scored_scan`), recorded in the summaries' metadata.
 
     Examples
     --------
@@ -611,6 +626,7 @@ def summarize_lazy_sub_cells(
         "bin_edges": edges,
         "mantissa_bits": bits,
         "eps": float(eps),
+        "positive_label": positive_label,
     }
     out: dict[str, tuple[ScoreSummary, SubCells | None]] = {}
     for name in names:  # sub-cells first, their counts freed before the summary is built
@@ -663,7 +679,8 @@ def refinement_level_lazy(
     }
     rows = _rows_of_group(scan, summary).filter(inside)
     frame = summary_plan(rows, **options).collect(engine="streaming")
-    return RefinementLevel(plan=plan, summary=summary_from_frame(frame, _metadata(**options)))
+    metadata = _metadata(**options, positive_label=summary.positive_label)
+    return RefinementLevel(plan=plan, summary=summary_from_frame(frame, metadata))
 
 
 #: Rows of one batch of a dense refinement pass (the NumPy temporaries are about 150 bytes a

@@ -41,9 +41,11 @@ __all__ = [
     "SUM_COLUMNS",
     "ScoreSummary",
     "check_eps",
+    "check_positive_label",
     "check_weight_kind",
     "clip_edge",
     "clipped_logs",
+    "describe_positive_label",
     "group_ranks",
     "merge_summaries",
     "summarize_arrays",
@@ -130,6 +132,12 @@ class ScoreSummary:
         What the weights mean (``summarize --weight-kind``), recorded in the metadata so that
         ``reliability --from-summary`` uses the right variances; files written before the
         field existed read as ``frequency``. Summaries of different kinds do not merge.
+    positive_label : str or None
+        The rule that made the 0/1 ``label`` of the rows (``summarize --positive-label``): the
+        label text counted as positive, trimmed; None for the default rule (1 or true is
+        positive). Recorded so that summaries whose labels mean different things are never
+        merged and a refinement query reads the labels alike; files written before the field
+        existed read as None. Summaries of different rules do not merge.
     """
 
     mantissa_bits: int
@@ -161,6 +169,7 @@ class ScoreSummary:
     score_max: FloatArray
     schema_version: int = SCHEMA_VERSION
     weight_kind: WeightKind = "frequency"
+    positive_label: str | None = None
 
     # ---------------------------------------------------------------- views
 
@@ -194,6 +203,7 @@ class ScoreSummary:
             "weight_column": self.weight_column,
             "group_column": self.group_column,
             "weight_kind": self.weight_kind,
+            "positive_label": self.positive_label,
         }
 
     def select_group(self, name: GroupName) -> ScoreSummary:
@@ -238,6 +248,7 @@ class ScoreSummary:
             "weight_column": self.weight_column,
             "group_column": self.group_column,
             "weight_kind": self.weight_kind,
+            "positive_label": self.positive_label,
         }
         meta.update(changes)
         return meta
@@ -374,6 +385,7 @@ _META_FIELDS = (
     "weight_column",
     "group_column",
     "weight_kind",
+    "positive_label",
 )
 
 
@@ -460,6 +472,7 @@ def _check_metadata(metadata: Mapping[str, Any]) -> dict[str, Any]:
             raise InputError(f"{name} must be a column name, got {value!r}")
         meta[name] = value
     meta["weight_kind"] = check_weight_kind(metadata.get("weight_kind", "frequency"))
+    meta["positive_label"] = check_positive_label(metadata.get("positive_label"))
     return meta
 
 
@@ -474,6 +487,32 @@ def check_weight_kind(value: object) -> WeightKind:
     if value == "importance":
         return "importance"
     raise InputError(f"weight_kind must be one of {', '.join(choices(WeightKind))}, got {value!r}")
+
+
+def check_positive_label(value: object) -> str | None:
+    """A summary's ``positive_label``: the label text counted as positive, trimmed, or None
+    for the default rule (absent in files written before it existed: None).
+
+    >>> check_positive_label(" fraud "), check_positive_label(None)
+    ('fraud', None)
+    """
+    if value is None or isinstance(value, str):
+        return None if value is None else value.strip()
+    raise InputError(f"positive_label must be a label's text or null, got {value!r}")
+
+
+def describe_positive_label(positive_label: str | None) -> str:
+    """A summary's label rule, for messages: its ``positive_label`` as the metadata writes it
+    and what it means.
+
+    >>> describe_positive_label(None)
+    'null (the default rule: label 1 or true is positive)'
+    >>> describe_positive_label("0")
+    "'0' (label '0' is positive)"
+    """
+    if positive_label is None:
+        return "null (the default rule: label 1 or true is positive)"
+    return f"{positive_label!r} (label {positive_label!r} is positive)"
 
 
 def _ascending_keys(cols: Mapping[str, npt.NDArray[Any]]) -> bool:
@@ -543,6 +582,7 @@ def _build(
         weight_column=meta["weight_column"],
         group_column=meta["group_column"],
         weight_kind=check_weight_kind(meta.get("weight_kind", "frequency")),
+        positive_label=check_positive_label(meta.get("positive_label")),
         groups=kept,
         **cast("dict[str, Any]", out),
     )
@@ -560,9 +600,9 @@ def merge_summaries(summaries: Iterable[ScoreSummary]) -> ScoreSummary:
     Counts and sums add, minima and maxima combine, keys align; so merging is commutative
     and associative (exactly for the counts, minima and maxima; up to floating-point
     summation, about ``1e-16`` relative per addition, for the sums). Summaries must agree on
-    the grid, the bin edges, ``eps``, the schema version, the column names and the weight
-    kind; otherwise an :class:`~calib_cli.errors.InputError` names the first field that
-    differs.
+    the grid, the bin edges, ``eps``, the schema version, the column names, the weight kind
+    and the label rule (``positive_label``); otherwise an
+    :class:`~calib_cli.errors.InputError` names the first field that differs.
 
     Cost: sorting the concatenated keys, :math:`O(K \\log K)` for :math:`K` stored keys in
     all; independent of the rows summarised.
@@ -587,6 +627,12 @@ def merge_summaries(summaries: Iterable[ScoreSummary]) -> ScoreSummary:
                     f"cannot merge a summary of {a} weights with one of {b} weights: their "
                     "intervals need different variances (summarize them with the same "
                     "--weight-kind)"
+                )
+            if a != b and name == "positive_label":
+                raise InputError(
+                    f"cannot merge a summary whose positive_label is {describe_positive_label(a)} "
+                    f"with one whose positive_label is {describe_positive_label(b)}: their labels "
+                    "mean different things (summarize them with the same --positive-label)"
                 )
             if a != b:
                 raise InputError(f"cannot merge summaries with different {name}: {a!r} and {b!r}")
@@ -616,6 +662,7 @@ def summarize_arrays(
     weight_column: str | None = None,
     group_column: str | None = None,
     weight_kind: WeightKind = "frequency",
+    positive_label: str | None = None,
 ) -> ScoreSummary:
     """The summary of rows held in memory (the NumPy twin of the streaming summary).
 
@@ -640,6 +687,9 @@ def summarize_arrays(
         Names recorded in the metadata.
     weight_kind : {"frequency", "importance"}
         What the weights mean, recorded in the metadata.
+    positive_label : str or None
+        The rule that made ``y_true`` 0/1 from the rows' labels (the label text counted as
+        positive; None: the default rule), recorded in the metadata.
 
     Returns
     -------
@@ -666,6 +716,7 @@ def summarize_arrays(
         "weight_column": weight_column,
         "group_column": group_column,
         "weight_kind": check_weight_kind(weight_kind),
+        "positive_label": check_positive_label(positive_label),
     }
     n = p.shape[0]
     if groups is None:

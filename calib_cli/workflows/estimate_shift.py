@@ -1355,10 +1355,10 @@ def summary_keys(summary: ScoreSummary) -> SummaryKeys:
 
 
 def _summary_of(
-    request: EstimateShiftRequest, paths: tuple[str, ...], name: str
+    request: EstimateShiftRequest, paths: tuple[str, ...], name: str, warn: Warn
 ) -> tuple[ScoreSummary, str]:
     """Summary files merged, the score column chosen as ``--score-col`` or the only one."""
-    loaded = load_summaries(paths)
+    loaded = load_summaries(paths, warn=warn)
     only_summaries = bool(request.reference_summaries and request.target_summaries)
     if request.score_col in loaded:
         column = request.score_col
@@ -1398,10 +1398,10 @@ def _summary_batches(summary: ScoreSummary) -> list[tuple[GroupValue, str | None
 
 
 def _summary_reference(
-    request: EstimateShiftRequest,
+    request: EstimateShiftRequest, warn: Warn
 ) -> tuple[ReferenceModel, CellBinning]:
     """The reference fitted on the fine counts of its summaries (every group pooled)."""
-    summary, source = _summary_of(request, request.reference_summaries, "reference")
+    summary, source = _summary_of(request, request.reference_summaries, "reference", warn)
     check_summary_weight_col(summary, request.weight_col, source)
     counts, binning = reference_counts_from_keys(summary_keys(summary.pooled()))
     with io.naming(source):
@@ -1455,7 +1455,7 @@ def _run_with_summaries(
         )
     binning: CellBinning | None = None
     if request.reference_summaries:
-        model, binning = _summary_reference(request)
+        model, binning = _summary_reference(request, warn)
     elif choose_engine(request.engine, [_rows_path(request.reference)]) == "streaming":
         model = _streaming_reference(request)
     else:
@@ -1465,7 +1465,7 @@ def _run_with_summaries(
         run = _run_streaming if _streams(request, [target], warn) else _run_memory
         result = run(request, costs, warn=warn, model=model)
         return replace(result, binning=SummaryBinning(reference=binning, batches=()))
-    summary, source = _summary_of(request, request.target_summaries, "target")
+    summary, source = _summary_of(request, request.target_summaries, "target", warn)
     if summary.weight_column is not None:
         raise InputError(
             f"{source}: the target summary is weighted (column '{summary.weight_column}'); "

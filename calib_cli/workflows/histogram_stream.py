@@ -25,11 +25,17 @@ from typing import Any
 import numpy as np
 
 from calib_cli.core.histogram import HistogramParams, fit_histogram_points
+from calib_cli.core.metrics import count_unit_of
 from calib_cli.io.stream_map import BatchMap, StreamInput, rows_of_cells
 from calib_cli.summaries import ScoreSummary
 from calib_cli.summaries.grid import cell_bounds
 from calib_cli.types import FloatArray, IntArray
-from calib_cli.workflows.isotonic_stream import OpenCells, covered_by_finer, finer_bits
+from calib_cli.workflows.isotonic_stream import (
+    OpenCells,
+    check_refinement_labels,
+    covered_by_finer,
+    finer_bits,
+)
 
 #: Refinement passes after which the fit gives up: each pass takes the cells at least one bit
 #: finer (single scores when their rows fit the key budget), and 52 bits are single scores.
@@ -87,8 +93,11 @@ def fit_histogram_streaming(
     points = _summary_points(summary)
     n_cells = len({(int(b), int(c)) for b, c in zip(points.bin, points.cell, strict=True)})
     passes = resolved = 0
+    unit = rows_unit(summary)
     while True:
-        found = fit_histogram_points(points.x, points.y, points.w, points.exact, **dict(options))
+        found = fit_histogram_points(
+            points.x, points.y, points.w, points.exact, weight_unit=unit, **dict(options)
+        )
         if isinstance(found, HistogramParams):
             return HistogramStreamFit(
                 params=found, refinement_passes=passes, cells=n_cells, resolved_cells=resolved
@@ -152,14 +161,18 @@ def fit_histogram_summary(
     """:func:`fit_histogram_streaming` on a summary file (one group), where the refinement
     passes are ``refinements`` (name, summary on a finer grid of every row of some of its
     cells), coarsest first: each replaces the cells it covers. A covered cell whose weight
-    differs from the finer cells' is refused (not the same rows)."""
+    differs from the finer cells' is refused (not the same rows), and so is a refinement of
+    another label rule (:func:`~calib_cli.workflows.isotonic_stream.check_refinement_labels`)."""
     points = _summary_points(summary)
     n_cells = len({(int(b), int(c)) for b, c in zip(points.bin, points.cell, strict=True)})
     resolved = 0
     for name, finer in sorted(refinements, key=lambda pair: pair[1].mantissa_bits):
+        check_refinement_labels(summary, finer, name)
         points, replaced = _replace_by_finer(points, finer.pooled(), name)
         resolved += replaced
-    found = fit_histogram_points(points.x, points.y, points.w, points.exact, **dict(options))
+    found = fit_histogram_points(
+        points.x, points.y, points.w, points.exact, weight_unit=rows_unit(summary), **dict(options)
+    )
     if isinstance(found, HistogramParams):
         return HistogramSummaryFit(found, n_cells, resolved, None)
     cells, cell_of = np.unique(
@@ -182,6 +195,13 @@ def _replace_by_finer(points: _Points, finer: ScoreSummary, name: str) -> tuple[
     coarse = (points.bits, points.bin, points.cell, points.w)
     covered, count = covered_by_finer(coarse, finer, name)
     return _sorted([points.take(~covered), _summary_points(finer)]), count
+
+
+def rows_unit(summary: ScoreSummary) -> float:
+    """The weight of one of the rows ``summary`` counts, for the histogram's prior (a point's
+    weight is many rows', so the points' own mean weight is not it): 1, or the rows' mean
+    weight where it is below 1 (:func:`~calib_cli.core.metrics.count_unit_of`)."""
+    return count_unit_of(float(np.sum(summary.weight)), float(np.sum(summary.n_rows_weighted)))
 
 
 def _summary_points(summary: ScoreSummary) -> _Points:

@@ -28,7 +28,7 @@ from calib_cli.core.isotonic import IsotonicParams, IsotonicUnits, fit_isotonic_
 from calib_cli.errors import InputError
 from calib_cli.io.stream_map import BatchMap, CellRows, StreamInput, rows_of_cells
 from calib_cli.summaries.grid import MAX_MANTISSA_BITS, cell_bounds, parent_cell
-from calib_cli.summaries.summary import ScoreSummary
+from calib_cli.summaries.summary import ScoreSummary, describe_positive_label
 from calib_cli.types import BoolArray, FloatArray, IntArray
 
 #: The grid of the first pass of a streaming isotonic fit (see the module notes).
@@ -303,6 +303,30 @@ def covered_by_finer(
     return covered, count
 
 
+def check_refinement_labels(summary: ScoreSummary, finer: ScoreSummary, name: str) -> None:
+    """Refuse (exit 65) a refinement summary whose labels were read by another rule than the
+    summary's (``positive_label``): a cell's weight is the same whichever class its rows are
+    counted in, so :func:`covered_by_finer` cannot tell flipped labels, and the fit would
+    silently take them.
+
+    >>> from calib_cli.summaries import summarize_arrays
+    >>> coarse = summarize_arrays([1, 0], [0.2, 0.7], positive_label="0")
+    >>> check_refinement_labels(coarse, summarize_arrays([0, 1], [0.2, 0.7]), "r.parquet")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: refinement summary r.parquet: positive_label is null (the \
+default rule: label 1 or true is positive), but the summary's is '0' (label '0' is positive): \
+summarise the open cells' rows with the summary's rule (the query --refine-sql writes uses it)
+    """
+    if finer.positive_label != summary.positive_label:
+        raise InputError(
+            f"refinement summary {name}: positive_label is "
+            f"{describe_positive_label(finer.positive_label)}, but the summary's is "
+            f"{describe_positive_label(summary.positive_label)}: summarise the open cells' rows "
+            "with the summary's rule (the query --refine-sql writes uses it)"
+        )
+
+
 def _replace_by_finer(units: _Units, finer: ScoreSummary, name: str) -> tuple[_Units, int]:
     """``units`` with the cells that ``finer`` covers replaced by its cells; and how many
     were replaced (:func:`covered_by_finer`)."""
@@ -321,7 +345,8 @@ def fit_isotonic_summary(
     """Pool adjacent violators on the cells of ``summary`` (every group pooled), each cell
     held at one value: the first pass of :func:`fit_isotonic_streaming`, where the passes
     that resolve the open cells are summaries on finer grids of their rows, given as
-    ``refinements`` (name, summary), coarsest first; each replaces the cells it covers.
+    ``refinements`` (name, summary), coarsest first; each replaces the cells it covers (a
+    refinement of another label rule is refused: :func:`check_refinement_labels`).
 
     ``options`` are the isotonic fit's (``strict``, ``eps``, ``increasing``).
 
@@ -335,6 +360,7 @@ def fit_isotonic_summary(
     n_cells = int(units.low.size)
     resolved = 0
     for name, finer in sorted(refinements, key=lambda pair: pair[1].mantissa_bits):
+        check_refinement_labels(summary, finer, name)
         units, replaced = _replace_by_finer(units, finer, name)
         resolved += replaced
     params, open_units = fit_isotonic_units(units.core(), **dict(options))

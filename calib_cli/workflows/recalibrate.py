@@ -1610,15 +1610,10 @@ def _write_refinement_sql(
         f"({score} BETWEEN {d.double(lo)} AND {d.double(hi)})"
         for lo, hi in _merged_intervals(cells.lower, cells.upper)
     )
-    query = SummaryQuery(
+    query = SummaryQuery.refining(  # the summary's columns, label rule, bins and eps
+        summary,
         table=f"(SELECT * FROM {request.refine_table} WHERE {ranges}) AS calib_open_cells",
-        score_col=summary.score_column,
-        label_col=summary.label_column,
-        weight_col=summary.weight_column,
-        positive_label=request.positive_label,
-        bin_edges=summary.bin_edges,
         mantissa_bits=cells.to_bits,
-        eps=summary.eps,
     )
     io.write_text(cast(str, request.refine_sql), summary_sql(query, dialect_name=d.name) + "\n")
 
@@ -1632,7 +1627,7 @@ def _fit_summaries(run: _Run) -> _SummaryFit:
     from calib_cli.workflows.summarize import load_summaries
 
     request, prior = run.request, run.prior
-    loaded = load_summaries(request.fit_summaries)
+    loaded = load_summaries(request.fit_summaries, warn=run.warn)
     column = _summary_column(request, loaded)
     merged, files = loaded[column]
     name = files[0] if len(files) == 1 else f"{len(files)} summaries of '{column}'"

@@ -399,7 +399,7 @@ def assess_summary_files(
     """The figures of summary files merged per score column (``--from-summary``)."""
     refuse_repeated_summaries(request.from_summaries)
     progress(f"reading {len(request.from_summaries)} summary file(s)")
-    loaded = load_summaries(request.from_summaries)
+    loaded = load_summaries(request.from_summaries, warn=warn)
     columns = request.score_cols or tuple(loaded)
     entries: list[ReliabilityEntry] = []
     names: list[str] = []

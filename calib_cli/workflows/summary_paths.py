@@ -2,7 +2,10 @@
 
 A SQL engine writes a query's result as a directory of part files (Spark:
 ``day=2026-11-01/part-00000-....parquet`` beside ``_SUCCESS``), and a month of daily summaries
-is many files, so ``--fit-summary``, ``--reference-summary`` and ``--target-summary`` take
+is many files, so every option that reads summaries (``reliability --from-summary``,
+``recalibrate --fit-summary`` and ``--refine-summary``, ``estimate-shift --reference-summary``
+and ``--target-summary``) takes, resolved here alone (:func:`expand_summary_paths`, which
+:func:`calib_cli.workflows.summarize.load_summaries` calls on whatever it is given):
 
 * a file, as it is (``-``: standard input);
 * a directory: every ``*.parquet`` and ``*.json`` file directly in it, by name, leaving out
