@@ -26,6 +26,23 @@ def test_recalibrate_names_the_fit_the_read_and_the_write(tmp_path: Path) -> Non
     assert steps == [f"fitting on {data}", f"reading {data}", f"writing {out}"]
 
 
+def test_standard_output_is_named_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[bytes]
+) -> None:
+    """'-' as the output was named "stdin" ("writing stdin")."""
+    steps: list[str] = []
+    data = SAMPLE_DATA / "overconfident.csv"
+    run_recalibrate(RecalibrateRequest(file=str(data), negative_rate=0.1, output="-"),
+                    progress=steps.append)  # fmt: skip
+    assert steps[-1] == "writing stdout"
+    reference, target = SAMPLE_DATA / "strata_reference.csv", SAMPLE_DATA / "strata_target.csv"
+    steps.clear()
+    run_rerank_strata(RerankStrataRequest(reference=str(reference), target=str(target),
+                                          strata_col="stratum", output="-"),
+                      progress=steps.append)  # fmt: skip
+    assert steps == [f"re-ranking {target} against {reference} into stdout"]
+
+
 def test_estimate_shift_names_its_files(tmp_path: Path) -> None:
     steps: list[str] = []
     reference, target = SAMPLE_DATA / "transactions.csv", SAMPLE_DATA / "shifted_batch.csv"

@@ -451,3 +451,33 @@ def test_fitting_and_calibrating_one_file_says_the_figures_are_in_sample(tmp_pat
         "them, so the 'after' figures flatter it; --cross-fit K gives out-of-fold "
         "probabilities of one labelled file"
     ]
+
+
+def test_a_per_stratum_prior_that_reorders_strata_says_why(tmp_path: Path) -> None:
+    """A stratified sampling record's prior changed the AUC across strata, and the warning
+    blamed steps ("pools scores into steps; isotonic --strict, platt and beta keep the
+    ranking"), advice that does not apply: each stratum's shift is its own."""
+    from calib_cli.workflows.resample import ResampleRequest, run_resample
+
+    rng = np.random.default_rng(1)
+    n = 4000
+    scores = rng.random(n)
+    rows = tmp_path / "st.csv"
+    pl.DataFrame({"score": scores, "label": (rng.random(n) < scores).astype(np.int64),
+                  "r": np.where(rng.random(n) < 0.5, "a", "b")}).write_csv(rows)  # fmt: skip
+    rates = tmp_path / "rates.csv"
+    pl.DataFrame({"stratum": ["a", "b"], "negative_rate": [0.05, 0.8]}).write_csv(rates)
+    sample = tmp_path / "sample.csv"
+    run_resample(ResampleRequest(file=str(rows), output=str(sample), strata_col="r",
+                                 rates_file=str(rates)))  # fmt: skip
+    warnings: list[str] = []
+    run_recalibrate(
+        RecalibrateRequest(file=str(rows), sampling_record=f"{sample}.sampling.json",
+                           output=str(tmp_path / "out.csv")),
+        warn=warnings.append,
+    )  # fmt: skip
+    (said,) = [w for w in warnings if "changed the AUC" in w]
+    assert said.endswith(
+        "each stratum has its own prior shift, so rows of different strata can change order "
+        "(each stratum keeps its own)"
+    )

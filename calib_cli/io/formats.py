@@ -40,9 +40,16 @@ def canonical_output(path: str) -> str:
     return STDIO if path in _STDOUT_ALIASES else path
 
 
-def display_name(path: str) -> str:
-    """The name used for a file in messages: ``stdin`` for ``-``, else the path as given."""
-    return "stdin" if path == STDIO else path
+def display_name(path: str, *, output: bool = False) -> str:
+    """The name used for a file in messages: ``stdin`` for ``-`` (``stdout`` for an
+    ``output``), else the path as given.
+
+    >>> display_name("-"), display_name("-", output=True), display_name("a.csv")
+    ('stdin', 'stdout', 'a.csv')
+    """
+    if path == STDIO:
+        return "stdout" if output else "stdin"
+    return path
 
 
 def _split_gz(path: str) -> tuple[str, bool]:

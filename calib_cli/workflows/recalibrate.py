@@ -517,6 +517,8 @@ class _Run:
         self.isotonic_stream: IsotonicStreamFit | None = None
         #: a streaming histogram fit: likewise
         self.histogram_stream: HistogramStreamFit | None = None
+        #: a step shifts each stratum by its own prior (rows of two strata can change order)
+        self.stratified_prior = False
 
     def check_fit_rate(self, name: str, positives: float, negatives: float) -> None:
         """Warn when --fit-data population meets fit data whose base rate is the sampled
@@ -635,7 +637,13 @@ class _Run:
                 sample_weight=weights,
                 score_kind=self.request.score_kind,
             )
-        _warn_auc_change(table.name, effect, self.warn, cross_fitted=cross_fitted)
+        _warn_auc_change(
+            table.name,
+            effect,
+            self.warn,
+            cross_fitted=cross_fitted,
+            stratified=self.stratified_prior,
+        )
         return FileEffect(file=table.name, effect=effect, has_labels=labels is not None)
 
     def read(self, path: str, *, typed: bool = False) -> Table:
@@ -774,6 +782,7 @@ def run_recalibrate(
     stratified = [
         s.strata_col for s in (*steps, prior) if isinstance(s, PriorParams) and s.strata_col
     ]
+    run.stratified_prior = bool(stratified)
     strata_column = (request.strata_col or stratified[0]) if stratified else None
     if request.strata_col is not None and not stratified:
         raise UsageError(
@@ -882,11 +891,11 @@ def run_recalibrate(
     destination: str | None = None
     if streamed is not None:
         destination = data_destination(request.output)
-        progress(f"calibrating {streamed.name} into {io.display_name(destination)}")
+        progress(f"calibrating {streamed.name} into {io.display_name(destination, output=True)}")
         input_effect = _stream_apply(run, streamed, steps, destination)
     elif table is not None and calibrated is not None:
         destination = data_destination(request.output)
-        progress(f"writing {io.display_name(destination)}")
+        progress(f"writing {io.display_name(destination, output=True)}")
         frame = table.with_columns({request.output_col: calibrated})
         io.write_table(frame, destination, output_format_override=request.output_format)
     return RecalibrateResult(
@@ -1010,15 +1019,27 @@ def _finite(value: float | None) -> float | None:
 
 
 def _warn_auc_change(
-    name: str, effect: CalibrationEffect, warn: Warn, *, cross_fitted: bool, tol: float = 0.0
+    name: str,
+    effect: CalibrationEffect,
+    warn: Warn,
+    *,
+    cross_fitted: bool,
+    stratified: bool = False,
+    tol: float = 0.0,
 ) -> None:
-    """Warn when the calibration changed the AUC (by more than rounding and ``tol``)."""
+    """Warn when the calibration changed the AUC (by more than rounding and ``tol``), saying
+    why: folds' maps, strata's shifts, a decreasing or constant map, or steps."""
     change = auc_change(effect, tol=AUC_CHANGE_TOLERANCE + tol)
     if change is None or effect.before is None or effect.after is None:
         return
     before, after = effect.before.auc, effect.after.auc
     if cross_fitted:
         reason = "each fold has its own map, so rows of different folds can change order"
+    elif stratified:
+        reason = (
+            "each stratum has its own prior shift, so rows of different strata can change "
+            "order (each stratum keeps its own)"
+        )
     elif before < 0.5 < after and abs(before + after - 1.0) <= 1e-6:
         reason = (  # Platt or beta with a negative slope: the fit turned the ranking round
             "the map decreases, so it reverses the ranking: the scores rank the labels "
@@ -1187,7 +1208,9 @@ def _stream_effect(
         after=figures[1],
     )
     bound = after.exactness.auc_bound + (0.0 if before is None else before.exactness.auc_bound)
-    _warn_auc_change(scan.name, effect, run.warn, cross_fitted=False, tol=bound)
+    _warn_auc_change(
+        scan.name, effect, run.warn, cross_fitted=False, stratified=run.stratified_prior, tol=bound
+    )
     return FileEffect(file=scan.name, effect=effect, has_labels=True)
 
 

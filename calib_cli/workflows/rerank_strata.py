@@ -230,7 +230,8 @@ def run_rerank_strata(
         )
     progress(
         f"re-ranking {io.display_name(request.target)} against "
-        f"{io.display_name(request.reference)} into {io.display_name(request.output or '-')}"
+        f"{io.display_name(request.reference)} into "
+        f"{io.display_name(request.output or '-', output=True)}"
     )
     if engine == "streaming":
         return _run_streaming(request, warn)
