@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,23 +67,27 @@ def save_artifact(path: str, artifact: Artifact) -> None:
 
 
 def load_artifact(path: str, *, kinds: Sequence[str] = ARTIFACT_KINDS) -> Artifact:
-    """Read and validate an artifact; refuse a kind not in ``kinds``."""
+    """Read and validate an artifact (``-``: standard input); refuse a kind not in ``kinds``."""
+    name = "stdin" if path == "-" else path
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        if path == "-":  # read whole (the callers' check_paths let stdin be read once)
+            text = sys.stdin.buffer.read().decode("utf-8")
+        else:
+            text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise MissingInputError(f"{path}: no such file{_missing_record_hint(kinds)}") from None
     except OSError as error:
-        raise MissingInputError(f"{path}: cannot read ({error.strerror})") from None
+        raise MissingInputError(f"{name}: cannot read ({error.strerror})") from None
     except UnicodeDecodeError:
-        raise ArtifactError(f"{path}: not a calib artifact (not UTF-8 JSON)") from None
+        raise ArtifactError(f"{name}: not a calib artifact (not UTF-8 JSON)") from None
     try:
         document = json.loads(text, parse_constant=_nonfinite_constant)
     except ValueError as error:
-        raise ArtifactError(f"{path}: not valid JSON ({error})") from None
-    artifact = validate_document(document, name=path)
+        raise ArtifactError(f"{name}: not valid JSON ({error})") from None
+    artifact = validate_document(document, name=name)
     if artifact.kind not in kinds:
         raise ArtifactError(
-            f"{path}: kind is '{artifact.kind}', expected {' or '.join(repr(k) for k in kinds)}"
+            f"{name}: kind is '{artifact.kind}', expected {' or '.join(repr(k) for k in kinds)}"
         )
     return artifact
 
@@ -110,6 +115,14 @@ def validate_document(document: Any, *, name: str) -> Artifact:
     check = _Checker(name)
     if not isinstance(document, dict):
         check.fail("", "must be a JSON object")
+    kind = document.get("kind")
+    if kind not in ARTIFACT_KINDS:  # a report, a summary, ...: say so before its fields
+        what = "no 'kind'" if kind is None else f"kind {_shown(kind)}"
+        check.fail(
+            "",
+            f"is not a saved calibrator or sampling record ({what}: a JSON report or a "
+            "summary?); give a file that --save-model or resample wrote",
+        )
     check.only(document, ENVELOPE_KEYS)
     version = document.get("schema_version")
     if isinstance(version, bool) or version != SCHEMA_VERSION:
@@ -117,9 +130,6 @@ def validate_document(document: Any, *, name: str) -> Artifact:
             "schema_version",
             f"is {_shown(version)}; this calib ({__version__}) reads version {SCHEMA_VERSION}",
         )
-    kind = document.get("kind")
-    if kind not in ARTIFACT_KINDS:
-        check.fail("kind", f"is {_shown(kind)}; expected one of {', '.join(ARTIFACT_KINDS)}")
     params = check.mapping(document, "params")
     fitted_on = document.get("fitted_on", {})
     if not isinstance(fitted_on, dict):

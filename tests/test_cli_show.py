@@ -86,3 +86,27 @@ def test_show_writes_counts_in_full_with_separators(run_calib: RunCalib, tmp_pat
     text = done.stdout.decode()
     assert "20,000" in text and "26,300" in text and "rows: 1,234,567, positives: 12.50" in text
     assert "20251127" in text  # a seed is not a count
+
+
+def test_an_artifact_on_standard_input_and_a_report_given_as_one(
+    run_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path
+) -> None:
+    """'-' was a file named '-' ("-: no such file") for show, export-sql and --model; and a
+    JSON report was refused field by field ("auc is not a field of this artifact")."""
+    model = artifacts["isotonic"].read_bytes()
+    shown = run_calib(["show", "-"], stdin=model)
+    assert shown.returncode == 0 and b"isotonic" in shown.stdout, shown.stderr
+    sql = run_calib(["export-sql", "-", "--dialect", "duckdb"], stdin=model)
+    assert sql.returncode == 0 and sql.stdout.startswith(b"CASE WHEN"), sql.stderr
+    twice = run_calib(["recalibrate", "-", "--model", "-"], stdin=model)
+    assert twice.returncode == 2 and b"can be read only once" in twice.stderr
+    bad = run_calib(["show", "-"], stdin=b"garbage")
+    assert bad.returncode == 65 and bad.stderr.startswith(b"error: stdin: not valid JSON")
+    report = tmp_path / "report.json"
+    report.write_text(json.dumps({"auc": 0.8, "entries": []}))
+    done = run_calib(["show", str(report)])
+    assert done.returncode == 65
+    assert done.stderr.decode() == (
+        f"error: {report}: the document is not a saved calibrator or sampling record (no "
+        "'kind': a JSON report or a summary?); give a file that --save-model or resample wrote\n"
+    )

@@ -298,7 +298,7 @@ def test_usage_errors_name_the_options(
         ),
         ("isotonic", lambda d: d["params"]["x_knots"].reverse(), "params.x_knots[1]"),
         ("isotonic", lambda d: d.__setitem__("schema_version", 9), "schema_version is 9"),
-        ("isotonic", lambda d: d.__setitem__("kind", "magic"), 'kind is "magic"'),
+        ("isotonic", lambda d: d.__setitem__("kind", "magic"), 'record (kind "magic": a JSON'),
         ("isotonic", lambda d: d["params"].pop("eps"), "params.eps is missing"),
         (
             "isotonic",
