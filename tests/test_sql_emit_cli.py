@@ -87,4 +87,9 @@ def test_emit_sql_options_go_together() -> None:
     with pytest.raises(UsageError, match="reads no FILE"):
         sql_target(True, duck, "t", inputs=True)
     with pytest.raises(UsageError, match="needs --dialect and --table"):
+        sql_target(True, None, None, inputs=False)
+    # the one missing is named ("needs --dialect and --table" when --dialect was given)
+    with pytest.raises(UsageError, match=r"^--emit-sql needs --dialect$"):
         sql_target(True, None, "t", inputs=False)
+    with pytest.raises(UsageError, match=r"^--emit-sql needs --table$"):
+        sql_target(True, duck, None, inputs=False)

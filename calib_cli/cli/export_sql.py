@@ -68,8 +68,11 @@ def sql_target(
                 f"{option} does nothing with --emit-sql, which prints SQL for the engine to "
                 f"run on --table: drop {option}"
             )
-    if sql_dialect is None or table is None:
-        raise UsageError("--emit-sql needs --dialect and --table")
+    missing = [
+        name for name, value in (("--dialect", sql_dialect), ("--table", table)) if not value
+    ]
+    if missing:
+        raise UsageError(f"--emit-sql needs {' and '.join(missing)}")
     return chosen(sql_dialect), table
 
 

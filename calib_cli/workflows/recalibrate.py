@@ -387,8 +387,9 @@ def _plan_refinement(request: RecalibrateRequest) -> None:
     sql_options = (request.refine_dialect, request.refine_table)
     if request.refine_sql is None and any(o is not None for o in sql_options):
         raise UsageError("--dialect and --table go with --refine-sql")
-    if request.refine_sql is not None and any(o is None for o in sql_options):
-        raise UsageError("--refine-sql needs --dialect and --table (the table summarised)")
+    missing = [o for o, v in zip(("--dialect", "--table"), sql_options, strict=True) if v is None]
+    if request.refine_sql is not None and missing:
+        raise UsageError(f"--refine-sql needs {' and '.join(missing)} (the table summarised)")
 
 
 def _plan_summary_fit(request: RecalibrateRequest) -> None:
