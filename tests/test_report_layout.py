@@ -97,7 +97,7 @@ def test_one_column_keeps_its_figure_table_and_the_chart_moves_below_at_80() -> 
     result = run_reliability(
         ReliabilityRequest(file=str(SAMPLE_DATA / "credit_default_scores.csv"))
     )
-    narrow, wide = render(reliability_report(result), 80), render(reliability_report(result), 120)
+    narrow, wide = render(reliability_report(result), 80), render(reliability_report(result), 400)
     for text, width in ((narrow, 80), (wide, 120)):
         assert_fits(text, width)
         assert "┃ figure" in text and "AUC 95% CI (DeLong)" in text
@@ -263,3 +263,21 @@ def test_the_report_of_many_groups_is_the_standard_librarys_json(tmp_path: Path)
     payload = reliability_payload(result)
     assert dumps(payload) == json.dumps(payload, indent=2, allow_nan=False) + "\n"
     assert json.loads(dumps({"x": float("nan"), "y": np.float32(0.5)})) == {"x": None, "y": 0.5}
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"), [("frequency", "weighted by w"), ("importance", "importance weights w")]
+)
+def test_the_title_says_the_counts_are_weighted(tmp_path: Path, kind: str, said: str) -> None:
+    """Weighted positives (1,465.64) sat beside row counts with nothing saying so."""
+    rng = np.random.default_rng(3)
+    scores = rng.random(500)
+    path = tmp_path / "w.csv"
+    pl.DataFrame({"score": scores, "label": (rng.random(500) < scores).astype(int),
+                  "w": rng.random(500) + 0.5}).write_csv(path)  # fmt: skip
+    result = run_reliability(ReliabilityRequest(file=str(path), weight_col="w", weight_kind=kind))
+    assert render(reliability_report(result), 400).splitlines()[0] == (
+        f"Reliability of {path} (10 uniform bins, {said})"
+    )
+    plain = run_reliability(ReliabilityRequest(file=str(path)))
+    assert render(reliability_report(plain), 400).splitlines()[0].endswith("(10 uniform bins)")

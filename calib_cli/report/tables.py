@@ -631,7 +631,12 @@ def reliability_report(
     ``detail_max_entries`` entries: the headline figures, one row per entry, and a note that
     the JSON report has the rest."""
     kinds = {entry.summary.weight_kind for entry in result.entries}
-    weights = ", importance weights" if "importance" in kinds else ""
+    # weighted counts (positives, bin counts) beside row counts: the title says so
+    weights = "" if result.weight_col is None else f", weighted by {result.weight_col}"
+    if "importance" in kinds:
+        weights = ", importance weights" + (
+            "" if result.weight_col is None else f" {result.weight_col}"
+        )
     used = bins_phrase([entry.summary.n_bins for entry in result.entries], result.strategy)
     title = f"Reliability of {result.source} ({used}{weights})"
     columns = list(dict.fromkeys(entry.score_column for entry in result.entries))
