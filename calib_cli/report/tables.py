@@ -530,17 +530,44 @@ def reliability_bin_table(summary: ReliabilitySummary, *, title: str) -> Rendera
     """The bin table: edges, weighted count, mean score, observed rate and its Wilson CI (a
     Rich table, or packed narrower tables on a console too narrow for it; see
     :func:`row_table`)."""
+    edges = edge_texts([e for current in summary.bins for e in (current.lower, current.upper)])
     rows = [
         [
-            f"{current.lower:.4f}–{current.upper:.4f}",
+            f"{edges[2 * index]}–{edges[2 * index + 1]}",
             fmt_count(current.count),
             fmt(current.mean_score),
             fmt(current.observed_rate),
             _span(current.observed_ci_low, current.observed_ci_high),
         ]
-        for current in summary.bins
+        for index, current in enumerate(summary.bins)
     ]
     return row_table(title, ("bin", "count", "mean score", "observed", "95% CI (Wilson)"), rows)
+
+
+def edge_texts(edges: Sequence[float]) -> list[str]:
+    """Bin edges with one number of decimals, 4 or as many more as it takes for distinct
+    edges to read distinct and every edge above 0 to show two significant digits (quantile
+    bins of rare-event scores read 0.0000–0.0000).
+
+    >>> edge_texts([0.0, 0.1, 0.1, 0.2]), edge_texts([0.0, 0.00012, 0.00012, 0.00031])
+    (['0.0000', '0.1000', '0.1000', '0.2000'], ['0.00000', '0.00012', '0.00012', '0.00031'])
+    >>> edge_texts([9.37e-20, 9.05e-07, 9.05e-07, 1.07e-05])
+    ['9.4e-20', '9.1e-07', '9.1e-07', '1.1e-05']
+    """
+
+    def readable(texts: list[str], shown: bool) -> bool:
+        distinct = dict(zip(edges, texts, strict=True))
+        return shown and len(set(distinct.values())) == len(distinct)
+
+    for decimals in range(4, 9):  # then scientific, with the fewest digits that tell apart
+        texts = [f"{edge:.{decimals}f}" for edge in edges]
+        if readable(texts, all(e == 0.0 or abs(e) >= 10.0 ** (1 - decimals) for e in edges)):
+            return texts
+    for digits in range(1, 17):
+        texts = [f"{edge:.{digits}e}" for edge in edges]
+        if readable(texts, True):
+            return texts
+    return [repr(edge) for edge in edges]
 
 
 _NICE_LIMITS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
