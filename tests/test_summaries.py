@@ -471,3 +471,12 @@ def test_a_tampered_summary_names_the_column_at_fault(
     assert f"summary column '{column}' has 1 value(s) {problem} (first at row 1)" in str(
         error.value
     )
+
+
+def test_a_nan_sum_in_an_engines_summary_names_nan_scores() -> None:
+    """Spark summarises NaN scores (DuckDB fails on them); the refusal said only "a missing
+    or infinite value", not what in the rows makes one, nor the filter that avoids it."""
+    from calib_cli.summaries.summary import _checked_column
+
+    with pytest.raises(InputError, match=r"a NaN score, weight or label .* BETWEEN 0 AND 1"):
+        _checked_column("score_sum", [0.5, float("nan")], 2)

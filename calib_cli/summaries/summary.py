@@ -401,7 +401,11 @@ def _checked_column(name: str, values: npt.ArrayLike, n: int) -> npt.NDArray[Any
             raise InputError(f"summary column {name!r} must hold integers")
         return np.asarray(values).astype(_INT_DTYPES[name])
     if name in SUM_COLUMNS and not np.all(np.isfinite(arr)):
-        raise InputError(f"summary column {name!r} holds a missing or infinite value")
+        raise InputError(
+            f"summary column {name!r} holds a missing or infinite value (a NaN score, "
+            "weight or label in the rows an engine summarised? filter them first: WHERE "
+            "score BETWEEN 0 AND 1 leaves NaN out)"
+        )
     return arr
 
 
