@@ -548,7 +548,7 @@ def prior_from_sampling(artifact: Artifact) -> Any:
 # ------------------------------------------------------------------------ sampling records
 
 #: The name of the sampling rule a record was made with (calib_cli.core.sampling).
-HASH_NAME = "calib-hash64-v1"
+HASH_NAME = "calib-hash64-v2"
 
 
 def class_balance_json(counts: ClassBalance) -> dict[str, Any]:

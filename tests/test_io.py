@@ -12,19 +12,22 @@ from typing import Any
 import numpy as np
 import polars as pl
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from calib_cli import io as calib_io
 from calib_cli.core.sampling import (
     ClassRates,
+    hash_keys,
     hash_row_numbers,
-    hash_string_keys,
     hash_uint64_keys,
+    integer_of_text,
     keep_mask,
     rate_threshold,
     row_thresholds,
-    string_buffers,
 )
 from calib_cli.errors import InputError, MissingInputError, OutputError, UsageError
+from calib_cli.io.identity import integer_text_bits
 from calib_cli.types import CsvDialect
 from tests.conftest import RunCalib
 
@@ -256,6 +259,90 @@ def test_categories_are_sorted_codes(tmp_path: Path) -> None:
     assert codes.tolist() == [1, 0, 1]
 
 
+# ---------------------------------------------- identity columns (io/identity.py) ----------
+
+
+def test_csv_groups_keep_each_text_and_show_integers_as_numbers(tmp_path: Path) -> None:
+    """Two texts are two groups ("1" and "1.0", "007" and "7", "02134" kept with its zero);
+    an integer's text is the number; numbers (and text that reads as one) order by value."""
+    path = tmp_path / "t.csv"
+    cells = ["10", "1.0", "007", "x", "02134", "1", "", "7", "9", "1.0"]
+    path.write_text("g\n" + "\n".join(cells) + "\n")
+    values, codes = calib_io.read_table(str(path)).groups("g")
+    assert values == [1, "1.0", "007", 7, 9, 10, "02134", "x", None]
+    assert [values[c] for c in codes] == [
+        10, "1.0", "007", "x", "02134", 1, None, 7, 9, "1.0",
+    ]  # fmt: skip
+
+
+def test_a_chunk_names_its_groups_as_the_whole_file_does(tmp_path: Path) -> None:
+    """Each value on its own: a chunk of integers' texts and a chunk with "007" in it name
+    "7" alike (streaming estimate-shift reads a file in chunks)."""
+    path = tmp_path / "t.csv"
+    path.write_text("g\n7\n8\n007\n7\n")
+    table = calib_io.read_table(str(path))
+    first = calib_io.Table(table.frame.slice(0, 2), table.name, table.format)
+    second = calib_io.Table(table.frame.slice(2), table.name, table.format)
+    assert first.groups("g")[0] == [7, 8]
+    assert second.groups("g")[0] == ["007", 7]
+    assert table.groups("g")[0] == ["007", 7, 8]
+
+
+def test_typed_groups_keep_their_type_and_booleans_are_text(tmp_path: Path) -> None:
+    frame = pl.DataFrame(
+        {"i": [10, 9, None], "f": [1.5, float("nan"), 0.5], "b": [True, False, True],
+         "s": ["7", "007", "b"]}
+    )  # fmt: skip
+    path = tmp_path / "t.parquet"
+    frame.write_parquet(path)
+    table = calib_io.read_table(str(path))
+    assert table.groups("i")[0] == [9, 10, None]
+    assert table.groups("f")[0] == [0.5, 1.5, None]
+    assert table.groups("b")[0] == ["false", "true"]
+    assert table.groups("s")[0] == ["007", 7, "b"]  # text: the rule of CSV text
+
+
+def test_identity_columns_never_become_floats_in_a_typed_read(tmp_path: Path) -> None:
+    """A CSV read for a Parquet output: an identity column of "1", "1.0" and "2" stays text
+    (as floats "1" and "1.0" were one value and "2" was "2.0"); all integers' texts: Int64."""
+    path = tmp_path / "t.csv"
+    path.write_text("g,n,x\n1,1,0.5\n1.0,2,1\n2,3,2\n")
+    with calib_io.reading_identities(["g", "n", None]):
+        typed = calib_io.read_table(str(path), typed=True).frame
+    assert typed.schema == {"g": pl.String, "n": pl.Int64, "x": pl.Float64}
+    assert typed["g"].to_list() == ["1", "1.0", "2"]
+    plain = calib_io.read_table(str(path), typed=True).frame  # outside: a float column
+    assert plain["g"].dtype == pl.Float64
+
+
+def test_integers_a_double_cannot_hold_keep_their_column_as_text(tmp_path: Path) -> None:
+    """2**53 + 1 beside a 0.5 made the column Float64 and the id 9007199254740992.0 in a
+    typed output: the column stays text; up to 2**53 the integers are exact as doubles."""
+    path = tmp_path / "t.csv"
+    path.write_text("big,small\n9007199254740993,9007199254740992\n0.5,0.5\n")
+    typed = calib_io.read_table(str(path), typed=True).frame
+    assert typed["big"].to_list() == ["9007199254740993", "0.5"]
+    assert typed["small"].to_list() == [9007199254740992.0, 0.5]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    texts=st.lists(
+        st.one_of(
+            st.integers(-(2**65), 2**65).map(str),
+            st.from_regex(r"[-+ 0]{0,2}[0-9]{1,20}[ .]?", fullmatch=True),
+            st.text(max_size=5),
+        ),
+        max_size=20,
+    )
+)
+def test_integer_text_bits_is_integer_of_text_in_polars(texts: list[str]) -> None:
+    frame = pl.DataFrame({"k": texts}, schema={"k": pl.String})
+    bits = frame.select(integer_text_bits(pl.col("k")))["k"].to_list()
+    expected = [None if (v := integer_of_text(t)) is None else v % 2**64 for t in texts]
+    assert bits == expected
+
+
 # ------------------------------------------------- the streaming rule is the core's rule
 
 
@@ -270,8 +357,7 @@ def _core_kept(
     if keys is None:
         hashes = hash_row_numbers(labels.size, seed=seed)
     elif isinstance(keys[0], str):
-        offsets, data = string_buffers(np.asarray(keys, dtype=object))
-        hashes = hash_string_keys(offsets, data, seed=seed)
+        hashes = hash_keys(keys, seed=seed)  # each key by the rule: integers' texts as integers
     else:
         bits = np.array([k % 2**64 for k in keys], dtype=np.uint64)  # two's complement
         hashes = hash_uint64_keys(bits, seed=seed)
@@ -306,8 +392,13 @@ def test_the_streaming_sampling_rule_keeps_the_rows_of_the_core_rule(key_kind: s
             columns["key"] = pl.Series(raw, dtype=pl.Int64)
         elif key_kind == "integer-text":  # ids read from CSV as text, some above 2**63
             big = [k % 2**64 for k in raw]
-            keys, key_col, hash_kind = big, "key", "integer"
-            columns["key"] = [f" {k:d}" if i % 3 == 0 else f"{k:d}" for i, k in enumerate(big)]
+            # " 5", "05" and "+5" are not integers' texts: hashed as text, each on its own
+            texts = [
+                (f" {k:d}", f"0{k:d}", f"+{k:d}")[i % 3] if i % 4 == 0 else f"{k:d}"
+                for i, k in enumerate(big)
+            ]
+            keys, key_col, hash_kind = texts, "key", "string"
+            columns["key"] = texts
         else:
             keys = [f"user-{k}-é" if k % 2 else str(k) for k in raw]
             key_col, hash_kind = "key", "string"

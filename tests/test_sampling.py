@@ -1,4 +1,4 @@
-"""The calib-hash64-v1 sampling rule: test vectors, an independent implementation, statistics."""
+"""The calib-hash64-v2 sampling rule: test vectors, an independent implementation, statistics."""
 
 from __future__ import annotations
 
@@ -15,9 +15,11 @@ from calib_cli.core.sampling import (
     HASH_SPEC,
     UINT64_MAX,
     ClassRates,
+    hash_keys,
     hash_row_numbers,
     hash_string_keys,
     hash_uint64_keys,
+    integer_of_text,
     inverse_rate_weights,
     keep_mask,
     parse_target_ratio,
@@ -56,6 +58,30 @@ def ref_hash_int(key: int, seed: int) -> int:
 
 def ref_hash_str(key: str, seed: int) -> int:
     return ref_mix64(ref_fnv1a64(key.encode("utf-8")) ^ ref_mix64(seed))
+
+
+def ref_integer_of_text(text: str) -> int | None:
+    """The spec's "integer's text", stated another way: the text Python writes for the
+    integer it parses to is the text itself (so no sign but '-', no leading zero, no spaces,
+    underscores or other digits), and the integer is a signed or unsigned 64-bit one."""
+    try:
+        value = int(text, 10)
+    except ValueError:
+        return None
+    if str(value) != text or not -(2**63) <= value < 2**64:
+        return None
+    return value
+
+
+def ref_hash_key(key: int | str, seed: int) -> int:
+    """hash64 of one key by the spec: integers and integers' texts as integers (mod 2**64),
+    any other text by FNV-1a of its UTF-8 bytes. The key alone decides."""
+    if isinstance(key, str):
+        value = ref_integer_of_text(key)
+        if value is None:
+            return ref_hash_str(key, seed)
+        key = value
+    return ref_hash_int(key, seed)
 
 
 def ref_keep(hash_value: int, rate: float) -> bool:
@@ -125,16 +151,99 @@ def test_string_vectors(seed: int, key: str, expected: int) -> None:
     assert hash_string_keys(offsets, data, seed=seed).tolist() == [expected]
 
 
+#: hash64 of keys by the whole key rule (v2): an integer's text is that integer, any other
+#: text is hashed by FNV-1a, whatever else the column holds.
+KEY_VECTORS = [
+    (0, 7, 7259628554680249319),
+    (0, "7", 7259628554680249319),  # the integer's text: the integer
+    (0, "007", 14999919752740809301),  # not an integer's text: FNV-1a of "007"
+    (0, " 7", 15104674414541228596),
+    (0, "+7", 12381207086716662668),
+    (0, "-0", 6668785520911860738),
+    (0, "7.0", 7563116138216980594),
+    (0, "-1", 3303439293501059696),
+    (0, "18446744073709551615", 3303439293501059696),  # 2**64 - 1: the bits of -1
+    (42, "123", 2903658299465811674),
+    (42, 123, 2903658299465811674),
+    (0, "user-17", 6254185618136437278),
+    (0, "", 6566800829925814604),
+    (42, "é", 12268101949040064450),
+]
+
+
+@pytest.mark.parametrize(("seed", "key", "expected"), KEY_VECTORS)
+def test_key_vectors(seed: int, key: int | str, expected: int) -> None:
+    assert ref_hash_key(key, seed) == expected
+    assert hash_keys([key], seed=seed).tolist() == [expected]
+
+
 def test_docstring_lists_the_vectors() -> None:
     import calib_cli.core.sampling as module
 
     doc = module.__doc__ or ""
-    for value in [12035550249420947055, 17925585971602962171, 3397756804375207957]:
+    for value in [
+        12035550249420947055,
+        17925585971602962171,
+        7259628554680249319,
+        2903658299465811674,
+        14999919752740809301,
+        15104674414541228596,
+        12268101949040064450,
+    ]:
         assert f"{value}" in doc
     for constant in ["0x9E3779B97F4A7C15", "0xBF58476D1CE4E5B9", "0x94D049BB133111EB"]:
         assert constant in doc
     assert "0xCBF29CE484222325" in doc
+    assert HASH_SPEC == "calib-hash64-v2"
     assert HASH_SPEC in doc
+
+
+#: Texts around the edges of "an integer's text".
+EDGE_TEXTS = [
+    "0", "-0", "00", "7", "07", "-7", "+7", " 7", "7 ", "7.0", "1e3", "7_0", "٧", "0x7",
+    str(2**63 - 1), str(2**63), str(-(2**63)), str(-(2**63) - 1), str(2**64 - 1), str(2**64),
+    "", "-", "x7", "7x",
+]  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    text=st.one_of(
+        st.sampled_from(EDGE_TEXTS),
+        st.integers(-(2**65), 2**65).map(str),
+        st.from_regex(r"[-+ 0]{0,2}[0-9]{1,21}[ .]?", fullmatch=True),
+        st.text(max_size=6),
+    )
+)
+def test_integer_of_text_is_the_specification(text: str) -> None:
+    assert integer_of_text(text) == ref_integer_of_text(text)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    keys=st.lists(
+        st.one_of(
+            st.integers(-(2**63), 2**64 - 1),
+            st.integers(-(2**63), 2**64 - 1).map(str),
+            st.sampled_from(EDGE_TEXTS),
+            st.text(max_size=8),
+        ),
+        max_size=30,
+    ),
+    seed=st.integers(0, 2**64 - 1),
+)
+def test_each_key_hashes_on_its_own(keys: list[int | str], seed: int) -> None:
+    """hash_keys is the spec key by key: a key's hash does not depend on the other keys
+    (one text id among integers changes no integer's hash), and 7 and "7" are one key."""
+    got = hash_keys(keys, seed=seed).tolist()
+    assert got == [ref_hash_key(k, seed) for k in keys]
+    assert got == [hash_keys([k], seed=seed)[0] for k in keys]
+
+
+def test_keys_that_are_no_integer_or_text_are_refused() -> None:
+    for bad in (1.5, True, None, 2**64, -(2**63) - 1):
+        with pytest.raises(InputError, match="key"):
+            hash_keys([bad], seed=0)  # type: ignore[list-item]
 
 
 # --------------------------------------------------------------------------------------------

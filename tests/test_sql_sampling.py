@@ -1,4 +1,4 @@
-"""resample --emit-sql: calib-hash64-v1 in SQL keeps exactly the rows calib resample keeps.
+"""resample --emit-sql: calib-hash64-v2 in SQL keeps exactly the rows calib resample keeps.
 
 References: the module docstring's test vectors of :mod:`calib_cli.core.sampling`, the NumPy
 rule (hash_uint64_keys, row_thresholds, keep_mask) and ``calib resample`` itself (in-process),
@@ -21,11 +21,10 @@ from hypothesis import strategies as st
 
 from calib_cli.core.sampling import (
     ClassRates,
-    hash_string_keys,
+    hash_keys,
     hash_uint64_keys,
     keep_mask,
     row_thresholds,
-    string_buffers,
 )
 from calib_cli.errors import InputError
 from calib_cli.sql.dialects import SQL_DIALECTS
@@ -218,22 +217,35 @@ def test_resample_emit_sql_workflow(tmp_path: Path) -> None:
     keys=st.lists(st.text(max_size=12), min_size=1, max_size=40, unique=True),
     seed=st.sampled_from([0, 42, 2**64 - 1]),
 )
-def test_text_keys_hash_by_fnv1a_in_duckdb(keys: list[str], seed: int) -> None:
-    """Text keys (not all integers): FNV-1a over the UTF-8 bytes, folded in SQL."""
-    keys = [*keys, "", "user-17", "é", "x"]
+def test_text_keys_hash_by_the_key_rule_in_duckdb(keys: list[str], seed: int) -> None:
+    """Text keys, each on its own: an integer's text as the integer, other text by FNV-1a over
+    its UTF-8 bytes, folded in SQL."""
+    keys = [*keys, "", "user-17", "é", "x", "7", "007", "-0", "+7", " 7", "7.0"]
     keys = list(dict.fromkeys(keys))
-    expected = hash_string_keys(*string_buffers(np.array(keys, dtype=object)), seed=seed)
-    assert _hashes_in_duckdb(keys, seed, pa.string()) == expected.tolist()
+    assert _hashes_in_duckdb(keys, seed, pa.string()) == hash_keys(keys, seed=seed).tolist()
 
 
-def test_integer_text_keys_hash_as_integers_like_calib(tmp_path: Path) -> None:
-    """calib's key rule on a text column: all integer text -> the integers' bits; one key
-    that is not -> every key by FNV-1a; checked against calib resample on the same files."""
-    assert (
-        _hashes_in_duckdb([" 12", "-1", "0"], 0, pa.string())
-        == hash_uint64_keys([12, -1, 0], seed=0).tolist()
-    )
-    for ids in (["7", "-3", "123456789012"], ["7", "-3", "u9"]):
+def test_a_key_hashes_by_its_own_text_whatever_the_column_holds() -> None:
+    """ "7" is integer 7 in a column of integers' texts and beside "u9" alike; "007", " 12"
+    and "+7" are text (FNV-1a), never 7 or 12; integers beyond int64 from UBIGINT or text."""
+    seed = 5
+    alone = _hashes_in_duckdb(["7", "-1", "0"], seed, pa.string())
+    assert alone == hash_uint64_keys([7, -1, 0], seed=seed).tolist()
+    mixed = _hashes_in_duckdb(["7", "-1", "0", "u9"], seed, pa.string())
+    assert mixed[:3] == alone
+    text = ["007", " 12", "+7", "18446744073709551616"]
+    assert _hashes_in_duckdb(text, seed, pa.string()) == hash_keys(text, seed=seed).tolist()
+    assert _hashes_in_duckdb(["007"], seed, pa.string()) != alone[:1]
+    unsigned = [2**64 - 1, 2**63, 5]
+    expected = hash_uint64_keys(np.array(unsigned, dtype=np.uint64), seed=seed).tolist()
+    assert _hashes_in_duckdb(unsigned, seed, pa.uint64()) == expected
+    assert _hashes_in_duckdb([str(k) for k in unsigned], seed, pa.string()) == expected
+
+
+def test_text_keys_keep_the_rows_calib_resample_keeps(tmp_path: Path) -> None:
+    """The emitted query against calib resample on the same file, for text columns of
+    integers' texts, of integers' texts and other ids, and of ids like "007" and " 7"."""
+    for ids in (["7", "-3", "123456789012"], ["7", "-3", "u9"], ["007", " 7", "7"]):
         rng = np.random.default_rng(6)
         n = 900
         table = pa.table(

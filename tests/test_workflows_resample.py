@@ -13,6 +13,7 @@ from calib_cli import io
 from calib_cli.artifacts import load_artifact
 from calib_cli.core.sampling import (
     ClassRates,
+    hash_keys,
     hash_row_numbers,
     hash_string_keys,
     hash_uint64_keys,
@@ -348,3 +349,104 @@ def test_a_rates_file_is_bad_input_naming_its_row_and_column(
         )
     assert error.value.exit_code == 65
     assert str(error.value) == f"{table}: {message}"
+
+
+# ------------------------- each key by its own text (calib-hash64-v2), strata by their text
+
+
+def _ids_and_labels(tmp_path: Path, ids: list[str], name: str = "k.csv") -> Path:
+    rng = np.random.default_rng(3)
+    labels = (rng.random(len(ids)) < 0.2).astype(np.int64)
+    path = tmp_path / name
+    path.write_text("id,label\n" + "".join(f"{i},{y}\n" for i, y in zip(ids, labels, strict=True)))
+    return path
+
+
+def _kept_ids(source: Path, out: Path, **options: object) -> list[str]:
+    run_resample(
+        ResampleRequest(file=str(source), output=str(out), key_col="id", **options)  # type: ignore[arg-type]
+    )
+    return pl.read_csv(out, infer_schema=False)["id"].to_list()
+
+
+def test_one_text_id_redraws_no_other_key(tmp_path: Path) -> None:
+    """A daily job whose file gains one id "X1": every other row keeps its decision (under
+    calib-hash64-v1 the text id made every key hash as text, and 2/3 of the sample changed),
+    and the integer ids keep the hashes of the integers (the same rows as before the change)."""
+    ids = [str(i) for i in range(1, 1001)]
+    plain = _ids_and_labels(tmp_path, ids, "plain.csv")
+    grown = _ids_and_labels(tmp_path, [*ids, "X1"], "grown.csv")  # the same labels, one row more
+    options = {"negative_rate": 0.3, "seed": 0}
+    before = _kept_ids(plain, tmp_path / "a.csv", **options)
+    after = _kept_ids(grown, tmp_path / "b.csv", **options)
+    assert [i for i in after if i != "X1"] == before
+    frame = pl.read_csv(plain)
+    hashes = hash_uint64_keys(frame["id"].to_numpy(), seed=0)
+    expected = (frame["label"].to_numpy() == 1) | (hashes < np.uint64(rate_threshold(0.3)))
+    assert before == [str(i) for i in frame["id"].to_numpy()[expected]]
+
+
+def test_zero_padded_ids_are_keys_of_their_own(tmp_path: Path) -> None:
+    """Keys "007" and "7" are two keys (v1 stripped and parsed "007" as 7): each row follows
+    hash_keys of its own text, and a column of "007"-style ids draws another sample."""
+    padded = [f"{i:03d}" for i in range(400)]
+    plain = [str(i) for i in range(400)]
+    both = _ids_and_labels(tmp_path, [*padded, *plain])
+    out = tmp_path / "o.csv"
+    kept = _kept_ids(both, out, negative_rate=0.5, seed=4)
+    frame = pl.read_csv(both, infer_schema=False)
+    labels = frame["label"].cast(pl.Int64).to_numpy()
+    hashes = hash_keys(frame["id"].to_list(), seed=4)
+    expected = (labels == 1) | (hashes < np.uint64(rate_threshold(0.5)))
+    assert kept == [i for i, keep in zip(frame["id"].to_list(), expected, strict=True) if keep]
+    keep_padded = [i.lstrip("0") or "0" for i in kept if len(i) == 3 and i.startswith("0")]
+    keep_plain = [i for i in kept if not (len(i) == 3 and i.startswith("0"))]
+    assert keep_padded != [i for i in keep_plain if int(i) < 100]
+
+
+def test_csv_text_parquet_integers_and_sql_text_are_one_key(tmp_path: Path) -> None:
+    """7 in Parquet and "7" in CSV keep the same rows; key_type is the column's type."""
+    ids = np.arange(-500, 1500) * 7919
+    labels = (np.random.default_rng(1).random(ids.size) < 0.1).astype(np.int64)
+    frame = pl.DataFrame({"id": ids, "label": labels})
+    frame.write_parquet(tmp_path / "k.parquet")
+    frame.write_csv(tmp_path / "k.csv")
+    kept, types = [], []
+    for name in ("k.parquet", "k.csv"):
+        out = tmp_path / f"o_{name}.csv"
+        result = run_resample(
+            ResampleRequest(file=str(tmp_path / name), output=str(out), negative_rate=0.3,
+                            key_col="id", seed=2)
+        )  # fmt: skip
+        kept.append(pl.read_csv(out)["id"].to_list())
+        types.append(result.record.params["key_type"])
+    assert kept[0] == kept[1]
+    assert types == ["integer", "string"]
+
+
+def test_strata_keep_their_text_in_a_typed_output(tmp_path: Path) -> None:
+    """Strata "1", "1.0" and "2" are three strata in every output format: a Parquet output
+    made the column Float64, so "1" and "1.0" became one stratum named "1.0", and "2" "2.0"."""
+    source = tmp_path / "s.csv"
+    source.write_text(
+        "g,label\n" + "".join(f"{('1', '1.0', '2')[i % 3]},{int(i % 5 == 0)}\n" for i in range(300))
+    )
+    strata = []
+    for suffix in ("csv", "parquet"):
+        out = tmp_path / f"o.{suffix}"
+        result = run_resample(
+            ResampleRequest(file=str(source), output=str(out), target_positive_rate=0.4,
+                            strata_col="g", seed=1)
+        )  # fmt: skip
+        strata.append({s.stratum: s.before.rows for s in result.summary.strata})
+    assert strata[0] == strata[1] == {"1": 100, "1.0": 100, "2": 100}
+    assert pl.read_parquet(tmp_path / "o.parquet")["g"].dtype == pl.String
+    # strata that are all integers' texts are integers in a typed output, named as in CSV
+    source.write_text("g,label\n" + "".join(f"{i % 3},{int(i % 5 == 0)}\n" for i in range(300)))
+    out = tmp_path / "i.parquet"
+    result = run_resample(
+        ResampleRequest(file=str(source), output=str(out), target_positive_rate=0.4,
+                        strata_col="g", seed=1)
+    )  # fmt: skip
+    assert [s.stratum for s in result.summary.strata] == ["0", "1", "2"]
+    assert pl.read_parquet(out)["g"].dtype == pl.Int64

@@ -1,9 +1,9 @@
-"""Deterministic, portable class-wise sampling: the calib 64-bit hash rule (``calib-hash64-v1``).
+"""Deterministic, portable class-wise sampling: the calib 64-bit hash rule (``calib-hash64-v2``).
 
 A row is kept when a 64-bit hash of (seed, key) falls below ``rate`` times 2**64, where
 ``rate`` is the sampling rate of the row's class (and stratum). The rule needs no shuffle and no
 state, so a file streams through it in any chunking, and any engine with 64-bit integers can
-reproduce it exactly (a later issue emits it as SQL).
+reproduce it exactly (``resample --emit-sql`` emits it as SQL).
 
 The hash, exactly
 -----------------
@@ -24,12 +24,18 @@ output of a SplitMix64 generator seeded with ``x``::
     for each byte b:  h = (h ^ b) * 0x00000100000001B3
     fnv1a64(bytes) = h
 
-The key value ``k`` of a row:
+The key value ``k`` of a row depends on that row's key alone, never on the other keys of the
+column (so one new id does not re-draw the sample of the others):
 
-* an integer key column (any width, signed or unsigned): the value modulo 2**64, i.e. the
-  two's-complement bits of its int64 value (-1 becomes 0xFFFFFFFFFFFFFFFF), so Int32 and
-  Int64 columns with the same values hash alike;
-* a string key column: ``k = fnv1a64(UTF-8 bytes of the string)``;
+* an integer key (an integer column of any width, signed or unsigned): the value modulo
+  2**64, i.e. the two's-complement bits of its int64 value (-1 becomes 0xFFFFFFFFFFFFFFFF),
+  so Int32 and Int64 columns with the same values hash alike;
+* a text key that is an *integer's text* (:func:`integer_of_text`: exactly how an integer in
+  [-2**63, 2**64 - 1] is written, an optional ``-`` then digits without a leading zero; no
+  ``+``, spaces, decimal point or exponent): that integer, as above. So ``"7"`` in a CSV, 7
+  in a Parquet column and ``CAST(7 AS VARCHAR)`` in SQL are one key;
+* any other text key: ``k = fnv1a64(UTF-8 bytes of the text)``, the text exactly as read
+  (``"007"``, ``"+7"``, ``" 7"`` and ``"7.0"`` are four keys, none of them 7);
 * no key column: ``k`` is the 0-based row number in the input (the first data row is 0);
 * float, boolean or missing keys are refused.
 
@@ -47,6 +53,12 @@ binary64 value of ``rate`` (:func:`rate_threshold`)::
 that of ``negative_rate``, per stratum when sampling is stratified. Rows that share a key are
 kept or dropped together (sampling by user id keeps a user's rows together).
 
+``calib-hash64-v1`` (calib 0.1.0 before this rule) took a text column's keys as integers only
+when *every* key of the column was integer text (after stripping spaces, so ``"007"`` was 7),
+else hashed every key by FNV-1a: one text id made every other key change its hash. The two
+rules agree on integer columns, on text columns of integers' texts and on text keys that are
+not integers' texts in columns holding no integer text; they differ on the rest.
+
 Test vectors (``hash64`` as unsigned decimal)::
 
     mix64(0)                          = 16294208416658607535  (0xE220A8397B1DCDAF)
@@ -56,10 +68,13 @@ Test vectors (``hash64`` as unsigned decimal)::
     seed 0,  integer key -1           =  3303439293501059696
     seed 42, integer key 0            =  6332618229526065668
     seed 42, integer key 1234567890123 = 17925585971602962171
-    seed 0,  string key ""            =  6566800829925814604
-    seed 0,  string key "user-17"     =  6254185618136437278
-    seed 42, string key "123"         =  3397756804375207957
-    seed 42, string key "é"           = 12268101949040064450
+    seed 0,  text key "7" (integer 7) =  7259628554680249319
+    seed 42, text key "123" (integer) =  2903658299465811674
+    seed 0,  text key "007"           = 14999919752740809301
+    seed 0,  text key " 7"            = 15104674414541228596
+    seed 0,  text key ""              =  6566800829925814604
+    seed 0,  text key "user-17"       =  6254185618136437278
+    seed 42, text key "é"             = 12268101949040064450
 
 References
 ----------
@@ -73,6 +88,7 @@ from __future__ import annotations
 
 import math
 import operator
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
@@ -85,10 +101,11 @@ from calib_cli.core.checks import check_labels
 from calib_cli.errors import InputError, OptionError, UsageError
 from calib_cli.types import BoolArray, FloatArray, IntArray, UInt64Array
 
-HASH_SPEC: Final = "calib-hash64-v1"
+HASH_SPEC: Final = "calib-hash64-v2"
 """Name of the rule above, recorded in sampling records; a changed rule gets a new name."""
 
 UINT64_MAX: Final = (1 << 64) - 1
+INT64_MIN: Final = -(1 << 63)
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -276,6 +293,67 @@ def hash_string_keys(
     k = np.empty_like(h)
     k[order] = h
     return _finish(k, seed)
+
+
+_INTEGER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)")
+
+
+def integer_of_text(text: str) -> int | None:
+    """The integer a text key stands for (module docstring), else None (hashed by FNV-1a).
+
+    An integer's text is the one way the integer is written: an optional ``-``, then ASCII
+    digits without a leading zero (``0`` itself), within [-2**63, 2**64 - 1].
+
+    Examples
+    --------
+    >>> [integer_of_text(t) for t in ["7", "-3", "0", "18446744073709551615"]]
+    [7, -3, 0, 18446744073709551615]
+    >>> [integer_of_text(t) for t in ["007", "+7", " 7", "-0", "7.0", "1e3", "2" * 20]]
+    [None, None, None, None, None, None, None]
+    """
+    if _INTEGER_TEXT.fullmatch(text) is None or text == "-0":
+        return None
+    value = int(text)
+    return value if INT64_MIN <= value <= UINT64_MAX else None
+
+
+def hash_keys(keys: Sequence[int | str], *, seed: int) -> UInt64Array:
+    """``hash64(seed, k)`` of keys given as Python values, by the whole key rule: integers as
+    integers, text by :func:`integer_of_text` (an integer's text as the integer, other text by
+    FNV-1a of its UTF-8 bytes), each key on its own.
+
+    The streaming readers apply the same rule to columns (:mod:`calib_cli.io.sampling`) with
+    :func:`hash_uint64_keys` and :func:`hash_string_keys`; this is its statement on values.
+
+    Examples
+    --------
+    >>> hash_keys([7, "7", "007"], seed=0).tolist()
+    [7259628554680249319, 7259628554680249319, 14999919752740809301]
+    """
+    _check_seed(seed)
+    out = np.empty(len(keys), dtype=np.uint64)
+    integers: list[int] = []
+    at_integers: list[int] = []
+    texts: list[str] = []
+    at_texts: list[int] = []
+    for index, key in enumerate(keys):
+        if isinstance(key, bool) or not isinstance(key, int | str):
+            raise InputError(f"key {key!r} is {type(key).__name__}; keys are integers or text")
+        value = integer_of_text(key) if isinstance(key, str) else key
+        if value is None:
+            texts.append(str(key))
+            at_texts.append(index)
+        elif INT64_MIN <= value <= UINT64_MAX:
+            integers.append(value % (UINT64_MAX + 1))
+            at_integers.append(index)
+        else:
+            raise InputError(f"integer key {value} is outside [-2**63, 2**64 - 1]")
+    if integers:
+        out[at_integers] = hash_uint64_keys(np.array(integers, dtype=np.uint64), seed=seed)
+    if texts:
+        offsets, data = string_buffers(np.array(texts, dtype=object))
+        out[at_texts] = hash_string_keys(offsets, data, seed=seed)
+    return out
 
 
 def string_buffers(values: npt.ArrayLike) -> tuple[IntArray, npt.NDArray[np.uint8]]:

@@ -18,6 +18,7 @@ One module per concern:
 * :mod:`~calib_cli.io.formats`: extensions, sniffing, ``-`` for standard input and output;
 * :mod:`~calib_cli.io.dialect`: ``--separator`` and ``--decimal-comma`` for readers and CSV writers;
 * :mod:`~calib_cli.io.columns`: numbers and labels from columns, errors naming the file;
+* :mod:`~calib_cli.io.identity`: groups, batches, strata and keys: one rule for every engine;
 * :mod:`~calib_cli.io.table`: :class:`Table` (a table read in full) and ``--on-invalid drop``;
 * :mod:`~calib_cli.io.invalid`: rows dropped by reason, and ``--max-invalid``;
 * :mod:`~calib_cli.io.read`: reading a whole table;
@@ -47,8 +48,9 @@ from calib_cli.io.formats import (
     sniff_format,
     typed_output,
 )
+from calib_cli.io.identity import order_key, reads_as_number, reported_value
 from calib_cli.io.invalid import InvalidRows
-from calib_cli.io.read import read_table, reading_numbers
+from calib_cli.io.read import read_table, reading_identities, reading_numbers
 from calib_cli.io.sampling import key_kind, sample_rows
 from calib_cli.io.scan import (
     ROW_INDEX,
@@ -98,11 +100,15 @@ __all__ = [
     "is_stream",
     "key_kind",
     "naming",
+    "order_key",
     "output_format",
     "positive_label_expr",
     "read_summary",
     "read_table",
+    "reading_identities",
     "reading_numbers",
+    "reads_as_number",
+    "reported_value",
     "require_column",
     "require_distinct_outputs",
     "resolve_format",

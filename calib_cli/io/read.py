@@ -146,11 +146,39 @@ def reading_numbers(columns: Iterable[str | None]) -> Iterator[None]:
         _NUMBER_COLUMNS.reset(token)
 
 
+#: The columns the running command reads as identities (groups, batches, strata, keys: see
+#: :mod:`calib_cli.io.identity`): in a typed output they never become floating-point numbers.
+_IDENTITY_COLUMNS: ContextVar[frozenset[str]] = ContextVar(
+    "calib_identity_columns", default=frozenset()
+)
+
+
+@contextlib.contextmanager
+def reading_identities(columns: Iterable[str | None]) -> Iterator[None]:
+    """Inside the block, ``columns`` (None left out) name rows (``--by``, ``--batch-col``,
+    ``--strata-col``, ``--key-col``): a CSV read for a typed output keeps each as text, or
+    makes it integers when every value is an integer's text, never floating-point numbers,
+    which would make ``"1"`` and ``"1.0"`` one group and name the stratum ``"2"`` ``"2.0"``
+    (:func:`exact_types`)."""
+    token = _IDENTITY_COLUMNS.set(frozenset(c for c in columns if c is not None))
+    try:
+        yield
+    finally:
+        _IDENTITY_COLUMNS.reset(token)
+
+
+#: The largest integer magnitude below which every integer is exactly a double.
+_EXACT_INT_IN_DOUBLE = 2**53
+
+
 def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict[str, pl.DataType]:
     """The type of each column of a CSV read as text, for typed outputs (Parquet, Arrow,
     NDJSON): Int64, Float64 or Boolean when every value reads as one and comes back as the
     same text, else String, so that pass-through values are kept exactly (``00123``,
-    ``1.50``, ``+3``, ``1e3``, `` 7`` stay text). ``text_columns`` stay text in any case. The
+    ``1.50``, ``+3``, ``1e3``, `` 7`` stay text), and integers become Float64 only where a
+    double holds them exactly (up to 2**53: an id ``9007199254740993`` beside a ``0.5`` keeps
+    its column as text). ``text_columns`` stay text in any case; the columns read as
+    identities (:func:`reading_identities`) are Int64, Boolean or text, never Float64. The
     columns the command reads as numbers (:func:`reading_numbers`: a score written
     ``2.16301e-05`` comes back as ``2.16301e-5``) are Float64 whenever every value reads as a
     number: they are numbers to calib, and to the engine that reads the output next. One
@@ -160,6 +188,9 @@ def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict
     ...                       "x": ["0.5", "1"], "y": ["1.50", "2"], "b": ["true", None]})
     >>> {name: str(dtype) for name, dtype in exact_types(frame).items()}
     {'id': 'String', 'n': 'Int64', 'x': 'Float64', 'y': 'String', 'b': 'Boolean'}
+    >>> with reading_identities(["x"]):
+    ...     str(exact_types(frame)["x"])
+    'String'
     """
     names = text.collect_schema().names()
     if not names:
@@ -171,7 +202,12 @@ def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict
         number = _decimal_point(column)  # "0,5" is 0.5 under --decimal-comma
         as_int = column.cast(pl.Int64, strict=False)
         int_exact = as_int.cast(pl.String) == column
-        float_exact = (number.cast(pl.Float64, strict=False).cast(pl.String) == number) | int_exact
+        # an integer is a double exactly up to 2**53: beyond, "9007199254740993" would come
+        # back as 9007199254740992.0
+        int_as_float = int_exact & as_int.is_between(-_EXACT_INT_IN_DOUBLE, _EXACT_INT_IN_DOUBLE)
+        float_exact = (
+            number.cast(pl.Float64, strict=False).cast(pl.String) == number
+        ) | int_as_float
         checks += [
             (missing | int_exact.fill_null(False)).all().alias(f"{index}:int"),
             (missing | float_exact.fill_null(False)).all().alias(f"{index}:float"),
@@ -183,13 +219,16 @@ def exact_types(text: pl.LazyFrame, *, text_columns: Sequence[str] = ()) -> dict
         ]
     flags = text.select(checks).collect(engine="streaming").row(0, named=True)
     types: dict[str, pl.DataType] = {}
-    numbers = _NUMBER_COLUMNS.get()
+    numbers, identities = _NUMBER_COLUMNS.get(), _IDENTITY_COLUMNS.get()
     for index, name in enumerate(names):
         dtype: pl.DataType = pl.String()
         if name in text_columns or flags[f"{index}:empty"]:
             pass
         elif flags[f"{index}:int"]:
             dtype = pl.Int64()
+        elif name in identities:  # "1" and "1.0" would be one value, "2" become "2.0"
+            if flags[f"{index}:bool"]:
+                dtype = pl.Boolean()
         elif flags[f"{index}:float"] or (name in numbers and flags[f"{index}:number"]):
             dtype = pl.Float64()
         elif flags[f"{index}:bool"]:

@@ -11,15 +11,18 @@ import polars as pl
 from calib_cli.errors import InputError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import separator_hint
+from calib_cli.io.identity import integer_text_bits
 from calib_cli.io.scan import ROW_INDEX, collect
 
 
 def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
-    """How keys are hashed: ``row`` (no key column), ``integer`` or ``string``.
+    """The key column's type, recorded as ``key_type``: ``row`` (no key column), ``integer``
+    (an integer column) or ``string`` (a text column: CSV keys always are).
 
-    A key column is hashed as integers when it holds integers, or text in which every value is
-    an integer (so the same ids read from CSV and from Parquet keep the same rows); otherwise
-    as UTF-8 strings. Missing keys and floating-point keys are refused.
+    It is what the column is, not what its values look like, so it does not change as a file
+    grows; nor does the hash of any key: each key is hashed on its own by the rule of
+    :mod:`calib_cli.core.sampling` (an integer's text as the integer, other text by FNV-1a).
+    Missing keys and floating-point or boolean keys are refused.
     """
     if key_col is None:
         return "row"
@@ -33,35 +36,21 @@ def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
         raise InputError(
             f"{name}: column '{key_col}' is {dtype}; --key-col needs integer or text ids"
         )
-    col = pl.col(key_col)
-    checks = [col.is_null().sum().alias("missing")]
-    if dtype == pl.String:
-        checks.append(
-            (_text_as_uint64(col).is_null() & col.is_not_null()).sum().alias("not_integer")
-        )
-    elif not dtype.is_integer():
+    if dtype != pl.String and not dtype.is_integer():
         raise InputError(f"{name}: column '{key_col}' has type {dtype}; use integer or text ids")
-    found = collect(lambda: lazy.select(checks).collect(engine="streaming"), name)
+    missing = pl.col(key_col).is_null().sum().alias("missing")
+    found = collect(lambda: lazy.select(missing).collect(engine="streaming"), name)
     if found["missing"][0]:
         raise InputError(f"{name}: column '{key_col}' has {found['missing'][0]} missing keys")
-    if dtype == pl.String and found["not_integer"][0]:
-        return "string"
-    return "integer"
-
-
-def _text_as_uint64(text: pl.Expr) -> pl.Expr:
-    """Integer text as its 64 bits: Int64 values in two's complement (-1 is 2**64 - 1), and
-    values up to 2**64 - 1 that only UInt64 holds; null where the text is not an integer."""
-    stripped = text.str.strip_chars()
-    signed = stripped.cast(pl.Int64, strict=False).reinterpret(signed=False)
-    return pl.coalesce(signed, stripped.cast(pl.UInt64, strict=False))
+    return "string" if dtype == pl.String else "integer"
 
 
 def _key_hash_expr(
     key_col: str | None, kind: str, seed: int, key_dtype: pl.DataType | None = None
 ) -> pl.Expr:
     """The per-row ``hash64(seed, key)`` of :mod:`calib_cli.core.sampling`, computed batch by
-    batch inside a streaming query (the key rules are those of :func:`key_kind`)."""
+    batch inside a streaming query: row numbers, integers, or text keys each by its own value
+    (an integer's text as the integer, other text by FNV-1a of its UTF-8 bytes)."""
     from calib_cli.core.sampling import hash_string_keys, hash_uint64_keys
 
     def hash_integers(series: pl.Series) -> pl.Series:
@@ -73,22 +62,26 @@ def _key_hash_expr(
 
     def hash_text(series: pl.Series) -> pl.Series:
         text = series.cast(pl.String)
-        lengths = text.str.len_bytes().cast(pl.Int64).to_numpy()
-        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
-        data = np.frombuffer(text.str.join("").item().encode("utf-8"), dtype=np.uint8)
-        return pl.Series(hash_string_keys(offsets, data, seed=seed), dtype=pl.UInt64)
+        bits = text.to_frame("k").select(integer_text_bits(pl.col("k")))["k"]
+        integer = bits.is_not_null().to_numpy()
+        out = np.empty(text.len(), dtype=np.uint64)
+        if integer.any():
+            keys = bits.filter(pl.Series(integer)).to_numpy().astype(np.uint64)
+            out[integer] = hash_uint64_keys(keys, seed=seed)
+        if not integer.all():
+            others = text.filter(pl.Series(~integer))
+            lengths = others.str.len_bytes().cast(pl.Int64).to_numpy()
+            offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+            data = np.frombuffer(others.str.join("").item().encode("utf-8"), dtype=np.uint8)
+            out[~integer] = hash_string_keys(offsets, data, seed=seed)
+        return pl.Series(out, dtype=pl.UInt64)
 
     if key_col is None or kind == "row":
         return pl.col(ROW_INDEX).map_batches(hash_integers, pl.UInt64, is_elementwise=True)
-    if kind == "integer":
-        key = pl.col(key_col)
-        if key_dtype is not None and key_dtype.is_integer():
-            return key.map_batches(hash_integers, pl.UInt64, is_elementwise=True)
-        # Text ids are stripped and parsed ("007" is 7), so CSV and Parquet keep the same rows.
-        return _text_as_uint64(key.cast(pl.String)).map_batches(
-            hash_integers, pl.UInt64, is_elementwise=True
-        )
-    return pl.col(key_col).map_batches(hash_text, pl.UInt64, is_elementwise=True)
+    key = pl.col(key_col)
+    if key_dtype is not None and key_dtype.is_integer():
+        return key.map_batches(hash_integers, pl.UInt64, is_elementwise=True)
+    return key.map_batches(hash_text, pl.UInt64, is_elementwise=True)
 
 
 def _stratum_lookup(

@@ -20,7 +20,7 @@ from calib_cli.core.checks import (
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io.columns import as_float, naming, parse_labels, positive_label_expr
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
-from calib_cli.io.formats import TEXT_FORMATS
+from calib_cli.io.identity import order_key, reported_value
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.types import FloatArray, InputFormat, ScoreKind
 
@@ -97,28 +97,31 @@ class Table:
     def groups(self, column: str, *, option: str | None = None) -> tuple[list[Any], Any]:
         """A grouping column (``--by``, ``--batch-col``) as (distinct values, code per row).
 
-        Values keep their type (numbers sort as numbers, text as text) so JSON reports show
-        them as they are, except booleans, which become ``"false"`` and ``"true"`` as in a
-        summary (whose groups are text), so that a report does not change with the engine;
-        rows with a missing value form a last group whose value is ``None``.
+        The rule of :mod:`calib_cli.io.identity`, as in every engine: a text value is its
+        text (``"007"`` and ``"7"``, ``"1"`` and ``"1.0"`` are two groups), shown as a number
+        when it is an integer's text (``"7"`` is 7, as a Parquet 7 is), whatever else the
+        column (or this chunk of it) holds; typed values keep their type, except booleans,
+        which become ``"false"`` and ``"true"`` as in a summary (whose groups are text).
+        Values are in :func:`~calib_cli.io.identity.order_key` order (numbers by value, text
+        that reads as a number among them); rows with a missing value (or NaN) form a last
+        group whose value is ``None``.
         """
         series = self.require_column(column, option=option)
         refuse_nested_groups(series.dtype, column, option, self.name)
-        if series.dtype == pl.Boolean:  # as summaries keep them: "false", "true"
-            series = series.cast(pl.String)
-        if self.format in TEXT_FORMATS and series.dtype == pl.String:
-            as_number = series.str.strip_chars().cast(pl.Int64, strict=False)
-            if as_number.null_count() == series.null_count():
-                series = as_number
-            else:
-                as_float = series.str.strip_chars().cast(pl.Float64, strict=False)
-                if as_float.null_count() == series.null_count():
-                    series = as_float
+        if series.dtype == pl.Boolean or series.dtype in (pl.Categorical, pl.Enum):
+            series = series.cast(pl.String)  # as summaries keep them: "false", "true"
         if series.dtype.is_float():
             series = series.fill_nan(None)  # NaN is a missing value, not a group of its own
-        distinct = series.drop_nulls().unique().sort()
-        values: list[Any] = distinct.to_list()
-        frame = pl.DataFrame({"value": distinct, "code": np.arange(distinct.len())})
+        distinct = series.drop_nulls().unique()
+        read = distinct.to_list()
+        shown: list[Any] = (
+            [reported_value(text) for text in read] if series.dtype == pl.String else read
+        )
+        order = sorted(range(len(read)), key=lambda i: order_key(shown[i]))
+        values = [shown[i] for i in order]
+        frame = pl.DataFrame(
+            {"value": distinct.gather(order), "code": np.arange(len(order), dtype=np.int64)}
+        )
         codes = (
             pl.DataFrame({"value": series})
             .join(frame, on="value", how="left", maintain_order="left")["code"]

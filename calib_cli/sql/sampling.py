@@ -1,4 +1,4 @@
-"""The rows ``calib resample`` keeps, as one SQL ``SELECT``: ``calib-hash64-v1`` in SQL.
+"""The rows ``calib resample`` keeps, as one SQL ``SELECT``: ``calib-hash64-v2`` in SQL.
 
 The rule (:mod:`calib_cli.core.sampling`): a row is kept when ``mix64(k ^ mix64(seed))``,
 read as an unsigned 64-bit integer, is below ``T(rate) = floor(rate * 2**64)`` of its class
@@ -17,12 +17,15 @@ two's-complement bits: ``(k >> 16 i) & 65535`` of ``CAST(key AS BIGINT)`` (an ar
 shift, then a mask), so ``-1`` is ``0xFFFF...``, as calib reads it.
 
 Keys, as calib reads them: in DuckDB the key is taken as it is and calib's whole rule
-applies (:func:`calib_cli.io.sampling.key_kind`): when every key casts to a 64-bit integer
-(``TRY_CAST``; integer columns always do) the keys hash as those integers, otherwise every key
-hashes as ``fnv1a64`` of its UTF-8 bytes, folded byte by byte over the same 16-bit limbs
-(``list_reduce``; bytes from the text's hex form). Elsewhere the key must be an integer column
-(``CAST(key AS BIGINT)``): BigQuery, Snowflake and Postgres have no such fold in plain SQL, and
-Spark's optimizer runs out of memory on the folded limb arithmetic (:data:`TEXT_KEY_DIALECTS`).
+applies to each key on its own (:mod:`calib_cli.core.sampling`): a key whose text is an
+integer's text (it comes back as the same text through ``TRY_CAST`` to ``BIGINT``, or to
+``UBIGINT`` up to 2**64 - 1; integer columns always are) hashes as that integer, any other key
+(``007``, ``+7``, ``u9``) as ``fnv1a64`` of its UTF-8 bytes, folded byte by byte over the same
+16-bit limbs (``list_reduce``; bytes from the text's hex form). Elsewhere the key must be an
+integer column (``CAST(key AS BIGINT)``): BigQuery, Snowflake and Postgres have no such fold
+in plain SQL, and Spark's optimizer runs out of memory on the folded limb arithmetic
+(:data:`TEXT_KEY_DIALECTS`); a text column there is cast, which reads ``007`` as 7 where calib
+hashes its text.
 
 The query hashes each distinct key once, in a chain of common table expressions (one per step
 of SplitMix64: nesting them as one expression would repeat each limb exponentially often),
@@ -34,10 +37,10 @@ and joins the hashes back to the table, so rows sharing a key are kept or droppe
     WHERE <the row's class (and stratum) threshold against (hi, lo)>
 
 Limits, against ``calib resample`` on a file: the row-number key (a table has no row order) is
-not emitted; text keys only in DuckDB; integer text beyond the int64 range (which
-calib reads as unsigned) hashes as text in SQL. Rows whose key or label is NULL, or whose stratum
-has no rates, are not returned (``calib resample`` refuses such input). The label is positive
-where ``CAST(label AS DOUBLE) = 1`` (0/1 integers or doubles; booleans too in DuckDB, Spark and
+not emitted; text keys only in DuckDB; elsewhere keys beyond the int64 range are refused by
+the cast. Rows whose key or label is NULL, or whose stratum has no rates, are not returned
+(``calib resample`` refuses such input). The label is positive where
+``CAST(label AS DOUBLE) = 1`` (0/1 integers or doubles; booleans too in DuckDB, Spark and
 Snowflake, while BigQuery and Postgres cast no boolean to a double: there pass
 ``--positive-label true``); with ``--positive-label V``, where the label as trimmed text is
 ``V``.
@@ -74,8 +77,8 @@ from calib_cli.sql.tree import (
 
 __all__ = ["TEXT_KEY_DIALECTS", "SamplingQuery", "sampling_sql"]
 
-#: Dialects whose SQL takes the key as it is and applies calib's whole key rule (integer text
-#: hashed as integers, other text by FNV-1a over its UTF-8 bytes, folded over the bytes).
+#: Dialects whose SQL takes the key as it is and applies calib's whole key rule (an integer's
+#: text hashed as the integer, other text by FNV-1a over its UTF-8 bytes, folded over them).
 #: Elsewhere the key must be an integer column (cast to BIGINT). Spark has the fold
 #: (``aggregate``), but its optimizer runs out of memory canonicalising the folded limb
 #: arithmetic (Spark 4.3, a 1 GB driver), so Spark reads integer keys only.
@@ -208,30 +211,39 @@ def _stages(seed: int, *, text_keys: bool) -> list[tuple[str, Limbs]]:
 
 
 def _text_key_stages(d: Dialect) -> list[str]:
-    """DuckDB CTEs turning the keys ``k`` into four limbs ``z0..z3``: the integer's bits when
-    every key is an integer or integer text (calib's rule, :func:`calib_cli.io.sampling.
-    key_kind`), else FNV-1a of the UTF-8 bytes, folded byte by byte in 16-bit limbs."""
-    as_int = "TRY_CAST(k AS BIGINT)"
+    """DuckDB CTEs turning the keys ``k`` into four limbs ``z0..z3``, each key on its own by
+    calib's rule (:mod:`calib_cli.core.sampling`): a key whose text is an integer's text (it
+    comes back as the same text through ``BIGINT``, or ``UBIGINT`` above the int64 range: so
+    not ``007``, `` 7`` or ``+7``) as that integer's bits, any other key by FNV-1a of its
+    UTF-8 bytes, folded byte by byte in 16-bit limbs."""
     acc = _four([Raw(f"acc.z{i}") for i in range(4)])
     stepped = _times_constant(_four([Xor(acc[0], Raw("b")), acc[1], acc[2], acc[3]]), _FNV_PRIME)
     offset = _limbs_of(_FNV_OFFSET)
     body = ", ".join(f"'z{i}': {render(limb, d)}" for i, limb in enumerate(stepped))
     start = ", ".join(f"'z{i}': CAST({offset[i]} AS BIGINT)" for i in range(4))
-    text = "encode(CAST(k AS VARCHAR))"
+    text = "encode(s)"
     byte = f"('0x' || substr(hex({text}), 2 * i + 1, 2))::BIGINT"
     fold = (
         f"list_reduce(list_transform(range(octet_length({text})), lambda i: {byte}), "
         f"lambda acc, b: {{{body}}}, {{{start}}})"
     )
+    integer = {
+        name: f"CASE WHEN CAST(TRY_CAST(s AS {sql_type}) AS VARCHAR) = s "
+        f"THEN TRY_CAST(s AS {sql_type}) END AS {name}"
+        for name, sql_type in (("i", "BIGINT"), ("u", "UBIGINT"))
+    }
+    signed, unsigned = _int_limbs(Raw("i")), _int_limbs(Raw("u"))
     limbs = ", ".join(
-        f"CASE WHEN all_int = 1 THEN {render(limb, d)} ELSE f.z{i} END AS z{i}"
-        for i, limb in enumerate(_int_limbs(Raw(as_int)))
+        f"CASE WHEN i IS NOT NULL THEN {render(signed[n], d)} "
+        f"WHEN u IS NOT NULL THEN CAST({render(unsigned[n], d)} AS BIGINT) "
+        f"ELSE f.z{n} END AS z{n}"
+        for n in range(4)
     )
     return [
-        f"_calib_kk AS (SELECT k, MIN(CASE WHEN {as_int} IS NULL THEN 0 ELSE 1 END) OVER () "
-        "AS all_int FROM _calib_k),",
-        f"_calib_kf AS (SELECT k, all_int, CASE WHEN all_int = 1 THEN NULL ELSE {fold} END AS f "
-        "FROM _calib_kk),",
+        "_calib_ks AS (SELECT k, CAST(k AS VARCHAR) AS s FROM _calib_k),",
+        f"_calib_ki AS (SELECT k, s, {integer['i']}, {integer['u']} FROM _calib_ks),",
+        f"_calib_kf AS (SELECT k, i, u, CASE WHEN i IS NULL AND u IS NULL THEN {fold} END AS f "
+        "FROM _calib_ki),",
         f"_calib_h0 AS (SELECT k, {limbs} FROM _calib_kf),",
     ]
 

@@ -65,6 +65,11 @@ def choose_engine(
     return "streaming" if total > STREAMING_ROWS else "memory"
 
 
+#: The request fields that name identity columns (calib_cli.io.identity): a CSV read for a
+#: typed output never makes them floating-point numbers.
+IDENTITY_OPTIONS = ("by", "batch_col", "strata_col", "fold_col", "key_col")
+
+
 class _ReadsCsv(Protocol):
     @property
     def dialect(self) -> CsvDialect: ...
@@ -81,12 +86,18 @@ def in_dialect(
     """Run a workflow with its request's CSV dialect (``--separator``, ``--decimal-comma``)
     in force for every file it reads and every CSV it writes (:mod:`calib_cli.io.dialect`),
     and its score and weight columns written as numbers in typed outputs
-    (:func:`calib_cli.io.reading_numbers`)."""
+    (:func:`calib_cli.io.reading_numbers`), its identity columns never as floating-point
+    numbers (:func:`calib_cli.io.reading_identities`)."""
 
     @functools.wraps(run)
     def wrapped(request: _Request, /, *args: _Options.args, **kwargs: _Options.kwargs) -> _Result:
         numbers = (getattr(request, name, None) for name in ("score_col", "weight_col"))
-        with io.using_dialect(request.dialect), io.reading_numbers(numbers):
+        identities = (getattr(request, name, None) for name in IDENTITY_OPTIONS)
+        with (
+            io.using_dialect(request.dialect),
+            io.reading_numbers(numbers),
+            io.reading_identities(identities),
+        ):
             return run(request, *args, **kwargs)
 
     return wrapped

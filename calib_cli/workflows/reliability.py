@@ -327,20 +327,13 @@ def _result(
 
 
 def _group_values(names: Sequence[str | None]) -> list[tuple[GroupValue, str | None]]:
-    """A summary's groups (text) as the values the in-memory path reports: numbers when every
-    value reads as one (sorted as numbers), rows without a value last as "(missing)"."""
+    """A summary's groups (text) as the values the in-memory path reports, by the rule of
+    :mod:`calib_cli.io.identity`: an integer's text as the integer, any other text as itself,
+    in :func:`calib_cli.io.order_key` order; rows without a value last as "(missing)"."""
     present = [n for n in names if n is not None]
-    values: list[tuple[GroupValue, str | None]]
-    try:
-        numbers = [float(n) for n in present]
-    except ValueError:
-        values = sorted(((n, n) for n in present), key=lambda pair: str(pair[0]))
-    else:
-        as_int = all(x.is_integer() and "." not in n for x, n in zip(numbers, present, strict=True))
-        values = sorted(
-            ((int(x) if as_int else x, n) for x, n in zip(numbers, present, strict=True)),
-            key=lambda pair: float(pair[0]),  # type: ignore[arg-type]
-        )
+    values: list[tuple[GroupValue, str | None]] = sorted(
+        ((io.reported_value(n), n) for n in present), key=lambda pair: io.order_key(pair[0])
+    )
     if None in names:
         values.append((MISSING_GROUP, None))
     return values
