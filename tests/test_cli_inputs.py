@@ -582,3 +582,18 @@ def test_scores_and_weights_are_numbers_in_a_typed_output(
     assert frame.schema["score"] == pl.Float64 and frame.schema["w"] == pl.Float64
     assert frame.schema["id"] == pl.String and frame["id"][0] == "00000"
     assert frame["score"][0] == 2.16301e-05 and frame["score"][1] == 0.2
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+def test_a_value_just_outside_the_range_is_shown_with_every_digit(
+    tmp_path: Path, run_calib: RunCalib, engine: str
+) -> None:
+    """Ten digits showed 1.0000000000000002 "outside [0, 1]" as 1 (every reader)."""
+    path = tmp_path / "s.csv"
+    path.write_text("score,label\n0.5,1\n1.0000000000000002,0\n0.25,0\n")
+    done = run_calib(["reliability", str(path), "--engine", engine])
+    assert done.returncode == 65
+    assert done.stderr.decode() == (
+        f"error: {path}: column 'score' has 1 value outside [0, 1] (first at row 2: "
+        "1.0000000000000002)\n"
+    )

@@ -71,7 +71,7 @@ def sql_target(
     missing = [
         name for name, value in (("--dialect", sql_dialect), ("--table", table)) if not value
     ]
-    if missing:
+    if missing or sql_dialect is None or table is None:
         raise UsageError(f"--emit-sql needs {' and '.join(missing)}")
     return chosen(sql_dialect), table
 

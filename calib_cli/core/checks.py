@@ -6,6 +6,7 @@ Messages follow DESIGN.md: they name the column, the problem, how many rows and 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -28,8 +29,21 @@ def _format_value(value: object) -> str:
     if value is None:
         return "empty"
     if isinstance(value, float):
-        return repr(value) if not np.isfinite(value) else f"{value:.10g}"
+        return shown_number(float(value))
     return repr(value) if isinstance(value, str) else str(value)
+
+
+def shown_number(value: float) -> str:
+    """A value in a message: ten significant digits where they say it exactly, else every
+    digit (10 digits showed 1.0000000000000002 "outside [0, 1]" as 1).
+
+    >>> shown_number(0.25), shown_number(2e15), shown_number(1 + 2**-52), shown_number(-math.inf)
+    ('0.25', '2e+15', '1.0000000000000002', '-inf')
+    """
+    if not math.isfinite(value):
+        return repr(value)
+    short = f"{value:.10g}"
+    return short if float(short) == value else repr(value)
 
 
 def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.ArrayLike) -> str:

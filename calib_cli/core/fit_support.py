@@ -55,7 +55,13 @@ from typing import Literal
 import numpy as np
 import numpy.typing as npt
 
-from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+from calib_cli.core.checks import (
+    check_labels,
+    check_scores,
+    check_weights,
+    require_same_length,
+    shown_number,
+)
 from calib_cli.core.metrics import count_unit
 from calib_cli.errors import InputError
 from calib_cli.types import FittedMethod, FloatArray, ScoreKind
@@ -192,7 +198,7 @@ def score_spread(facts: FitFacts) -> float:
 
 
 def _shown(value: float) -> str:
-    return f"{value:.10g}"
+    return shown_number(value)
 
 
 def _settled(count: float) -> float:

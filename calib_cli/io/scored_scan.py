@@ -17,6 +17,7 @@ from calib_cli.core.checks import (
     POSITIVE_LABEL_HINT,
     WEIGHT_RANGE_PROBLEM,
     outside_weight_range,
+    shown_number,
     values_message,
 )
 from calib_cli.errors import InputError
@@ -292,6 +293,4 @@ def _shown(value: str) -> str:
         number = float(value)
     except ValueError:
         return repr(value)
-    if number != number or number in (float("inf"), float("-inf")):
-        return repr(number)
-    return f"{number:.10g}"
+    return shown_number(number)

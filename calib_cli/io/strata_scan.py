@@ -44,6 +44,7 @@ from calib_cli.core.checks import (
     POSITIVE_LABEL_HINT,
     WEIGHT_RANGE_PROBLEM,
     outside_weight_range,
+    shown_number,
     values_message,
 )
 from calib_cli.core.keyed_sums import KeyedSums
@@ -199,7 +200,7 @@ def _format(value: object) -> str:
     if value is None:
         return "empty"
     if isinstance(value, float):
-        return repr(value) if not math.isfinite(value) else f"{value:.10g}"
+        return shown_number(value)
     return repr(value) if isinstance(value, str) else str(value)
 
 

@@ -17,7 +17,6 @@ threads finish: the same file gives the same output, model and report bytes on e
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -30,6 +29,7 @@ from calib_cli.core.checks import (
     POSITIVE_LABEL_HINT,
     WEIGHT_RANGE_PROBLEM,
     outside_weight_range,
+    shown_number,
     values_message,
 )
 from calib_cli.core.keyed_sums import KeyedSums
@@ -114,7 +114,7 @@ def _shown(value: object, numeric: bool) -> str:
     if isinstance(value, int) and numeric:
         return str(value)
     if isinstance(value, float):
-        return repr(value) if not math.isfinite(value) else f"{value:.10g}"
+        return shown_number(value)
     return repr(value) if isinstance(value, str) else str(value)
 
 
