@@ -11,6 +11,7 @@ new batches' labels are never read.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -105,15 +106,21 @@ def test_backtest_figures_by_hand_and_equal_to_estimate_shift(files: tuple[Path,
     assert mle.mae == pytest.approx(np.mean(np.abs(mle.prevalence - y)), abs=1e-15)
     assert mle.max_abs_error == pytest.approx(np.max(np.abs(mle.prevalence - y)), abs=1e-15)
     assert mle.ci_low is not None and mle.ci_high is not None
-    assert mle.coverage == np.mean((mle.ci_low <= y) & (y <= mle.ci_high))
+    informative = (mle.ci_low > 0.0) | (mle.ci_high < 1.0)
+    assert mle.coverage_batches == int(informative.sum())
+    assert mle.coverage == np.mean(((mle.ci_low <= y) & (y <= mle.ci_high))[informative])
     assert methods["pcc"].coverage is None and not mle.uses_labels
     assert methods["rolling"].uses_labels and methods["history_blend"].uses_labels
-    # 8 batches give the blend at most 6 past errors: its intervals are [0, 1], and it says so
+    # 8 batches give the blend at most 6 past errors: its intervals are [0, 1], and it says so;
+    # [0, 1] holds any rate, so its coverage counts no batch (it was 100%)
     blend = methods["history_blend"]
-    assert blend.coverage == 1.0 and blend.ci_low is not None and (blend.ci_low == 0).all()
-    assert warnings == [
+    assert blend.coverage is None and blend.coverage_batches == 0
+    assert blend.ci_low is not None and (blend.ci_low == 0).all()
+    assert warnings[:2] == [
         "history_blend: the interval of the first 8 batches is [0, 1] "
-        "(a 95% conformal width needs 19 labelled batches before it)"
+        "(a 95% conformal width needs 19 labelled batches before it)",
+        "history_blend: 8 of 8 intervals are [0, 1], which holds any rate; its coverage "
+        "(none) counts the other 0 batches only",
     ]
     assert result.n_history.tolist() == [0, 0, 1, 2, 3, 4, 5, 6]
     payload = json.loads(dumps(backtest_payload(result)))
@@ -271,8 +278,8 @@ def test_history_blend_learnt_on_the_past_batches_only(
         np.mean(np.abs(candidates[:6] - rates[:6, None]), axis=0).tolist(), abs=1e-15
     )
     assert warnings[-1] == (
-        "--history: 6 past batches are too few for a 95% conformal interval (it needs 19); "
-        "the interval of the blend is [0, 1]"
+        "--history: 2 of the 2 target batches (the first: 6) have 6 usable past batches, too "
+        "few for a 95% conformal interval (it needs 19); their blend's interval is [0, 1]"
     )
     payload = json.loads(dumps(history_payload(result.history, result.batches)))
     assert list(payload) == [
@@ -389,7 +396,8 @@ def test_coverage_counts_only_the_batches_with_an_interval(files: tuple[Path, Pa
     for method in with_intervals.methods:
         if method.ci_low is None or method.ci_high is None:
             continue
-        held = np.isfinite(method.ci_low)
+        held = np.isfinite(method.ci_low) & ((method.ci_low > 0.0) | (method.ci_high < 1.0))
+        assert method.coverage_batches == int(held.sum())
         if held.any():
             truth = with_intervals.true_prevalence[held]
             inside = (method.ci_low[held] <= truth) & (truth <= method.ci_high[held])
@@ -399,12 +407,14 @@ def test_coverage_counts_only_the_batches_with_an_interval(files: tuple[Path, Pa
 def test_a_history_whose_batch_values_are_of_another_type_is_refused_before_any_output(
     files: tuple[Path, Path], history_files: tuple[Path, Path], tmp_path: Path
 ) -> None:
-    """Weeks as text in the history ("3") and as numbers in the target (21) do not compare
-    as times (text order put "3" after 21 and dropped those weeks): refused, naming both."""
+    """Weeks named as text in the history ("w3") and as numbers in the target (21) do not
+    compare as times: refused, naming both. Weeks written as text ("3", a Parquet string
+    column) are the numbers they write (calib_cli/io/identity.py), placed by value."""
     reference, _ = files
     history, new = history_files
     as_text = tmp_path / "past.parquet"
-    pl.read_csv(history).with_columns(pl.col("week").cast(pl.String)).write_parquet(as_text)
+    weeks = pl.read_csv(history)
+    weeks.with_columns(("w" + pl.col("week").cast(pl.String)).alias("week")).write_parquet(as_text)
     output = tmp_path / "out.csv"
     request = EstimateShiftRequest(
         reference=str(reference),
@@ -418,11 +428,22 @@ def test_a_history_whose_batch_values_are_of_another_type_is_refused_before_any_
         run_estimate_shift(request)
     first_new = int(pl.read_csv(new)["week"].min())  # type: ignore[arg-type]
     assert str(error.value) == (
-        f"{as_text}: column 'week' holds text ('0', ...) and the target's holds numbers "
+        f"{as_text}: column 'week' holds text ('w0', ...) and the target's holds numbers "
         f"({first_new}, ...): the batches' places in time cannot be compared; give both files "
         "the same type of batch values"
     )
     assert not output.exists()
+    numbers_as_text = tmp_path / "past_text.parquet"
+    weeks.with_columns(pl.col("week").cast(pl.String)).write_parquet(numbers_as_text)
+    as_numbers = tmp_path / "past.csv"
+    weeks.write_csv(as_numbers)
+    results = [
+        run_estimate_shift(replace(request, history=str(path), output=None))
+        for path in (numbers_as_text, as_numbers)
+    ]
+    assert results[0].history is not None and results[1].history is not None
+    assert results[0].history.history_batches == results[1].history.history_batches
+    assert results[0].history.prevalence.tolist() == results[1].history.prevalence.tolist()
 
 
 def test_batches_placed_in_time_by_text_order_are_warned(

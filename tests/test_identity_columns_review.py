@@ -10,8 +10,6 @@ zip code "02134" was reported as 2134; and one text id among integer ids ("X1") 
 ``resample --key-col`` hash every key as text, re-drawing two thirds of a daily sample.
 
 Every test runs the installed ``calib`` in a subprocess, in both engines where there are two.
-Tests marked ``xfail(strict=True)`` need a change outside calib_cli/io and resample (named in
-each reason); once it is made they pass, fail as XPASS, and the mark is to be removed.
 """
 
 from __future__ import annotations
@@ -27,21 +25,6 @@ import polars as pl
 import pytest
 
 from tests.conftest import SAMPLE_DATA, RunCalib
-
-#: Changes to files outside this fix's reach that the tests below wait for.
-NEEDS_RELIABILITY = (
-    "workflows/reliability.py _group_values: a summary's groups by io.reported_value and "
-    "io.order_key (the rule of Table.groups)"
-)
-NEEDS_ESTIMATE_SHIFT = (
-    "workflows/estimate_shift.py _batch_key = io.order_key, _summary_batches, _value_kind, "
-    "_batches_before and _warn_text_order by io.reported_value / io.reads_as_number"
-)
-NEEDS_COMMON = (
-    "workflows/common.py in_dialect: io.reading_identities(by, batch_col, strata_col, "
-    "fold_col, key_col), so a typed output never makes an identity column floats"
-)
-NEEDS_ARTIFACTS = 'artifacts.py HASH_NAME = "calib-hash64-v2" (core.sampling.HASH_SPEC)'
 
 #: Group texts of the review: two texts are two groups; an integer's text is the number.
 GROUP_TEXTS = ["1", "1.0", "007", "7", "02134", "10", "9"]
@@ -125,12 +108,7 @@ def _batches(run_calib: RunCalib, path: Path, column: str, *args: str) -> list[t
 WEEKS = [f"{w:02d}" for w in range(1, 13)]  # "01" ... "12": zero-padded weeks
 
 
-STREAMING_BATCHES = pytest.param(
-    "streaming", marks=pytest.mark.xfail(strict=True, reason=f"needs {NEEDS_ESTIMATE_SHIFT}")
-)
-
-
-@pytest.mark.parametrize("engine", ["memory", STREAMING_BATCHES])
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_batches_keep_their_text_and_order_by_value(
     run_calib: RunCalib, tmp_path: Path, engine: str
 ) -> None:
@@ -166,7 +144,7 @@ def test_resample_strata_keep_their_text_in_a_parquet_output(
     assert strata[0] == strata[1] == {"1": 300, "1.0": 300, "2": 300}
 
 
-@pytest.mark.parametrize("engine", ["memory", STREAMING_BATCHES])
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_typed_outputs_keep_strata_and_batches(
     run_calib: RunCalib, tmp_path: Path, engine: str
 ) -> None:

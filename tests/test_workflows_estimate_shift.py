@@ -379,8 +379,8 @@ def test_profile_intervals_with_another_method_are_refused_with_the_full_line() 
     with pytest.raises(UsageError) as caught:
         run_estimate_shift(request)
     assert str(caught.value) == (
-        "--ci-method profile is the profile likelihood of --method mle; "
-        "use it with --method mle (other methods: bootstrap)"
+        "--ci-method profile is the profile likelihood of --method mle (auto runs mle); "
+        "--method em has bootstrap intervals: drop --ci-method profile or use --method mle"
     )
 
 

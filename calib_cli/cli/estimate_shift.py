@@ -108,7 +108,7 @@ def estimate_shift(
         CiMethodChoice,
         typer.Option(
             "--ci-method",
-            help="bootstrap (any method) or profile (profile likelihood; mle only).",
+            help="bootstrap (any method) or profile (mle and auto only; not with --backtest).",
         ),
     ] = "bootstrap",
     costs: Annotated[

@@ -132,7 +132,7 @@ References/001: label shift, Bayes thresholds from costs, MLE of the base rate, 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
@@ -150,13 +150,14 @@ from calib_cli.core.checks import (
     require_same_length,
 )
 from calib_cli.core.convergence import newton_distance
+from calib_cli.core.decisions import PREVALENCE_FLOOR
 from calib_cli.core.dots import dot, rows_dot
 from calib_cli.core.lazy_scipy import brentq, isotonic_regression
 from calib_cli.core.metrics import count_unit_of
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.core.shift_map import MapFit, PiecewiseLinearFit
 from calib_cli.errors import InputError
-from calib_cli.types import CiMethod, FloatArray, IntArray, ScoreKind, ShiftMethod
+from calib_cli.types import CiMethod, FloatArray, IntArray, ScoreKind, ShiftMethod, WeightKind
 
 __all__ = [
     "COUNT_CHUNK",
@@ -311,7 +312,9 @@ class ReferenceModel:
     n : int
         Reference rows (of positive weight).
     n_eff_neg, n_eff_pos : float
-        Kish effective sizes per class, ``(sum w)^2 / sum w^2``.
+        Rows per class the sampling error is counted in: with frequency weights the rows the
+        weights stand for (``sum w / unit``, :func:`~calib_cli.core.metrics.count_unit_of`),
+        with importance weights Kish's effective sizes ``(sum w)^2 / sum w^2``.
     reference_auc : float
         Weighted ROC AUC of the scores on the reference (ties count one half).
     platt : PlattParams
@@ -330,6 +333,9 @@ class ReferenceModel:
         per-row posterior, PCC and the static decisions use it.
     map_smoothing : float
         Pseudo-rows per block of ``calibration``.
+    weight_kind : {"frequency", "importance"}
+        What the reference's weights mean (:func:`fit_reference`): how its bootstrap draws
+        rows and how many rows its sampling error is counted in.
     """
 
     score_kind: ScoreKind
@@ -364,6 +370,7 @@ class ReferenceModel:
     pacc_neg: float
     calibration: CalibrationMap
     map_smoothing: float = MAP_SMOOTHING
+    weight_kind: WeightKind = "frequency"
 
     @property
     def n_cells(self) -> int:
@@ -437,6 +444,14 @@ class ShiftEstimate:
     disagreement : float
         ``pcc_difference / pcc_difference_se``; beyond :data:`DISAGREEMENT_Z` (2.576, two-sided
         1%) sampling does not explain it, and a warning says so.
+    rows_prevalence : float
+        The rate :func:`posterior` recalibrates the batch's rows at (:func:`rows_rate`):
+        ``prevalence`` itself, except where recalibrating at it would be dishonest. At an end
+        of [0, 1] every row would get probability exactly 0 (or 1) whatever its score; the
+        rows then use the mean of the rate over the bootstrap replicates (the expected rate
+        under the estimate's uncertainty, strictly inside (0, 1) whenever some replicate is).
+        When the scores cannot tell the rate (interval [0, 1] by construction) the rows keep
+        the reference prevalence, i.e. :math:`r(s)`. A warning says so whenever it differs.
     """
 
     prevalence: float
@@ -463,6 +478,7 @@ class ShiftEstimate:
     pcc_difference: float = math.nan
     pcc_difference_se: float = math.nan
     disagreement: float = math.nan
+    rows_prevalence: float = math.nan
 
 
 @dataclass(frozen=True)
@@ -781,6 +797,7 @@ def fit_reference(
     smoothing: float = 0.5,
     eps: float = 1e-12,
     map_smoothing: float = MAP_SMOOTHING,
+    weight_kind: WeightKind = "frequency",
 ) -> ReferenceModel:
     """Reduce a labelled reference to the grid statistics every estimator needs.
 
@@ -810,6 +827,13 @@ def fit_reference(
         Clip for probability scores before the logit.
     map_smoothing : float, default :data:`MAP_SMOOTHING`
         Pseudo-rows per block of the fine calibration map (:func:`calibration_map`).
+    weight_kind : {"frequency", "importance"}, default "frequency"
+        ``frequency``: a row of weight k is k rows (weights below 1 on average count in units
+        of their mean) in the cells, the bootstrap (which draws that many rows: for integer
+        weights exactly the bootstrap of the rows written out) and every test.
+        ``importance``: survey weights; the bootstrap draws the rows observed, each keeping
+        its weight, sizes are Kish's effective rows, and the fit depends on the weights only
+        through their ratios (their scale changes nothing).
 
     Returns
     -------
@@ -858,7 +882,25 @@ def fit_reference(
         smoothing=smoothing,
         eps=eps,
         map_smoothing=map_smoothing,
+        weight_kind=weight_kind,
     )
+
+
+def _check_weight_kind(weight_kind: str) -> WeightKind:
+    if weight_kind == "frequency":
+        return "frequency"
+    if weight_kind == "importance":
+        return "importance"
+    raise InputError(f"weight_kind must be frequency or importance, got {weight_kind!r}")
+
+
+def _weight_unit(weight_kind: WeightKind, weight: float, rows: float) -> float:
+    """The weight of one row: for frequency weights 1, or their mean where it is below 1
+    (:func:`~calib_cli.core.metrics.count_unit_of`); for importance weights their mean, so
+    that every pseudo-count scales with the weights and their scale changes nothing."""
+    if weight_kind == "frequency" or not (rows > 0.0 and weight > 0.0):
+        return count_unit_of(weight, rows)
+    return weight / rows
 
 
 def _check_smoothing_eps(smoothing: float, eps: float) -> None:
@@ -1053,6 +1095,7 @@ def fit_reference_counts(
     smoothing: float = 0.5,
     eps: float = 1e-12,
     map_smoothing: float = MAP_SMOOTHING,
+    weight_kind: WeightKind = "frequency",
 ) -> ReferenceModel:
     """:func:`fit_reference` from a reference already reduced to counts (the streaming
     engine's route; :func:`fit_reference` itself counts and calls this).
@@ -1061,6 +1104,7 @@ def fit_reference_counts(
     :func:`merge_reference_counts` (its grid's range from :func:`grid_range`).
     """
     kind = check_score_kind(score_kind)
+    weights_are = _check_weight_kind(weight_kind)
     _check_smoothing_eps(smoothing, eps)
     _check_smoothing_eps(map_smoothing, eps)
     n_fine = counts.n_fine
@@ -1074,17 +1118,23 @@ def fit_reference_counts(
     center = _weighted_center(
         counts.logit_sum, weight_neg + weight_pos, _fine_midpoints(low, high, n_fine)
     )
-    n_eff_neg = _kish(float(weight_neg.sum()), counts.square_neg)
-    n_eff_pos = _kish(float(weight_pos.sum()), counts.square_pos)
     # The weight of one row: 1, or the mean weight where it is below 1 (weights normalised to
-    # sum to 1 must not make the reference "one row", drowned by the pseudo-weights).
-    unit = count_unit_of(
+    # sum to 1 must not make the reference "one row", drowned by the pseudo-weights); for
+    # importance weights always their mean (their scale must change nothing).
+    unit = _weight_unit(
+        weights_are,
         float(weight_neg.sum()) + float(weight_pos.sum()),
         float(rows_neg.sum()) + float(rows_pos.sum()),
     )
+    if weights_are == "frequency":  # a row of weight k is k rows, in the cells and intervals
+        n_eff_neg = float(weight_neg.sum()) / unit
+        n_eff_pos = float(weight_pos.sum()) / unit
+    else:  # the rows observed: thin cells of a few heavy rows bias the estimate upwards
+        n_eff_neg = _kish(float(weight_neg.sum()), counts.square_neg)
+        n_eff_pos = _kish(float(weight_pos.sum()), counts.square_pos)
     smoothing, map_smoothing = smoothing * unit, map_smoothing * unit
-    if n_cells is None:  # weighted counts, so that weights count as repetition
-        n_cells = _default_n_cells(float(weight_neg.sum()) / unit, float(weight_pos.sum()) / unit)
+    if n_cells is None:
+        n_cells = _default_n_cells(n_eff_neg, n_eff_pos)
     n_cells = _check_positive_int(n_cells, "n_cells")
     bounds = _cell_bounds(_balanced_mass(weight_neg, weight_pos), n_cells)
     cell_edges = np.concatenate(
@@ -1131,6 +1181,7 @@ def fit_reference_counts(
         pacc_neg=0.0,
         calibration=calibration_map(center, weight_neg, weight_pos),
         map_smoothing=float(map_smoothing),
+        weight_kind=weights_are,
     )
     return _rebuild(base, rows_neg, rows_pos, weight_neg, weight_pos)
 
@@ -1166,7 +1217,8 @@ def _rebuild(
     safe_widths = np.where(widths > 0.0, widths, 1.0)
     platt, pacc_pos, pacc_neg = base.platt, base.pacc_pos, base.pacc_neg
     if calibrate:
-        unit = count_unit_of(  # the rows' unit, as the reference's smoothing counts it
+        unit = _weight_unit(  # the rows' unit, as the reference's smoothing counts it
+            base.weight_kind,
             float(weight_neg.sum()) + float(weight_pos.sum()),
             float(rows_neg.sum()) + float(rows_pos.sum()),
         )
@@ -1212,12 +1264,38 @@ def _resample_fine(
     return drawn, drawn * mean_weight
 
 
+def _resample_units(
+    weight: FloatArray, unit: float, rng: np.random.Generator
+) -> tuple[FloatArray, FloatArray]:
+    """A bootstrap draw of frequency-weighted fine cells: ``sum(weight) / unit`` rows drawn
+    with probabilities ``weight / sum(weight)``, each of weight ``unit``.
+
+    A row of weight k stands for k rows, so this is the bootstrap of the rows written out (for
+    integer weights and ``unit`` 1 exactly the draw :func:`_resample_fine` makes of them)."""
+    total = float(weight.sum())
+    n_rows = round(total / unit)
+    if n_rows == 0:
+        return weight / unit, weight
+    drawn = rng.multinomial(n_rows, weight / total).astype(np.float64)
+    return drawn, drawn * unit
+
+
 def _replicate_reference(
     ref: ReferenceModel, rng: np.random.Generator, *, calibrate: bool
 ) -> ReferenceModel:
-    """A stratified bootstrap replicate of the reference on the same grid and cells."""
-    rows_neg, weight_neg = _resample_fine(ref.fine_rows_neg, ref.fine_weight_neg, rng)
-    rows_pos, weight_pos = _resample_fine(ref.fine_rows_pos, ref.fine_weight_pos, rng)
+    """A stratified bootstrap replicate of the reference on the same grid and cells: of its
+    rows each with its weight (importance weights), or of the rows its frequency weights
+    stand for."""
+    if ref.weight_kind == "frequency":
+        unit = count_unit_of(
+            float(ref.fine_weight_neg.sum()) + float(ref.fine_weight_pos.sum()),
+            float(ref.fine_rows_neg.sum()) + float(ref.fine_rows_pos.sum()),
+        )
+        rows_neg, weight_neg = _resample_units(ref.fine_weight_neg, unit, rng)
+        rows_pos, weight_pos = _resample_units(ref.fine_weight_pos, unit, rng)
+    else:
+        rows_neg, weight_neg = _resample_fine(ref.fine_rows_neg, ref.fine_weight_neg, rng)
+        rows_pos, weight_pos = _resample_fine(ref.fine_rows_pos, ref.fine_weight_pos, rng)
     return _rebuild(ref, rows_neg, rows_pos, weight_neg, weight_pos, calibrate=calibrate)
 
 
@@ -1934,6 +2012,7 @@ def _estimate_and_interval(
     ci_low = ci_high = math.nan
     difference_se = math.nan
     n_failed = 0
+    draws = np.empty(0)
     if ci_method == "profile":
         ci_low, ci_high = _profile_interval(ref, stats, point.prevalence, ci_level)
     elif n_bootstrap > 0:
@@ -2004,10 +2083,20 @@ def _estimate_and_interval(
     if point.flat or not identifiable or stats.n_rows < FEW_ROWS_WARN:
         # no measure of sampling: a bootstrap of a handful of rows cannot vary enough
         difference_se = math.nan
+    uninformative = point.flat or not identifiable or _one_cell(ref, stats)
+    rows_prevalence = rows_rate(
+        prevalence,
+        draws,
+        reference_prevalence=ref.reference_prevalence,
+        uninformative=uninformative,
+        profile=lambda: _profile_interval(ref, stats, prevalence, ci_level),
+    )
     pcc = _pcc(ref, stats)
     difference = prevalence - pcc
     disagreement = difference / difference_se if difference_se > 0.0 else math.nan
     warnings.extend(_diagnostic_warnings(ref, stats, used, point, pvalue, n_failed, n_bootstrap))
+    if rows_prevalence != prevalence:
+        warnings.append(_rows_rate_warning(prevalence, rows_prevalence, uninformative))
     if abs(disagreement) > DISAGREEMENT_Z:
         warnings.append(
             f"{used} says {prevalence:.4g}, PCC (the mean reference-calibrated probability) "
@@ -2041,6 +2130,73 @@ def _estimate_and_interval(
         pcc_difference=difference,
         pcc_difference_se=difference_se,
         disagreement=disagreement,
+        rows_prevalence=rows_prevalence,
+    )
+
+
+def rows_rate(
+    prevalence: float,
+    replicates: FloatArray,
+    *,
+    reference_prevalence: float,
+    uninformative: bool,
+    profile: Callable[[], tuple[float, float]] | None = None,
+    floor: float = PREVALENCE_FLOOR,
+) -> float:
+    """The rate a batch's rows are recalibrated at (``ShiftEstimate.rows_prevalence``).
+
+    The prior-shift formula at :math:`\alpha = 0` gives every row probability exactly 0,
+    whatever its score (a fraud scored 0.93 included), and at :math:`\alpha = 1` exactly 1:
+    an estimate at an end of [0, 1] says the rate is *small*, not that no row can be
+    positive. So:
+
+    * ``uninformative`` (the scores cannot tell the rate: interval [0, 1] by construction):
+      the reference prevalence, i.e. the rows keep :math:`r(s)`, the only figure the data
+      support;
+    * ``prevalence`` strictly inside (0, 1): ``prevalence`` itself (nothing changes);
+    * at 0 or 1: the mean of ``replicates`` (the bootstrap replicates' rates), the expected
+      rate under the estimate's sampling uncertainty; if no replicate leaves the end (or
+      there are none), the midpoint of the ``profile`` likelihood interval; at worst
+      ``floor`` from the end. The result is strictly inside (0, 1).
+
+    >>> rows_rate(0.0, np.array([0.0, 0.0, 0.002, 0.002]), reference_prevalence=0.1,
+    ...           uninformative=False)
+    0.001
+    >>> rows_rate(0.03, np.array([0.02, 0.04]), reference_prevalence=0.1, uninformative=False)
+    0.03
+    >>> rows_rate(0.0, np.array([0.0, 0.9]), reference_prevalence=0.1, uninformative=True)
+    0.1
+    """
+    if uninformative:
+        return float(reference_prevalence)
+    if 0.0 < prevalence < 1.0:
+        return float(prevalence)
+    mean = float(np.mean(replicates)) if replicates.size else math.nan
+    if not 0.0 < mean < 1.0 and profile is not None:
+        low, high = profile()
+        mean = 0.5 * (low + high)
+    if not 0.0 < mean < 1.0:
+        mean = floor if prevalence == 0.0 else 1.0 - floor
+    return mean
+
+
+def _rows_rate_warning(prevalence: float, rows_prevalence: float, uninformative: bool) -> str:
+    """The warning of a batch whose rows use another rate than its estimate."""
+    if uninformative:
+        return (
+            f"the rows are recalibrated at the reference prevalence {rows_prevalence:.4g}, not "
+            f"at the estimate {prevalence:.4g}: the scores cannot tell this batch's rate, so "
+            "'calibrated' is the reference-calibrated probability r(s) and the decisions are "
+            "the static rule's; get labels for this batch, or a reference whose scores "
+            "separate the classes"
+        )
+    end = "0" if prevalence == 0.0 else "1"
+    return (
+        f"the estimate is {end}, an end of [0, 1]: recalibrated at it every row would get "
+        f"probability exactly {end} whatever its score, so the rows use "
+        f"{rows_prevalence:.4g} (rows_prevalence), the mean rate over the bootstrap "
+        "replicates; read the estimate with its interval, and check the flagged rows by hand "
+        "or with labels"
     )
 
 
@@ -2200,7 +2356,8 @@ def posterior(
     ----------
     reference : ReferenceModel
     estimate : ShiftEstimate or float
-        An estimate (its ``method``, and for ``map`` its density), or a prevalence in [0, 1].
+        An estimate (its ``rows_prevalence``, its ``method``, and for ``map`` its density), or
+        a prevalence in [0, 1].
     target_scores : array-like of shape (n_rows,)
     method : {"mle", "em", "acc", "pacc"}, optional
         Required when ``estimate`` is a number (the formula is the same for these four);
@@ -2227,7 +2384,9 @@ def posterior(
     """
     fit: MapFit | None = None
     if isinstance(estimate, ShiftEstimate):
-        alpha = estimate.prevalence
+        alpha = estimate.rows_prevalence
+        if math.isnan(alpha):
+            alpha = estimate.prevalence
         if estimate.method == "map":
             fit = estimate.map_fit
     else:

@@ -410,6 +410,7 @@ def backtest_payload(result: BacktestResult) -> JsonObject:
     """``estimate-shift --backtest`` as one JSON object: ``batch_col``, ``label_delay``,
     ``reference_prevalence``, ``ci_level``, ``best_method`` (the lowest ``mae``), ``methods``
     (per method: ``method``, ``uses_labels``, ``mae``, ``max_abs_error``, ``coverage``,
+    ``coverage_batches``,
     ``null`` without intervals) and ``batches`` (per batch in order: ``batch``, ``rows``,
     ``true_prevalence``, ``n_history`` (labelled batches the history blend learnt from),
     ``estimates`` (per method: ``prevalence``, ``ci_low``, ``ci_high``, ``error`` = estimate
@@ -446,6 +447,7 @@ def backtest_payload(result: BacktestResult) -> JsonObject:
             "mae": method.mae,
             "max_abs_error": method.max_abs_error,
             "coverage": method.coverage,
+            "coverage_batches": method.coverage_batches,
         }
         for method in result.methods
     ]

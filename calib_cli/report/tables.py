@@ -1058,7 +1058,9 @@ def backtest_summary_table(result: BacktestResult) -> RenderableType:
             fmt(method.uses_labels),
             fmt(method.mae),
             fmt(method.max_abs_error),
-            "—" if method.coverage is None else f"{method.coverage:.0%}",
+            "—"
+            if method.coverage is None
+            else f"{method.coverage:.0%} (of {method.coverage_batches})",
         ]
         for method in result.methods
     ]

@@ -7,7 +7,7 @@ import math
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal, cast
+from typing import Literal
 
 import numpy as np
 
@@ -114,8 +114,8 @@ class EstimateShiftRequest:
     score_col: str = "score"
     label_col: str = "label"
     weight_col: str | None = None
-    #: ``--weight-kind``: recorded in the report; the bootstrap resamples reference rows, each
-    #: with its weight, which is right for importance weights in either kind
+    #: ``--weight-kind``: ``frequency`` weights count as rows (the bootstrap draws the rows
+    #: they stand for); ``importance`` weights keep the variance of the rows observed
     weight_kind: WeightKind = "frequency"
     positive_label: str | None = None
     score_kind: ScoreKind = "probability"
@@ -231,10 +231,11 @@ def run_estimate_shift(
         input_format=request.input_format,
         dialect=request.dialect,
     )
-    if request.ci_method == "profile" and request.method != "mle":
+    if request.ci_method == "profile" and request.method not in ("mle", "auto"):
         raise UsageError(
-            "--ci-method profile is the profile likelihood of --method mle; "
-            "use it with --method mle (other methods: bootstrap)"
+            "--ci-method profile is the profile likelihood of --method mle (auto runs mle); "
+            f"--method {request.method} has bootstrap intervals: drop --ci-method profile or "
+            "use --method mle"
         )
     if request.as_json and output is not None and io.canonical_output(output) == io.STDIO:
         raise UsageError("--json and -o - would both write to stdout; give -o a file")
@@ -536,18 +537,21 @@ def _memory_reference(request: EstimateShiftRequest) -> ReferenceModel:
     ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
     with ref.context():
         return fit_reference(
-            ref_scores, ref_labels, sample_weight=ref.weights(request.weight_col), score_kind=kind
+            ref_scores,
+            ref_labels,
+            sample_weight=ref.weights(request.weight_col),
+            score_kind=kind,
+            weight_kind=request.weight_kind,
         )
 
 
 # --------------------------------------------------------------------------- streaming
 
 
-def _batch_key(value: GroupValue) -> tuple[int, object]:
-    """Natural order of batch values (as :meth:`Table.groups`): numbers, text, missing last."""
-    if value is None:
-        return (2, 0)
-    return (1, value) if isinstance(value, str) else (0, value)
+def _batch_key(value: GroupValue) -> tuple[object, ...]:
+    """Natural order of batch values (as :meth:`Table.groups`, :func:`calib_cli.io.order_key`):
+    numbers and text that reads as one by value, other text, missing last."""
+    return io.order_key(value)
 
 
 def _target_batch_values(request: EstimateShiftRequest, batch_col: str) -> tuple[GroupValue, ...]:
@@ -669,7 +673,9 @@ def _streaming_reference(request: EstimateShiftRequest) -> ReferenceModel:
             for _, x, y, w in ref_chunks()
         ]
     with io.naming(name):
-        return fit_reference_counts(merge_reference_counts(parts), score_kind=kind)
+        return fit_reference_counts(
+            merge_reference_counts(parts), score_kind=kind, weight_kind=request.weight_kind
+        )
 
 
 def _stream_target(
@@ -846,8 +852,10 @@ class BacktestMethod:
     """One method's estimate of every batch in a backtest, and its errors.
 
     ``uses_labels``: learnt from the labels of earlier batches (never from the batch's own or
-    later ones); ``coverage``: share of the batches with an interval whose interval holds the
-    true rate (None where no batch has one, as with ``--bootstrap 0``)."""
+    later ones); ``coverage``: share of the batches with an informative interval whose
+    interval holds the true rate (None where no batch has one, as with ``--bootstrap 0``): an
+    interval of [0, 1] (no evidence, or too few labelled batches for a conformal width)
+    covers by construction and is not counted; ``coverage_batches``: how many were."""
 
     name: str
     uses_labels: bool
@@ -857,6 +865,7 @@ class BacktestMethod:
     mae: float
     max_abs_error: float
     coverage: float | None
+    coverage_batches: int = 0
 
 
 @dataclass(frozen=True)
@@ -893,10 +902,13 @@ def _backtest_method(
     uses_labels: bool = False,
 ) -> BacktestMethod:
     error = np.abs(prevalence - truth)
-    covered = None  # over the batches that have an interval (none with --bootstrap 0)
+    covered = None  # over the batches with an informative interval (none: --bootstrap 0)
+    counted = 0
     if ci_low is not None and ci_high is not None:
-        held = np.isfinite(ci_low) & np.isfinite(ci_high)
-        if np.any(held):
+        # [0, 1] holds every rate by construction: counting it would inflate the coverage
+        held = np.isfinite(ci_low) & np.isfinite(ci_high) & ((ci_low > 0.0) | (ci_high < 1.0))
+        counted = int(np.sum(held))
+        if counted:
             inside = (ci_low[held] <= truth[held]) & (truth[held] <= ci_high[held])
             covered = float(np.mean(inside))
     return BacktestMethod(
@@ -908,6 +920,7 @@ def _backtest_method(
         mae=float(np.mean(error)),
         max_abs_error=float(np.max(error)),
         coverage=covered,
+        coverage_batches=counted,
     )
 
 
@@ -953,6 +966,11 @@ def run_backtest(
         raise UsageError(
             f"--backtest runs {', '.join(BACKTEST_METHODS)} and compares them; drop --method"
         )
+    if request.ci_method != "bootstrap":
+        raise UsageError(
+            "--backtest scores every method with its bootstrap interval, so --ci-method "
+            f"{request.ci_method} would change nothing; drop --ci-method"
+        )
     _check_method_options(request)
     refuse_row_options_without_rows(
         False,
@@ -979,6 +997,7 @@ def run_backtest(
                 ref.labels(request.label_col, positive_label=request.positive_label),
                 sample_weight=ref.weights(request.weight_col),
                 score_kind=kind,
+                weight_kind=request.weight_kind,
             )
         batches = _labelled_batches(
             request, tgt, batch_col, labels_for=_BACKTEST_LABELS, place="batch"
@@ -1040,6 +1059,15 @@ def run_backtest(
             f"{CI_LEVEL:.0%} conformal width needs {conformal_min_errors(CI_LEVEL)} "
             "labelled batches before it)"
         )
+    for method in methods:
+        with_interval = 0 if method.ci_low is None else int(np.sum(np.isfinite(method.ci_low)))
+        if method.coverage_batches < with_interval:
+            shown = "none" if method.coverage is None else f"{method.coverage:.0%}"
+            warn(
+                f"{method.name}: {with_interval - method.coverage_batches} of "
+                f"{with_interval} intervals are [0, 1], which holds any rate; its coverage "
+                f"({shown}) counts the other {method.coverage_batches} batches only"
+            )
     return BacktestResult(
         source=name,
         batch_col=batch_col,
@@ -1249,11 +1277,30 @@ def _history(
     )
     blend = history_blend(candidates, rates, last=schedule, level=CI_LEVEL)
     new = slice(n_past, n_past + n_new)
-    if not np.isfinite(blend.halfwidth[new]).all():
+    if _delay(request) >= n_past:
         warn(
-            f"--history: {n_past} past batches are too few for a {CI_LEVEL:.0%} conformal "
-            f"interval (it needs {conformal_min_errors(CI_LEVEL)}); the interval of the "
-            "blend is [0, 1]"
+            f"{past.name}: --label-delay {_delay(request)} leaves none of the history's "
+            f"{n_past} batches a labelled one before it: re-estimated as they were then, "
+            "the candidates that learn from labels fall back to the reference rate and PCC, "
+            "so the blend learns only how those err; give a longer history or a shorter "
+            "--label-delay"
+        )
+    short = ~np.isfinite(blend.halfwidth[new])
+    if short.any():
+        usable = blend.n_history[new][short]
+        first_short = batches[int(np.flatnonzero(short)[0])].batch
+        fewest, most = int(usable.min()), int(usable.max())
+        count = f"{fewest}" if fewest == most else f"{fewest} to {most}"
+        why = (
+            ""
+            if fewest == n_past
+            else f" (of the history's {n_past}: only those before a batch count)"
+        )
+        warn(
+            f"--history: {int(short.sum())} of the {n_new} target batches (the first: "
+            f"{first_short}) have {count} usable past batches{why}, too few for a {CI_LEVEL:.0%} "
+            f"conformal interval (it needs {conformal_min_errors(CI_LEVEL)}); their blend's "
+            "interval is [0, 1]"
         )
     return HistoryResult(
         source=past.name,
@@ -1279,10 +1326,10 @@ _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 def _value_kind(value: GroupValue) -> str:
     """What a batch value is, for the refusal: numbers, text or dates (times)."""
+    if io.reads_as_number(value):  # 9, and "09" or "007" from a CSV
+        return "numbers"
     if isinstance(value, str):
         return "text"
-    if isinstance(value, (int, float)):
-        return "numbers"
     return "dates"
 
 
@@ -1313,7 +1360,9 @@ def _warn_text_order(
 ) -> None:
     """Warn when batches are placed in time by text order that may not be time's ("d10"
     before "d2", "1/10/2024" before "1/9/2024"): ISO dates are the text that orders as time."""
-    text = [v for v in values if isinstance(v, str) and v != MISSING_GROUP]
+    text = [
+        v for v in values if isinstance(v, str) and v != MISSING_GROUP and not io.reads_as_number(v)
+    ]
     if len(text) > 1 and not all(_ISO_DATE.match(v) for v in text):
         shown = ", ".join(text[:4])
         warn(
@@ -1330,7 +1379,7 @@ def _batches_before(values: tuple[GroupValue, ...], value: GroupValue) -> int:
     if value is None or value == MISSING_GROUP:
         return len(values)
     try:
-        return sum(1 for v in values if cast(Any, v) < value)
+        return sum(1 for v in values if io.order_key(v) < io.order_key(value))
     except TypeError:
         return sum(1 for v in values if str(v) < str(value))
 
@@ -1380,17 +1429,11 @@ def _summary_of(
 
 
 def _summary_batches(summary: ScoreSummary) -> list[tuple[GroupValue, str | None]]:
-    """A summary's groups (text) as batch values in the order of rows' batches: numbers when
-    every value reads as one (whole numbers as int), else text; the missing value last."""
+    """A summary's groups (text) as batch values in the order of rows' batches, by the rule
+    of :mod:`calib_cli.io.identity` (an integer's text as the integer, other text as itself);
+    the missing value last."""
     present = [g for g in summary.groups if g is not None]
-    values: list[tuple[GroupValue, str | None]]
-    try:
-        numbers = [float(g) for g in present]
-    except ValueError:
-        values = [(g, g) for g in present]
-    else:
-        whole = all(x.is_integer() and "." not in g for x, g in zip(numbers, present, strict=True))
-        values = [(int(x) if whole else x, g) for x, g in zip(numbers, present, strict=True)]
+    values: list[tuple[GroupValue, str | None]] = [(io.reported_value(g), g) for g in present]
     values.sort(key=lambda pair: _batch_key(pair[0]))
     if None in summary.groups:
         values.append((MISSING_GROUP, None))
@@ -1405,7 +1448,9 @@ def _summary_reference(
     check_summary_weight_col(summary, request.weight_col, source)
     counts, binning = reference_counts_from_keys(summary_keys(summary.pooled()))
     with io.naming(source):
-        model = fit_reference_counts(counts, score_kind="probability")
+        model = fit_reference_counts(
+            counts, score_kind="probability", weight_kind=request.weight_kind
+        )
     return model, binning
 
 
