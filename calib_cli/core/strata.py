@@ -931,20 +931,30 @@ def fit_strata(
     """
     _check_smoothing(smoothing)
     _check_options(span, n_grid, tie_eps)
+    return {
+        stratum: _fit_slope(s, y, w, smoothing=smoothing, span=span, n_grid=n_grid, tie_eps=tie_eps)
+        for stratum, s, y, w in _each_stratum(scores, y_true, strata, sample_weight)
+    }
+
+
+def _each_stratum(
+    scores: npt.ArrayLike,
+    y_true: npt.ArrayLike,
+    strata: npt.ArrayLike,
+    sample_weight: npt.ArrayLike | None,
+) -> Iterator[tuple[str, FloatArray, FloatArray, FloatArray]]:
+    """Each stratum's name, scores, labels and weights, checked; a stratum whose reference
+    rows lack a class is refused, naming it."""
     s = check_scores(scores, kind="raw")
     y = check_labels(y_true)
     codes, names = factorize_strata(strata)
     require_same_length([s, y, codes], ["scores", "y_true", "strata"])
     w = check_weights(sample_weight, s.size)
     order, bounds = _group(codes, len(names))
-    fits: dict[str, StratumSlope] = {}
     for j, stratum in enumerate(names):
         idx = order[bounds[j] : bounds[j + 1]]
         require_both_classes(y[idx], w[idx], what=f"the reference rows of stratum '{stratum}'")
-        fits[stratum] = _fit_slope(
-            s[idx], y[idx], w[idx], smoothing=smoothing, span=span, n_grid=n_grid, tie_eps=tie_eps
-        )
-    return fits
+        yield stratum, s[idx], y[idx], w[idx]
 
 
 def stratum_aucs(
@@ -966,17 +976,9 @@ def stratum_aucs(
     >>> stratum_aucs([0.2, 0.6, 0.4, 0.3, 0.5, 0.5], [0, 1, 0, 1, 0, 1], list("aabbbb"))
     {'a': 1.0, 'b': 0.375}
     """
-    s = check_scores(scores, kind="raw")
-    y = check_labels(y_true)
-    codes, names = factorize_strata(strata)
-    require_same_length([s, y, codes], ["scores", "y_true", "strata"])
-    w = check_weights(sample_weight, s.size)
-    order, bounds = _group(codes, len(names))
     aucs: dict[str, float] = {}
-    for j, stratum in enumerate(names):
-        idx = order[bounds[j] : bounds[j + 1]]
-        require_both_classes(y[idx], w[idx], what=f"the reference rows of stratum '{stratum}'")
-        _, pos, neg = _score_table(s[idx], y[idx], w[idx])
+    for stratum, s, y, w in _each_stratum(scores, y_true, strata, sample_weight):
+        _, pos, neg = _score_table(s, y, w)
         aucs[stratum] = _auc_from_vertices(*_roc_vertices(pos, neg))
     return aucs
 
