@@ -60,7 +60,6 @@ from calib_cli.core.checks import (
     check_scores,
     check_weights,
     require_same_length,
-    shown_number,
 )
 from calib_cli.core.metrics import count_unit
 from calib_cli.errors import InputError
@@ -198,7 +197,7 @@ def score_spread(facts: FitFacts) -> float:
 
 
 def _shown(value: float) -> str:
-    return shown_number(value)
+    return f"{value:.10g}"  # a range described, not a bad value: ten digits say it
 
 
 def _settled(count: float) -> float:
