@@ -285,3 +285,12 @@ def test_summaries_in_place_of_rows_report_the_workflow_s_figures(
     assert refused.returncode == 2
     assert refused.stderr.decode().startswith("error: -o writes the target's rows")
     assert not (tmp_path / "out.csv").exists()
+
+
+def test_map_nodes_are_bounded(run_calib: RunCalib) -> None:
+    """The fit's time grows about as the cube of the nodes (200: 44 s, 500: over 15 min), so
+    --map-nodes 500 ran for a quarter of an hour before anyone saw a number."""
+    done = run_calib(["estimate-shift", "--reference", str(SAMPLE_DATA / "transactions.csv"),
+                      "--target", str(SAMPLE_DATA / "shifted_batch.csv"), "--method", "map",
+                      "--map-nodes", "500"])  # fmt: skip
+    assert done.returncode == 2 and b"2<=x<=100" in done.stderr

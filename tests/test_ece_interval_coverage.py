@@ -1,9 +1,12 @@
 """Coverage of the ECE and debiased-ECE bootstrap intervals (issue 12) under both weight kinds.
 
-The rule (``metrics._percentile_intervals``, the same for frequency and importance weights):
-the ECE's interval is the normal interval around the bias-corrected estimate (Efron and
-Tibshirani 1993, section 10.6), the debiased ECE's the percentile interval moved down by the
-replicates' bias. The population's figures come from quadrature, not from a large sample.
+The rule (``metrics._ece_intervals``, the same for frequency and importance weights;
+``ece_bootstrap``, Notes): the ECE's interval takes each end where the bins' gaps are least
+favourable to it, the debiased ECE's is the set of squared errors its estimate does not
+reject, with the variance at each (as Wilson's interval). These are issue 12's rare-event
+samples; ``test_ece_interval_review.py`` simulates the calibrated, shifted and mis-sloped
+models where the plug-in ECE is most biased. The population's figures come from quadrature,
+not from a large sample.
 """
 
 from __future__ import annotations
@@ -100,9 +103,12 @@ def test_ece_intervals_cover_in_a_small_simulation(importance: bool) -> None:
 def test_ece_intervals_cover_at_least_93_percent(importance: bool) -> None:
     """The target on 300 samples per kind (100,000-row populations sampled at 5% of the
     negatives, or 20,000 unweighted rows), 200 replicates each: at least 93% less the 0.1%
-    binomial margin, i.e. ``binom.ppf(0.001, 300, 0.93)`` samples, with median widths at most
-    1.25 times those of the former percentile intervals (bench_importance, 1,000 samples:
-    ECE 0.0038 importance, 0.0049 unweighted; debiased ECE 0.0176 and 0.0115)."""
+    binomial margin, i.e. ``binom.ppf(0.001, 300, 0.93)`` samples (here 299 and 299 of 300
+    with importance weights, 294 and 290 unweighted), with median widths at most 1.6 times
+    those of the former percentile intervals (bench_importance, 1,000 samples: ECE 0.0038
+    importance, 0.0049 unweighted; debiased ECE 0.0176 and 0.0115). The intervals that hold
+    whatever the bins' gaps are wider: here 1.52 and 1.33 times for the ECE (0.0058, 0.0065),
+    1.40 and 1.21 times for the debiased ECE (0.0247, 0.0139)."""
     reps = 300
     ece_hits, deb_hits, ece_width, deb_width = _hits(
         reps, 77, importance=importance, rows=100_000 if importance else 20_000, n_bootstrap=200
@@ -111,4 +117,4 @@ def test_ece_intervals_cover_at_least_93_percent(importance: bool) -> None:
     assert ece_hits >= bound, (ece_hits, reps)
     assert deb_hits >= bound, (deb_hits, reps)
     old_ece, old_deb = (0.0038, 0.0176) if importance else (0.0049, 0.0115)
-    assert 0.0 < ece_width <= 1.25 * old_ece and 0.0 < deb_width <= 1.25 * old_deb
+    assert 0.0 < ece_width <= 1.6 * old_ece and 0.0 < deb_width <= 1.6 * old_deb

@@ -439,22 +439,97 @@ def test_bootstrap_is_reproducible_and_summarised() -> None:
     c = ece_bootstrap(y, p, sample_weight=w, n_bootstrap=100, rng=np.random.default_rng(6))
     np.testing.assert_array_equal(a.ece_replicates, b.ece_replicates)
     assert not np.array_equal(a.ece_replicates, c.ece_replicates)
-    # The ECE: normal interval around the bias-corrected estimate (2 ECE - mean of replicates,
-    # +- 1.96 sd); the debiased ECE: percentile interval moved down by the replicates' bias.
-    est = ece(y, p, sample_weight=w)
-    centre = 2.0 * est - np.mean(a.ece_replicates)
-    half = 1.959963984540054 * np.std(a.ece_replicates, ddof=1)
-    assert a.ece_ci == pytest.approx((max(centre - half, 0.0), centre + half), abs=1e-12)
+    assert a.ece_ci == b.ece_ci and a.ece_debiased_ci == b.ece_debiased_ci
+    assert a.ece_ci[0] <= ece(y, p, sample_weight=w) <= a.ece_ci[1]
     deb = ece_debiased(y, p, sample_weight=w)
-    low, high = np.quantile(a.ece_debiased_replicates, [0.025, 0.975])
-    bias = np.mean(a.ece_debiased_replicates) - deb
-    assert a.ece_debiased_ci == pytest.approx(
-        (max(low - bias, 0.0), max(high - bias, 0.0)), abs=1e-12
-    )
+    assert a.ece_debiased_ci[0] <= deb <= a.ece_debiased_ci[1]
     s = reliability_summary(y, p, sample_weight=w, n_bootstrap=100, rng=np.random.default_rng(5))
     assert s.ece_ci == pytest.approx(a.ece_ci, abs=1e-12)
     assert s.ece_debiased_ci == pytest.approx(a.ece_debiased_ci, abs=1e-12)
     assert reliability_summary(y, p).ece_ci is None
+
+
+def _two_bins() -> tuple[metrics._BinStats, metrics._Replicates]:
+    """Two bins of weight 10 (gaps -0.1 and +0.2: signed ECE shares d = (-0.05, 0.1), ECE
+    0.15) and six replicates of them, the rows of each a replicate's (weight, positives'
+    weight, score sum) per bin."""
+    bins = metrics._BinStats(
+        edges=np.array([0.0, 0.5, 1.0]),
+        bin_id=np.zeros(0, dtype=np.int64),
+        weight=np.array([10.0, 10.0]),
+        score_sum=np.array([3.0, 5.0]),
+        positive_sum=np.array([2.0, 7.0]),
+        n_rows=np.array([10, 10]),
+    )
+    rows = np.array(
+        [
+            [[9, 2, 2.8], [11, 8, 5.4]],
+            [[12, 3, 3.5], [8, 5, 4.1]],
+            [[10, 1, 3.1], [10, 8, 5.0]],
+            [[8, 2, 2.2], [12, 8, 6.1]],
+            [[11, 3, 3.4], [9, 6, 4.4]],
+            [[10, 2, 3.0], [10, 7, 5.2]],
+        ]
+    )
+    reps = metrics._Replicates(
+        weight=rows[:, :, 0],
+        positive_sum=rows[:, :, 1],
+        score_sum=rows[:, :, 2],
+        debiased_sq=np.array([0.012, 0.02, 0.03, 0.015, 0.018, 0.01]),
+    )
+    return bins, reps
+
+
+def test_ece_intervals_follow_the_least_favourable_and_score_rules() -> None:
+    """``ece_bootstrap``'s Notes, worked through by hand on two bins and six replicates."""
+    bins, reps = _two_bins()
+    d = np.array([-0.05, 0.1])
+    noise = (reps.positive_sum - reps.score_sum) / reps.weight.sum(axis=1, keepdims=True) - d
+    var = noise.var(axis=0, ddof=1)
+    sign = np.array([-1.0, 1.0])
+    # ECE: beta = 0.05 / 20, screen reach c = z(1 - beta / (2 * 2 bins))
+    beta = 0.0025
+    reach = stats.norm.ppf(1.0 - beta / 4.0)
+    margin = np.maximum(np.abs(d) - reach * np.sqrt(var), 0.0)
+    folded = (np.abs(margin + sign * noise) - margin).sum(axis=1)
+    linear = (sign * noise).sum(axis=1)
+    low = 0.15 - np.quantile(folded, 0.975 + beta)
+    high = 0.15 - np.quantile(linear, 0.025)
+    # Debiased: tau_b = Var(d*_b) / share_b, tbar weighted by share_b gap_b**2 = d_b**2 / share_b
+    share = np.array([0.5, 0.5])
+    tau = var / share
+    mass = d * d / share
+    tbar = float(np.sum(mass * tau) / np.sum(mass))
+    rest = max(np.var(reps.debiased_sq, ddof=1) - 4.0 * mass.sum() * tbar, 2.0 * np.sum(tau**2))
+    debiased_sq, z = 0.004, 1.959963984540054
+    # (D - u)**2 = z**2 (4 u tbar + rest): u**2 - 2 (D + 2 z**2 tbar) u + D**2 - z**2 rest = 0
+    roots = np.sort(
+        np.roots([1.0, -2.0 * (debiased_sq + 2 * z * z * tbar), debiased_sq**2 - z * z * rest])
+    )
+    got = metrics._ece_intervals(bins, debiased_sq, reps, 0.95)
+    assert 0.0 < low < 0.15 < high
+    assert got.ece_ci == pytest.approx((low, high), rel=1e-12)
+    assert roots[0] < 0.0 < roots[1]
+    assert got.ece_debiased_ci == pytest.approx((0.0, math.sqrt(roots[1])), rel=1e-9)
+    np.testing.assert_allclose(got.ece_replicates, np.abs(noise + d).sum(axis=1), rtol=1e-12)
+
+
+def test_ece_intervals_without_noise_are_the_estimates() -> None:
+    """Replicates all equal to the sample: no noise, no width."""
+    bins, reps = _two_bins()
+    same = metrics._Replicates(
+        weight=np.tile(bins.weight, (5, 1)),
+        positive_sum=np.tile(bins.positive_sum, (5, 1)),
+        score_sum=np.tile(bins.score_sum, (5, 1)),
+        debiased_sq=np.full(5, 0.004),
+    )
+    got = metrics._ece_intervals(bins, 0.004, same, 0.95)
+    assert got.ece_ci == pytest.approx((0.15, 0.15), rel=1e-12)
+    assert got.ece_debiased_ci == pytest.approx((math.sqrt(0.004), math.sqrt(0.004)), rel=1e-12)
+    one = metrics._Replicates(
+        reps.weight[:1], reps.positive_sum[:1], reps.score_sum[:1], reps.debiased_sq[:1]
+    )
+    assert all(math.isnan(v) for v in metrics._ece_intervals(bins, 0.004, one, 0.95).ece_ci)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -128,7 +128,7 @@ def estimate_shift(
     ] = None,
     map_nodes: Annotated[
         int | None,
-        typer.Option("--map-nodes", min=2, help=MAP_HELP["nodes"], show_default="10"),
+        typer.Option("--map-nodes", min=2, max=100, help=MAP_HELP["nodes"], show_default="10"),
     ] = None,
     map_beta: Annotated[
         float | None,

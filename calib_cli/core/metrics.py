@@ -17,7 +17,7 @@ observed (each a function's docstring says how):
   (:func:`calib_cli.core.logistic.sandwich_covariance`);
 * ECE bootstrap: each row is drawn Poisson(1) times and keeps its weight (replicate weights
   :math:`w_i k_i`), instead of each unit of weight being drawn Poisson(1) times (the
-  intervals themselves follow the same bias-correcting rule for both kinds,
+  intervals are made from the replicates by the same rule for both kinds,
   :func:`ece_bootstrap`);
 * bin intervals: Wilson's interval with Kish's effective number of rows
   :math:`(\\sum w)^2 / \\sum w^2` of the bin; Spiegelhalter's z and the Hosmer-Lemeshow
@@ -1307,17 +1307,14 @@ def _bootstrap(
     importance: bool = False,
 ) -> EceBootstrap:
     if importance:
-        ece_reps, deb_reps = _replicates_of_rows(
+        reps = _replicates_of_rows(
             y, p, w, stats, n_bootstrap=n_bootstrap, rng=rng, exact_limit=exact_limit
         )
-        estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
         squared = stats if stats.square_pos is not None else _with_squares(stats, w, y)
-        debiased = _sqrt_clipped(_debiased_sq(squared, 1.0))
-        return _percentile_intervals(ece_reps, deb_reps, confidence, estimate, debiased)
-    estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+        return _ece_intervals(stats, _debiased_sq(squared, 1.0), reps, confidence)
     unit = count_unit(w)
-    debiased = _sqrt_clipped(
-        float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit))
+    debiased_sq = float(
+        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit)
     )
     # Resample in units of rows (see count_unit): Poisson(weight) draws of fractional weights
     # would leave most replicates empty. ECE is a ratio, so the rescaling does not move it.
@@ -1346,46 +1343,130 @@ def _bootstrap(
         values = p[rows[np.minimum(picks, rows.size - 1)]]
         sums[:, c] = np.bincount(np.repeat(replicate, draws), weights=values, minlength=n_bootstrap)
 
+    return _ece_intervals(stats, debiased_sq, _frequency_replicates(counts, sums), confidence)
+
+
+@dataclass(frozen=True)
+class _Replicates:
+    """Bootstrap replicates by bin, each array of shape (n_bootstrap, n_bins): weight,
+    positives' weight and score sum; and each replicate's debiased squared error (unclipped,
+    shape (n_bootstrap,))."""
+
+    weight: FloatArray
+    positive_sum: FloatArray
+    score_sum: FloatArray
+    debiased_sq: FloatArray
+
+
+def _frequency_replicates(counts: FloatArray, sums: FloatArray) -> _Replicates:
+    """The replicates of frequency weights from their (bin, class) cells (negatives first):
+    drawn rows and score sums, in units of rows."""
     weight = counts[:, 0::2] + counts[:, 1::2]
     positive_sum = counts[:, 1::2]
     score_sum = sums[:, 0::2] + sums[:, 1::2]
-    ece_reps = _ece_from_sums(weight, positive_sum, score_sum)
-    deb_reps = np.sqrt(np.clip(_debiased_sq_from_sums(weight, positive_sum, score_sum), 0.0, None))
-    return _percentile_intervals(ece_reps, deb_reps, confidence, estimate, debiased)
+    return _Replicates(
+        weight=weight,
+        positive_sum=positive_sum,
+        score_sum=score_sum,
+        debiased_sq=_debiased_sq_from_sums(weight, positive_sum, score_sum),
+    )
 
 
-def _percentile_intervals(
-    ece_reps: FloatArray,
-    deb_reps: FloatArray,
-    confidence: float,
-    ece_estimate: float,
-    debiased_estimate: float,
+def _ece_intervals(
+    stats: _BinStats, debiased_sq: float, reps: _Replicates, confidence: float
 ) -> EceBootstrap:
-    """The intervals of :func:`ece_bootstrap`, the same rule for both weight kinds: the ECE's
-    is the normal interval around the bias-corrected estimate, ``estimate - bias +- z sd``
-    (``bias`` the replicates' mean minus the estimate, ``sd`` their standard deviation); the
-    debiased ECE's is the replicates' percentile interval moved down by their bias. Both are
-    clipped at 0."""
-    levels = [(1.0 - confidence) / 2.0, (1.0 + confidence) / 2.0]
-    z = _z_value(confidence)
-    ece_ci = NAN_PAIR
-    finite = ece_reps[np.isfinite(ece_reps)]
-    if finite.size >= 2 and math.isfinite(ece_estimate):
-        centre = 2.0 * ece_estimate - float(np.mean(finite))
-        half = z * float(np.std(finite, ddof=1))
-        ece_ci = (max(centre - half, 0.0), max(centre + half, 0.0))
-    deb_ci = NAN_PAIR
-    finite = deb_reps[np.isfinite(deb_reps)]
-    if finite.size and math.isfinite(debiased_estimate):
-        low, high = np.quantile(finite, levels)
-        bias = float(np.mean(finite)) - debiased_estimate
-        deb_ci = (max(float(low) - bias, 0.0), max(float(high) - bias, 0.0))
+    """The intervals of :func:`ece_bootstrap` (Notes), the same rule for both weight kinds
+    and both engines: the sample's bins and the replicates' deviations from them in, the ECE's
+    interval (:func:`_ece_interval`) and the debiased ECE's (:func:`_debiased_interval`) out.
+    Replicates of no weight (possible with a few rows) are left out; with fewer than 2 left,
+    or a figure that is ``nan``, the intervals are ``nan``."""
+    ece_reps = _ece_from_sums(reps.weight, reps.positive_sum, reps.score_sum)
+    deb_reps = np.sqrt(np.clip(reps.debiased_sq, 0.0, None))
+    estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
+    ece_ci = deb_ci = NAN_PAIR
+    rep_total = _add_bins(reps.weight)
+    keep = (rep_total > 0.0) & np.isfinite(reps.debiased_sq)
+    if int(np.count_nonzero(keep)) >= 2 and math.isfinite(estimate):
+        total = float(np.sum(stats.weight))
+        contribution = (stats.positive_sum - stats.score_sum) / total
+        gaps = (reps.positive_sum[keep] - reps.score_sum[keep]) / rep_total[keep, None]
+        noise = gaps - contribution
+        mean = np.mean(noise, axis=0)
+        variance = np.sum((noise - mean) ** 2, axis=0) / (noise.shape[0] - 1.0)
+        ece_ci = _ece_interval(estimate, contribution, noise, variance, confidence)
+        if math.isfinite(debiased_sq):
+            share = stats.weight / total
+            spread = float(np.var(reps.debiased_sq[keep], ddof=1))
+            deb_ci = _debiased_interval(
+                debiased_sq, contribution, share, variance, spread, confidence
+            )
     return EceBootstrap(
         ece_ci=ece_ci,
         ece_debiased_ci=deb_ci,
         ece_replicates=ece_reps,
         ece_debiased_replicates=deb_reps,
     )
+
+
+def _add_bins(matrix: FloatArray) -> FloatArray:
+    """Row sums of a (replicates, bins) array, the bins added in their order."""
+    out: FloatArray = np.zeros(matrix.shape[0])
+    for j in range(matrix.shape[1]):
+        out += matrix[:, j]
+    return out
+
+
+def _ece_interval(
+    estimate: float,
+    contribution: FloatArray,
+    noise: FloatArray,
+    variance: FloatArray,
+    confidence: float,
+) -> tuple[float, float]:
+    """The ECE's interval from each bin's signed gap share ``contribution`` (:math:`d_b`, so
+    that the ECE is :math:`\\sum_b |d_b|`), the replicates' deviations ``noise``
+    (:math:`e^*_b`, shape (replicates, bins)) and their variances (:func:`ece_bootstrap`,
+    Notes)."""
+    alpha = 1.0 - confidence
+    screen = alpha / 20.0  # beta: the share of the lower end's alpha spent on the screen
+    bins = max(int(np.count_nonzero(variance > 0.0)), 1)
+    reach = float(_special().ndtri(1.0 - screen / (2.0 * bins)))
+    sign = np.where(contribution < 0.0, -1.0, 1.0)
+    margin = np.maximum(np.abs(contribution) - reach * np.sqrt(variance), 0.0)
+    signed = noise * sign
+    folded = _add_bins(np.abs(margin + signed) - margin)
+    linear = _add_bins(signed)
+    low = estimate - float(np.quantile(folded, 1.0 - alpha / 2.0 + screen))
+    high = estimate - float(np.quantile(linear, alpha / 2.0))
+    return max(low, 0.0), max(high, low, 0.0)
+
+
+def _debiased_interval(
+    debiased_sq: float,
+    contribution: FloatArray,
+    share: FloatArray,
+    variance: FloatArray,
+    spread: float,
+    confidence: float,
+) -> tuple[float, float]:
+    """The debiased ECE's interval: the squared errors :math:`u` that the debiased estimate
+    ``debiased_sq`` does not reject at the level, ``(D - u)**2 <= z**2 (4 u tau + C)``, square
+    rooted (:func:`ece_bootstrap`, Notes; ``spread`` is the replicates' variance of it)."""
+    z = _z_value(confidence)
+    live = share > 0.0
+    safe = np.where(live, share, 1.0)
+    tau = np.where(live, variance / safe, 0.0)  # share_b * Var(gap_b)
+    mass = np.where(live, contribution * contribution / safe, 0.0)  # share_b * gap_b**2
+    plug_in = dot(mass, np.ones(mass.size))
+    tau_mean = dot(mass, tau) / plug_in if plug_in > 0.0 else float(np.max(tau))
+    rest = max(spread - 4.0 * plug_in * tau_mean, 2.0 * dot(tau, tau))
+    z2 = z * z
+    centre = debiased_sq + 2.0 * z2 * tau_mean
+    discriminant = 4.0 * z2 * tau_mean * (debiased_sq + z2 * tau_mean) + z2 * rest
+    if not discriminant >= 0.0:
+        return 0.0, 0.0
+    half = math.sqrt(discriminant)
+    return math.sqrt(max(centre - half, 0.0)), math.sqrt(max(centre + half, 0.0))
 
 
 @dataclass(frozen=True)
@@ -1431,8 +1512,8 @@ def _replicates_of_rows(
     n_bootstrap: int,
     rng: np.random.Generator,
     exact_limit: float,
-) -> tuple[FloatArray, FloatArray]:
-    """ECE and debiased ECE replicates of the Poisson bootstrap of rows (importance weights).
+) -> _Replicates:
+    """Replicates of the Poisson bootstrap of rows (importance weights).
 
     Each row is drawn :math:`k_i \\sim \\mathrm{Poisson}(1)` times and keeps its weight
     (replicate weight :math:`w_i k_i`). Cells of at most ``exact_limit`` rows are drawn row by
@@ -1469,12 +1550,12 @@ def _replicates_of_rows(
 
 def _replicate_figures(
     weight: FloatArray, sums: FloatArray, squares: FloatArray, rows: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """ECE and debiased ECE of replicates given per (bin, class) cell (negatives first)."""
+) -> _Replicates:
+    """Replicates by bin from replicates given per (bin, class) cell (negatives first), the
+    debiased squared error with the importance variance."""
     bin_weight = weight[:, 0::2] + weight[:, 1::2]
     positive_sum = weight[:, 1::2]
     score_sum = sums[:, 0::2] + sums[:, 1::2]
-    ece_reps = _ece_from_sums(bin_weight, positive_sum, score_sum)
     debiased = _debiased_sq_importance(
         bin_weight,
         positive_sum,
@@ -1483,7 +1564,9 @@ def _replicate_figures(
         squares[:, 0::2],
         rows[:, 0::2] + rows[:, 1::2],
     )
-    return ece_reps, np.sqrt(np.clip(debiased, 0.0, None))
+    return _Replicates(
+        weight=bin_weight, positive_sum=positive_sum, score_sum=score_sum, debiased_sq=debiased
+    )
 
 
 def _check_bootstrap(n_bootstrap: int, rng: object, exact_limit: float) -> None:
@@ -1512,7 +1595,8 @@ def ece_bootstrap(
     exact_limit: float = 1000.0,
     weight_kind: WeightKind = "frequency",
 ) -> EceBootstrap:
-    """Bootstrap intervals for :func:`ece` and :func:`ece_debiased` (bias-corrected, Notes).
+    """Bootstrap intervals for :func:`ece` and :func:`ece_debiased` (coverage at least the
+    confidence whatever the bins' gaps, to a normal approximation; Notes).
 
     The scheme is the Poisson bootstrap of the rows with the bin edges held fixed at their
     full-sample values (for quantile bins the edges are *not* re-estimated per replicate; the
@@ -1563,27 +1647,82 @@ def ece_bootstrap(
 
     Notes
     -----
-    The intervals follow one rule for both weight kinds. The plug-in ECE is biased upwards
-    by the noise of every bin's gap (:math:`E|g + e| > |g|`), and its replicates are biased
-    the same way again around it, so the percentile interval sits about two biases too high
-    (it covered the population ECE in 75% of simulated importance-weighted samples and 89% of
-    unweighted ones). The ECE's interval is the normal interval around the bias-corrected
-    estimate, :math:`2\\hat E - \\bar E^* \\pm z\\, \\mathrm{sd}(E^*)` (clipped at 0;
-    Efron and Tibshirani 1993, section 10.6 and chapter 13): 93.8% and 94.0% in 1,000
-    samples each (``bench/bench_importance.py``), against 92.6% and 92.5% for the basic
-    interval :math:`[2\\hat E - q_{hi}, 2\\hat E - q_{lo}]` and 88% and 92% for the BC
-    percentile one, with the same median width as the percentile interval. The debiased ECE
-    (Kumar et al. 2019) is nearly unbiased, but its replicates are not (each replicate's gaps
-    carry the sample's noise and the bootstrap's, and only one is subtracted): its interval
-    is the percentile interval moved down by that bias, the mean of the replicates minus the
-    estimate (clipped at 0): 94.5% and 94.6%, against 90% unmoved.
+    The intervals follow one rule for both weight kinds and both engines. Write
+    :math:`d_b = (Y_b - S_b) / W` for bin :math:`b`'s signed share of the ECE (its positives'
+    weight less its score sum, over the total weight), so that :math:`\\hat E = \\sum_b |d_b|`
+    estimates :math:`E = \\sum_b |\\delta_b|`; :math:`e^*_b = d^*_b - d_b` for a replicate's
+    deviation and :math:`s_b` for its standard deviation over the replicates.
+
+    *The ECE.* The plug-in ECE is biased upwards by the noise of every bin's gap,
+    :math:`\\mathrm{E}|\\delta + e| > |\\delta|`: by about :math:`0.8\\, s_b` in a calibrated
+    bin, by almost nothing in a bin many :math:`s_b` from calibrated. The bias depends on the
+    unknown gaps, and a bootstrap measures it at the sample's gaps, which are never 0: the
+    former interval (the normal interval around :math:`2\\hat E - \\bar E^*`) covered a
+    calibrated model's ECE of 0 in 49-56% of simulated samples at every size, an intercept
+    shift's in 88-96%. So each end is taken where the gaps are least favourable to it:
+
+    * upper end: :math:`|\\delta + e| - |\\delta| \\ge \\mathrm{sign}(\\delta)\\, e` whatever
+      :math:`\\delta`, so :math:`\\hat E - E` is at least the linear noise
+      :math:`\\sum_b \\mathrm{sign}(\\delta_b) e_b`; the upper end is
+      :math:`\\hat E - q_{\\alpha/2}\\left(\\sum_b \\mathrm{sign}(d_b)\\, e^*_b\\right)`;
+    * lower end: :math:`|\\delta + e| - |\\delta|` decreases with :math:`|\\delta|`, so the
+      noise adds most to bins that are calibrated; the lower end is
+      :math:`\\hat E - q_{1 - \\alpha/2 + \\beta}\\left(\\sum_b |m_b + \\mathrm{sign}(d_b)\\,
+      e^*_b| - m_b\\right)` with :math:`m_b = \\max(|d_b| - c\\, s_b, 0)`, the least
+      :math:`|\\delta_b|` a screen at level :math:`\\beta = \\alpha / 20` allows
+      (:math:`c = \\Phi^{-1}(1 - \\beta / 2K)` over the :math:`K` bins that vary, Bonferroni;
+      the two-step method of Romano, Shaikh and Wolf 2014): a bin clearly off calibration
+      counts with its linear noise, any other with its folded noise :math:`|e^*_b|`.
+
+    Both ends are clipped at 0. To the normal approximation of each bin's gap, each end
+    misses with probability at most :math:`\\alpha / 2` whatever the gaps, so the coverage is
+    at least :math:`1 - \\alpha`: about :math:`1 - \\alpha` when every gap is many standard
+    errors from 0, :math:`1 - \\alpha/2` when the model is calibrated, more in between (where
+    both ends are conservative). The price is width: 1.4-1.8 times the former interval's,
+    falling towards 1 as every gap clears 0. With few rows a bin the bootstrap understates
+    the noise of a bin whose rows share one label: at 200 rows (10 bins) a calibrated model's
+    lower end was above 0 in 4.3% of samples, not 2.5%.
+
+    *The debiased ECE* :math:`D` estimates :math:`\\theta^2 = \\sum_b \\pi_b \\delta_b^2`
+    (:math:`\\pi_b = W_b / W`, :math:`\\delta_b` the bin's gap) without bias; with normal
+    gaps its variance is :math:`4 \\sum_b \\pi_b \\delta_b^2 \\tau_b + 2 \\sum_b \\tau_b^2`,
+    :math:`\\tau_b = s_b^2 / \\pi_b` (the bin's share times its gap's variance), which grows
+    with :math:`\\theta`: a bootstrap interval, whose spread is that at the sample's gaps, is
+    too narrow exactly when :math:`D` is low by chance (the former one, the percentile
+    interval moved down by the replicates' bias, covered as few as 86% of samples under an
+    intercept shift). The interval is the set of :math:`u = \\theta^2 \\ge 0` that :math:`D`
+    does not reject with the variance *at* :math:`u`, as Wilson's interval for a proportion,
+
+    .. math::
+
+        (D - u)^2 \\le z^2 (4 u \\bar\\tau + C),
+
+    square-rooted: :math:`\\bar\\tau` averages the :math:`\\tau_b` with weights
+    :math:`\\pi_b \\hat\\delta_b^2` (where the squared error lies; their largest when every
+    gap is 0), and :math:`C` is the replicates' variance of :math:`D^*` less the linear term
+    at the sample's gaps, :math:`4 \\sum_b \\pi_b \\hat\\delta_b^2 \\bar\\tau`, and at least
+    :math:`2 \\sum_b \\tau_b^2` (its value at :math:`\\theta = 0`), so that what the
+    linearisation leaves out (the noise of the bins' shares and of the variances subtracted)
+    stays in. The inequality is quadratic in :math:`u`: a closed form.
+
+    Simulated (1,000 samples a cell, 200 replicates; the table is in
+    ``tests/test_ece_interval_review.py``: scores :math:`\\mathrm{expit}(x)`,
+    :math:`x \\sim N(-0.5, 1.5^2)`, labels :math:`\\mathrm{Bernoulli}(\\mathrm{expit}(a + b
+    x))`, 200 to 20,000 rows), the ECE's interval covered 95.7-97.4% of calibrated samples
+    (formerly 49-56%), 97.0-100% under an intercept shift of 0.3 and 99.3-100% under a
+    slope of 0.8 (formerly 84-96%), 97.5-98.4% with one bin off (formerly 59-66%), 97.3-100%
+    with frequency weights of repeated rows or importance weights, 98.7-99.5% in the
+    rare-event samples of ``tests/test_ece_interval_coverage.py`` (formerly 90.5-93.3%); the
+    debiased ECE's interval 94.3-99.3% in all of them (formerly 85.6-98.6%).
 
     References
     ----------
-    B. Efron, R. Tibshirani, "An Introduction to the Bootstrap", 1993 (bias estimate, section
-    10.6; percentile and normal intervals, chapters 12-13).
     A. Kumar, P. Liang, T. Ma, "Verified Uncertainty Calibration", NeurIPS 2019 (the ECE's
     bias and its debiased estimator).
+    J. P. Romano, A. M. Shaikh, M. Wolf, "A practical two-step method for testing moment
+    inequalities", Econometrica 82, 2014 (a screen spending a small part of the level).
+    E. B. Wilson, "Probable inference, the law of succession, and statistical inference",
+    JASA 22, 1927 (the variance at the hypothesis).
     A. B. Owen, D. Eckles, "Bootstrapping data arrays of arbitrary order", Annals of Applied
     Statistics 6, 2012 (Poisson bootstrap weights).
 

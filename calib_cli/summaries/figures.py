@@ -49,7 +49,8 @@ Bounded:
 * DeLong's interval uses the atoms as tie groups (centred on the refined AUC); the ECE
   bootstrap is the Poisson bootstrap of :func:`~calib_cli.core.metrics.ece_bootstrap` over
   (bin, class) cells with the normal limit for every cell (``exact_limit=0``): the same
-  draws, up to rounding, as that function with ``exact_limit=0`` on the rows.
+  draws, up to rounding, as that function with ``exact_limit=0`` on the rows, made into
+  intervals by the same rule (``metrics._ece_intervals``).
 """
 
 from __future__ import annotations
@@ -76,12 +77,13 @@ from calib_cli.core.metrics import (
     _delong,
     _draw_importance_cells,
     _ece_from_sums,
+    _ece_intervals,
+    _frequency_replicates,
     _hosmer_lemeshow,
     _ImportanceCells,
     _lerp,
     _mce,
     _murphy,
-    _percentile_intervals,
     _replicate_figures,
     _sqrt_clipped,
     _Squares,
@@ -1257,10 +1259,8 @@ def _bootstrap_importance(
     )
     weight, sums, squares, rows = _draw_importance_cells(cells, n_bootstrap, rng)
     stats = binning.stats
-    estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
-    debiased = _sqrt_clipped(_debiased_sq(stats, 1.0))
     reps = _replicate_figures(weight, sums, squares, rows)
-    boot = _percentile_intervals(*reps, 0.95, estimate, debiased)
+    boot = _ece_intervals(stats, _debiased_sq(stats, 1.0), reps, 0.95)
     return boot.ece_ci, boot.ece_debiased_ci
 
 
@@ -1273,7 +1273,7 @@ def _bootstrap(
     rng: np.random.Generator,
 ) -> tuple[tuple[float, float], tuple[float, float]]:
     """metrics' Poisson bootstrap over (bin, class) cells, normal limit everywhere, and its
-    intervals (metrics' ``_percentile_intervals``: the same rule as for importance weights)."""
+    intervals (metrics' ``_ece_intervals``: the same rule as for importance weights)."""
     k = binning.stats.weight.size
     n_cells = 2 * k
     cell_weight = np.zeros(n_cells)
@@ -1293,17 +1293,11 @@ def _bootstrap(
     counts = rng.poisson(cell_weight, size=(n_bootstrap, n_cells)).astype(np.float64)
     noise = rng.standard_normal((n_bootstrap, n_cells))
     sums = np.clip(counts * mean + np.sqrt(counts * var) * noise, 0.0, counts)
-    weight = counts[:, 0::2] + counts[:, 1::2]
-    positive_sum = counts[:, 1::2]
-    score_sum = sums[:, 0::2] + sums[:, 1::2]
-    ece_reps = _ece_from_sums(weight, positive_sum, score_sum)
-    deb = np.sqrt(np.clip(_debiased_sq_from_sums(weight, positive_sum, score_sum), 0.0, None))
     stats = binning.stats
-    estimate = float(_ece_from_sums(stats.weight, stats.positive_sum, stats.score_sum))
-    debiased = _sqrt_clipped(
-        float(_debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit))
+    debiased_sq = float(
+        _debiased_sq_from_sums(stats.weight, stats.positive_sum, stats.score_sum, unit)
     )
-    boot = _percentile_intervals(ece_reps, deb, 0.95, estimate, debiased)
+    boot = _ece_intervals(stats, debiased_sq, _frequency_replicates(counts, sums), 0.95)
     return boot.ece_ci, boot.ece_debiased_ci
 
 
