@@ -10,6 +10,7 @@ new batches' labels are never read.
 
 from __future__ import annotations
 
+import io
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -17,10 +18,12 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 import pytest
+from rich.console import Console
 
 from calib_cli.core.shift_history import history_blend, history_candidates, history_schedule
 from calib_cli.errors import InputError, UsageError
 from calib_cli.report.payloads import backtest_payload, dumps, history_payload
+from calib_cli.report.tables import backtest_summary_table
 from calib_cli.workflows.estimate_shift import (
     EstimateShiftRequest,
     run_backtest,
@@ -125,6 +128,12 @@ def test_backtest_figures_by_hand_and_equal_to_estimate_shift(files: tuple[Path,
     assert result.n_history.tolist() == [0, 0, 1, 2, 3, 4, 5, 6]
     payload = json.loads(dumps(backtest_payload(result)))
     assert payload["best_method"] == min(methods.values(), key=lambda m: m.mae).name
+    counted = {m["method"]: m["coverage_batches"] for m in payload["methods"]}
+    assert counted == {m.name: m.coverage_batches for m in result.methods}
+    assert counted["history_blend"] == 0 and counted["mle"] == int(informative.sum())
+    shown = Console(file=io.StringIO(), width=200, color_system=None)
+    shown.print(backtest_summary_table(result))
+    assert f"% (of {counted['mle']})" in shown.file.getvalue()  # type: ignore[attr-defined]
     assert payload["batches"][3]["estimates"]["mle"]["error"] == pytest.approx(
         mle.prevalence[3] - y[3], abs=1e-15
     )

@@ -266,7 +266,7 @@ def test_the_report_of_many_groups_is_the_standard_librarys_json(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
-    ("kind", "said"), [("frequency", "weighted by w"), ("importance", "importance weights w")]
+    ("kind", "said"), [("frequency", "weighted by 'w'"), ("importance", "importance weights 'w'")]
 )
 def test_the_title_says_the_counts_are_weighted(tmp_path: Path, kind: str, said: str) -> None:
     """Weighted positives (1,465.64) sat beside row counts with nothing saying so."""

@@ -305,6 +305,14 @@ def test_from_summary_takes_a_directory_of_part_files_and_a_quoted_glob(
     done = invoke_calib(["reliability", "--from-summary", missing])
     assert done.returncode == 66
     assert done.stderr.decode() == f"error: {missing}: no file matches this pattern\n"
+    # a directory of the .pq names summarize -o writes is read too (it was "without summary
+    # files": the directory's list of extensions was not summarize's)
+    pq = tmp_path / "pq"
+    pq.mkdir()
+    for seed in (1, 2):
+        (parts / f"part-0000{seed}.parquet").rename(pq / f"part-0000{seed}.pq")
+    named = _ok(run_calib(["reliability", "--from-summary", f"{pq}/", "--json"]))
+    close(named, expected, (*EXACT, "auc"))
 
 
 def test_the_summary_of_rows_in_memory_records_its_rule() -> None:

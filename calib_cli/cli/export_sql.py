@@ -8,7 +8,14 @@ from typing import Annotated, cast
 
 import typer
 
-from calib_cli.cli.options import DebugOpt, NoColorOpt, QuietOpt, chosen, chosen_or_none
+from calib_cli.cli.options import (
+    DebugOpt,
+    NoColorOpt,
+    QuietOpt,
+    choices_phrase,
+    chosen,
+    chosen_or_none,
+)
 from calib_cli.cli.session import command_session
 from calib_cli.errors import UsageError
 from calib_cli.sql.dialects import SQL_DIALECTS
@@ -20,7 +27,7 @@ EPILOG = (
 )
 
 DialectChoice = Enum("DialectChoice", {name: name for name in SQL_DIALECTS}, type=str)  # type: ignore[misc]
-DIALECTS = ", ".join(SQL_DIALECTS[:-1]) + f" or {SQL_DIALECTS[-1]}"
+DIALECTS = choices_phrase(SQL_DIALECTS)
 ExportScoreKind = Enum("ExportScoreKind", {k: k for k in ("probability", "logit", "raw")}, type=str)  # type: ignore[misc]
 
 

@@ -34,7 +34,18 @@ def _choice_enum(name: str, alias: object) -> type[Enum]:
 
 # Typer reads these classes from the annotations at run time; to mypy they are opaque.
 InputFormatChoice: Any = _choice_enum("InputFormatChoice", InputFormat)
-_FORMATS = ", ".join(get_args(InputFormat)[:-1]) + f" or {get_args(InputFormat)[-1]}"
+
+
+def choices_phrase(choices: tuple[str, ...]) -> str:
+    """``a, b or c``: the choices of an option named in its help (its metavar is short).
+
+    >>> choices_phrase(("csv", "tsv", "parquet"))
+    'csv, tsv or parquet'
+    """
+    return ", ".join(choices[:-1]) + f" or {choices[-1]}"
+
+
+_FORMATS = choices_phrase(get_args(InputFormat))
 ScoreKindChoice: Any = _choice_enum("ScoreKindChoice", ScoreKind)
 BinStrategyChoice: Any = _choice_enum("BinStrategyChoice", BinStrategy)
 OnInvalidChoice: Any = _choice_enum("OnInvalidChoice", OnInvalid)

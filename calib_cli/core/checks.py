@@ -25,7 +25,9 @@ def _first_bad(bad: BoolArray, values: npt.NDArray[np.generic]) -> tuple[int, in
     return idx.size, first + 1, value.item() if hasattr(value, "item") else value
 
 
-def _format_value(value: object) -> str:
+def shown_value(value: object) -> str:
+    """A bad value in a message: ``empty`` for a missing one, numbers by :func:`shown_number`,
+    text quoted."""
     if value is None:
         return "empty"
     if isinstance(value, float):
@@ -54,7 +56,7 @@ def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.Ar
     """
     arr = np.asarray(values)
     count, row, value = _first_bad(bad, arr)
-    return values_message(column, problem, count, row, _format_value(value))
+    return values_message(column, problem, count, row, shown_value(value))
 
 
 #: The end of a message about label values a label column cannot hold: the fix, where one

@@ -529,7 +529,8 @@ def _binned(y: FloatArray, p: FloatArray, w: FloatArray, n_bins: int, strategy: 
     return _bin_stats(p, w, w * p, w * y, edges)
 
 
-def _check_weight_kind(weight_kind: str) -> WeightKind:
+def check_weight_kind(weight_kind: str) -> WeightKind:
+    """``frequency`` or ``importance`` (InputError otherwise): the one check of the kind."""
     if weight_kind == "frequency":
         return "frequency"
     if weight_kind == "importance":
@@ -988,7 +989,7 @@ def delong_interval(
     confidence = _check_confidence(confidence)
     rows = _sort_rows(y, p, w)
     _, positive, negative = _tie_groups(rows)
-    squares = _tie_squares(rows) if _check_weight_kind(weight_kind) == "importance" else None
+    squares = _tie_squares(rows) if check_weight_kind(weight_kind) == "importance" else None
     return _delong(positive, negative, confidence, squares)
 
 
@@ -1180,7 +1181,7 @@ def reliability_bins(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
-    if _check_weight_kind(weight_kind) == "importance":
+    if check_weight_kind(weight_kind) == "importance":
         stats = _with_squares(stats, w, y)
     return _table(stats, _check_confidence(confidence))
 
@@ -1288,7 +1289,7 @@ def ece_debiased(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
-    if _check_weight_kind(weight_kind) == "importance":
+    if check_weight_kind(weight_kind) == "importance":
         stats = _with_squares(stats, w, y)
     value = _debiased_sq(stats, count_unit(w))
     return value if squared else _sqrt_clipped(value)
@@ -1736,7 +1737,7 @@ def ece_bootstrap(
     ((50,), True)
     """
     _check_bootstrap(n_bootstrap, rng, exact_limit)
-    importance = _check_weight_kind(weight_kind) == "importance"
+    importance = check_weight_kind(weight_kind) == "importance"
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_bins), _check_strategy(strategy))
     return _bootstrap(
@@ -1996,7 +1997,7 @@ def calibration_intercept_slope(
         raise InputError(f"tol must be positive, got {tol!r}")
     x = el.log_odds(np.clip(p, _check_eps(eps), 1.0 - eps))
     square = w * w
-    importance = _check_weight_kind(weight_kind) == "importance"
+    importance = check_weight_kind(weight_kind) == "importance"
     return _calibration_fit(
         x,
         w,
@@ -2091,7 +2092,7 @@ def hosmer_lemeshow(
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
     stats = _binned(y, p, w, _check_n_bins(n_groups, "n_groups"), "quantile")
-    if _check_weight_kind(weight_kind) == "importance":
+    if check_weight_kind(weight_kind) == "importance":
         stats = _with_squares(stats, w, y)
     return _hosmer_lemeshow(stats, w, p)
 
@@ -2144,7 +2145,7 @@ def spiegelhalter(
     -0.771517
     """
     y, p, w = _validate(y_true, y_prob, sample_weight)
-    return _spiegelhalter(y, p, w, _check_weight_kind(weight_kind) == "importance")
+    return _spiegelhalter(y, p, w, check_weight_kind(weight_kind) == "importance")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -2210,7 +2211,7 @@ def reliability_summary(
     strategy = _check_strategy(strategy)
     eps = _check_eps(eps)
     _check_bootstrap(n_bootstrap, rng, 0.0)
-    importance = _check_weight_kind(weight_kind) == "importance"
+    importance = check_weight_kind(weight_kind) == "importance"
     y0, p0, w0 = _validate(y_true, y_prob, sample_weight)
     rows = _sort_rows(y0, p0, w0)
     y, p, w = rows.y, rows.p, rows.w

@@ -153,7 +153,7 @@ from calib_cli.core.convergence import newton_distance
 from calib_cli.core.decisions import PREVALENCE_FLOOR
 from calib_cli.core.dots import dot, rows_dot
 from calib_cli.core.lazy_scipy import brentq, isotonic_regression
-from calib_cli.core.metrics import count_unit_of
+from calib_cli.core.metrics import check_weight_kind, count_unit_of
 from calib_cli.core.platt import PlattParams, apply_platt, fit_platt
 from calib_cli.core.shift_map import MapFit, PiecewiseLinearFit
 from calib_cli.errors import InputError
@@ -886,14 +886,6 @@ def fit_reference(
     )
 
 
-def _check_weight_kind(weight_kind: str) -> WeightKind:
-    if weight_kind == "frequency":
-        return "frequency"
-    if weight_kind == "importance":
-        return "importance"
-    raise InputError(f"weight_kind must be frequency or importance, got {weight_kind!r}")
-
-
 def _weight_unit(weight_kind: WeightKind, weight: float, rows: float) -> float:
     """The weight of one row: for frequency weights 1, or their mean where it is below 1
     (:func:`~calib_cli.core.metrics.count_unit_of`); for importance weights their mean, so
@@ -1104,7 +1096,7 @@ def fit_reference_counts(
     :func:`merge_reference_counts` (its grid's range from :func:`grid_range`).
     """
     kind = check_score_kind(score_kind)
-    weights_are = _check_weight_kind(weight_kind)
+    weights_are = check_weight_kind(weight_kind)
     _check_smoothing_eps(smoothing, eps)
     _check_smoothing_eps(map_smoothing, eps)
     n_fine = counts.n_fine
@@ -1287,7 +1279,8 @@ def _replicate_reference(
     rows each with its weight (importance weights), or of the rows its frequency weights
     stand for."""
     if ref.weight_kind == "frequency":
-        unit = count_unit_of(
+        unit = _weight_unit(
+            "frequency",
             float(ref.fine_weight_neg.sum()) + float(ref.fine_weight_pos.sum()),
             float(ref.fine_rows_neg.sum()) + float(ref.fine_rows_pos.sum()),
         )
@@ -2067,7 +2060,8 @@ def _estimate_and_interval(
             "the reference AUC does not differ significantly from 0.5: the scores cannot tell "
             "positives from negatives, so any prevalence fits and the interval is [0, 1]"
         )
-    if not point.flat and _one_cell(ref, stats):
+    one_cell = _one_cell(ref, stats)
+    if not point.flat and one_cell:
         # The batch tells the density ratio at one score: the likelihood is monotone in the
         # prevalence, whose estimate is an end of [0, 1] however many rows say it; a batch of
         # one score (a model outage's default score, say) gets no confident number.
@@ -2083,7 +2077,7 @@ def _estimate_and_interval(
     if point.flat or not identifiable or stats.n_rows < FEW_ROWS_WARN:
         # no measure of sampling: a bootstrap of a handful of rows cannot vary enough
         difference_se = math.nan
-    uninformative = point.flat or not identifiable or _one_cell(ref, stats)
+    uninformative = point.flat or not identifiable or one_cell
     rows_prevalence = rows_rate(
         prevalence,
         draws,

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from calib_cli.core.checks import POSITIVE_LABEL_HINT, values_message
+from calib_cli.core.checks import POSITIVE_LABEL_HINT, shown_value, values_message
 from calib_cli.errors import InputError
 from calib_cli.io.columns import (
     check_label_values,
@@ -76,7 +76,7 @@ def class_counts(
     ):
         if bad["count"][0]:
             count, row, value = int(bad["count"][0]), int(bad["row"][0]) + 1, bad["value"][0]
-            shown = "empty" if value is None or not value.strip() else repr(value)
+            shown = shown_value(value if value is not None and value.strip() else None)
             message = values_message(label_col, problem, count, row, shown)
             raise InputError(f"{name}: {message}{hint}")
     if grouped.height == 0:

@@ -148,8 +148,8 @@ def checked_header(columns: Sequence[str], name: str) -> dict[str, str]:
     repeated = sorted({c for c in unescaped if unescaped.count(c) > 1})
     if repeated:
         raise InputError(
-            f"{name}: the header names column '{repeated[0]}' 2 times; give each column its "
-            "own name"
+            f"{name}: the header names column '{repeated[0]}' "
+            f"{unescaped.count(repeated[0])} times; give each column its own name"
         )
     return renames
 

@@ -44,7 +44,7 @@ from calib_cli.core.checks import (
     POSITIVE_LABEL_HINT,
     WEIGHT_RANGE_PROBLEM,
     outside_weight_range,
-    shown_number,
+    shown_value,
     values_message,
 )
 from calib_cli.core.keyed_sums import KeyedSums
@@ -196,14 +196,6 @@ def _strata_check(column: str, dtype: pl.DataType) -> list[tuple[str, str, pl.Ex
     return [(column, "missing", missing)]
 
 
-def _format(value: object) -> str:
-    if value is None:
-        return "empty"
-    if isinstance(value, float):
-        return shown_number(value)
-    return repr(value) if isinstance(value, str) else str(value)
-
-
 def _check_queries(lazy: pl.LazyFrame, checks: Sequence[tuple[str, str, pl.Expr]]) -> pl.LazyFrame:
     """One row: for each check its count of bad rows and first bad row (streaming sums and
     minima; the value is fetched afterwards, by :func:`_raise_first_failure`)."""
@@ -236,7 +228,7 @@ def _raise_first_failure(
             with contextlib.suppress(ValueError):
                 value = float(value) if problem != "that are not numbers" else value
         extra = hint if "0 or 1" in problem or "0/1" in problem else ""
-        message = values_message(column, problem, count, first + 1, _format(value))
+        message = values_message(column, problem, count, first + 1, shown_value(value))
         raise InputError(f"{name}: {message}{extra}")
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from json.encoder import encode_basestring_ascii as _json_string
 from typing import TYPE_CHECKING
 
@@ -92,6 +92,19 @@ def bins_phrase(used: Sequence[int], strategy: str) -> str:
     fewest, most = min(used), max(used)
     count = f"{fewest}" if fewest == most else f"{fewest} to {most}"
     return f"{count} {strategy} bin{'' if most == 1 else 's'}"
+
+
+def weighting_phrase(weight_col: str | None, kinds: Iterable[str]) -> str | None:
+    """What the weights of a reliability report were, for the titles of its tables and
+    pictures (weighted counts sit beside row counts), or None without weights.
+
+    >>> weighting_phrase("w", ["frequency"]), weighting_phrase("iw", ["importance"])
+    ("weighted by 'w'", "importance weights 'iw'")
+    """
+    if weight_col is None:
+        return None
+    kind = "importance weights" if "importance" in set(kinds) else "weighted by"
+    return f"{kind} '{weight_col}'"
 
 
 def to_json_object(value: object) -> JsonObject:
@@ -409,10 +422,10 @@ def show_payload(result: ShowResult) -> JsonObject:
 def backtest_payload(result: BacktestResult) -> JsonObject:
     """``estimate-shift --backtest`` as one JSON object: ``batch_col``, ``label_delay``,
     ``reference_prevalence``, ``ci_level``, ``best_method`` (the lowest ``mae``), ``methods``
-    (per method: ``method``, ``uses_labels``, ``mae``, ``max_abs_error``, ``coverage``,
-    ``coverage_batches``,
-    ``null`` without intervals) and ``batches`` (per batch in order: ``batch``, ``rows``,
-    ``true_prevalence``, ``n_history`` (labelled batches the history blend learnt from),
+    (per method: ``method``, ``uses_labels``, ``mae``, ``max_abs_error``, ``coverage``
+    (``null`` without intervals) and ``coverage_batches`` (the batches it counts)) and
+    ``batches`` (per batch in order: ``batch``, ``rows``, ``true_prevalence``, ``n_history``
+    (labelled batches the history blend learnt from),
     ``estimates`` (per method: ``prevalence``, ``ci_low``, ``ci_high``, ``error`` = estimate
     minus truth) and ``blend_weights`` (per candidate))."""
     batches: list[JsonValue] = []

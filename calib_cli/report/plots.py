@@ -52,7 +52,7 @@ import numpy.typing as npt
 from calib_cli.core import elementary as el
 from calib_cli.errors import UsageError
 from calib_cli.io.pictures import PLOT_NEEDS, plot_format
-from calib_cli.report.payloads import bins_phrase
+from calib_cli.report.payloads import bins_phrase, weighting_phrase
 from calib_cli.types import LOGIT_EDGE as LOGIT_EDGE  # within it of 0 or 1: off a logit axis
 from calib_cli.types import PlotScale as PlotScale
 from calib_cli.types import ScoreHistogram as ScoreHistogram
@@ -977,7 +977,8 @@ def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) ->
         if e.group is None or e.group in keep
     ]
     weighted = result.weight_col is not None
-    weighting = f"weighted by '{result.weight_col}'" if weighted else "unweighted"
+    phrase = weighting_phrase(result.weight_col, (e.summary.weight_kind for e in result.entries))
+    weighting = phrase or "unweighted"
     title = reliability_title(
         Path(result.source).name,
         result.entries[0].summary,

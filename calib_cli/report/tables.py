@@ -20,7 +20,7 @@ from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 
-from calib_cli.report.payloads import bins_phrase
+from calib_cli.report.payloads import bins_phrase, weighting_phrase
 
 if TYPE_CHECKING:
     from calib_cli.core.metrics import ReliabilitySummary
@@ -657,13 +657,8 @@ def reliability_report(
     group; see :func:`reliability_figures`), then each entry's bin table and chart. Beyond
     ``detail_max_entries`` entries: the headline figures, one row per entry, and a note that
     the JSON report has the rest."""
-    kinds = {entry.summary.weight_kind for entry in result.entries}
-    # weighted counts (positives, bin counts) beside row counts: the title says so
-    weights = "" if result.weight_col is None else f", weighted by {result.weight_col}"
-    if "importance" in kinds:
-        weights = ", importance weights" + (
-            "" if result.weight_col is None else f" {result.weight_col}"
-        )
+    phrase = weighting_phrase(result.weight_col, (e.summary.weight_kind for e in result.entries))
+    weights = "" if phrase is None else f", {phrase}"
     used = bins_phrase([entry.summary.n_bins for entry in result.entries], result.strategy)
     title = f"Reliability of {result.source} ({used}{weights})"
     columns = list(dict.fromkeys(entry.score_column for entry in result.entries))
@@ -997,8 +992,8 @@ def _detail(value: object, key: str = "") -> str:
     """
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if key in _COUNT_KEYS and isinstance(value, (int, float)) and math.isfinite(value):
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+    if key in _COUNT_KEYS and isinstance(value, (int, float)):
+        return fmt_count(value)
     if isinstance(value, float):
         return f"{value:.4g}"
     if isinstance(value, (list, tuple)):

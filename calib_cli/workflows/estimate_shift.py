@@ -548,12 +548,6 @@ def _memory_reference(request: EstimateShiftRequest) -> ReferenceModel:
 # --------------------------------------------------------------------------- streaming
 
 
-def _batch_key(value: GroupValue) -> tuple[object, ...]:
-    """Natural order of batch values (as :meth:`Table.groups`, :func:`calib_cli.io.order_key`):
-    numbers and text that reads as one by value, other text, missing last."""
-    return io.order_key(value)
-
-
 def _target_batch_values(request: EstimateShiftRequest, batch_col: str) -> tuple[GroupValue, ...]:
     """The target's batch values (one column read in chunks), before any work: a history
     whose values cannot be compared with them is refused before any output is written."""
@@ -735,7 +729,7 @@ def _stream_target(
     counts, positives, sizes = tally.counts, tally.positives, tally.sizes
     if not counts and request.batch_col is None:
         raise InputError("the target has no rows")
-    order = sorted(counts, key=_batch_key)
+    order = sorted(counts, key=io.order_key)
     estimates = {
         value: _estimate(request, model, merge_target_counts(counts[value])) for value in order
     }
@@ -1124,7 +1118,7 @@ def _stream_labelled_batches(
             f"{name}: column '{batch_col}' has {sizes[None]} rows without a value; "
             "--backtest needs every batch's place in time"
         )
-    order = tuple(sorted(counts, key=_batch_key))
+    order = tuple(sorted(counts, key=io.order_key))
     rows = np.array([sizes[value] for value in order], dtype=np.int64)
     truth = np.array([positives[value] for value in order]) / rows
     return name, order, rows, truth, [merge_target_counts(counts[value]) for value in order]
@@ -1434,7 +1428,7 @@ def _summary_batches(summary: ScoreSummary) -> list[tuple[GroupValue, str | None
     the missing value last."""
     present = [g for g in summary.groups if g is not None]
     values: list[tuple[GroupValue, str | None]] = [(io.reported_value(g), g) for g in present]
-    values.sort(key=lambda pair: _batch_key(pair[0]))
+    values.sort(key=lambda pair: io.order_key(pair[0]))
     if None in summary.groups:
         values.append((MISSING_GROUP, None))
     return values
@@ -1501,7 +1495,15 @@ def _run_with_summaries(
     binning: CellBinning | None = None
     if request.reference_summaries:
         model, binning = _summary_reference(request, warn)
-    elif choose_engine(request.engine, [_rows_path(request.reference)]) == "streaming":
+    elif (
+        choose_engine(
+            request.engine,
+            [_rows_path(request.reference)],
+            input_format=request.input_format,
+            warn=warn,
+        )
+        == "streaming"
+    ):
         model = _streaming_reference(request)
     else:
         model = _memory_reference(request)

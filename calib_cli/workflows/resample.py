@@ -102,14 +102,12 @@ def run_resample(
             positive_rate=request.positive_rate,
         )
     key_col, label_col, strata_col = request.key_col, request.label_col, request.strata_col
-    # keys stay text in a typed output; strata never become floats ("2" is not "2.0")
-    with io.reading_identities([strata_col, key_col]):
-        lazy, fmt = io.scan_table(
-            request.file,
-            input_format=request.input_format,
-            typed=io.typed_output(request.output, request.output_format),
-            text_columns=[key_col] if key_col is not None else [],
-        )
+    lazy, fmt = io.scan_table(
+        request.file,
+        input_format=request.input_format,
+        typed=io.typed_output(request.output, request.output_format),
+        text_columns=[key_col] if key_col is not None else [],
+    )
     name = io.display_name(request.file)
     # the columns the output cannot take, before the pass that counts the classes
     schema = lazy.collect_schema()

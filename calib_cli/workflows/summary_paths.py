@@ -24,10 +24,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from calib_cli.errors import MissingInputError, UsageError
+from calib_cli.io.summary_file import SUMMARY_EXTENSIONS
 
 __all__ = ["expand_summary_paths", "refuse_repeated_summaries"]
 
-_SUFFIXES = (".parquet", ".json")
+_SUFFIXES = tuple(sorted(SUMMARY_EXTENSIONS))  # the names summarize -o writes
 
 
 def _listed(directory: Path) -> list[str]:
@@ -52,9 +53,8 @@ def expand_summary_paths(paths: Sequence[str]) -> tuple[str, ...]:
         if path != "-" and target.is_dir():
             found = _listed(target)
             if not found:
-                raise MissingInputError(
-                    f"{path}: a directory without summary files (*.parquet, *.json)"
-                )
+                patterns = ", ".join(f"*{suffix}" for suffix in _SUFFIXES)
+                raise MissingInputError(f"{path}: a directory without summary files ({patterns})")
             out.extend(found)
         elif path != "-" and not target.exists() and any(c in path for c in "*?["):
             found = sorted(p for p in glob.glob(path, recursive=True) if Path(p).is_file())
