@@ -581,6 +581,9 @@ def test_refinement_options_are_checked(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match=r"--refine-sql needs --table \(the table"):
         _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic", refine_sql="q.sql",
              refine_dialect="duckdb")  # fmt: skip
+    with pytest.raises(UsageError, match=r"--refine-sql needs --table \(the table"):
+        _fit(tmp_path, "m", fit_summaries=(str(base),), method="isotonic", refine_sql="q.sql",
+             refine_dialect="duckdb", refine_table="")  # fmt: skip
     with pytest.raises(UsageError, match="--fit-summary and --method isotonic or histogram"):
         _fit(tmp_path, "m", fit_summaries=(str(base),), method="platt", refine_sql="q.sql",
              refine_dialect="duckdb", refine_table="t")  # fmt: skip

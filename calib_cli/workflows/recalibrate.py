@@ -387,7 +387,8 @@ def _plan_refinement(request: RecalibrateRequest) -> None:
     sql_options = (request.refine_dialect, request.refine_table)
     if request.refine_sql is None and any(o is not None for o in sql_options):
         raise UsageError("--dialect and --table go with --refine-sql")
-    missing = [o for o, v in zip(("--dialect", "--table"), sql_options, strict=True) if v is None]
+    # an empty --table names no table (as --emit-sql's check)
+    missing = [o for o, v in zip(("--dialect", "--table"), sql_options, strict=True) if not v]
     if request.refine_sql is not None and missing:
         raise UsageError(f"--refine-sql needs {' and '.join(missing)} (the table summarised)")
 
