@@ -49,7 +49,14 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
 
-from calib_cli.core.strata import fit_strata, rerank, stratum_odds
+from calib_cli.core.strata import (
+    StratumSlope,
+    fit_stratum_slope_from_counts,
+    rerank,
+    stratum_odds_from_counts,
+)
+from calib_cli.io.strata_scan import StratumCells, reference_cells_of_rows
+from calib_cli.workflows.rerank_strata import REFERENCE_MANTISSA_BITS
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -176,6 +183,43 @@ def score(models: list[object], data: Data, rows: IntArray) -> FloatArray:
     return out
 
 
+def _cells(scores: FloatArray, y: FloatArray, strata: IntArray) -> tuple[StratumCells, ...]:
+    """Each stratum's cells of the rows, as ``rerank-strata`` builds them in both engines."""
+    return reference_cells_of_rows(
+        scores,
+        y,
+        strata,
+        np.ones(scores.size),
+        score_kind="probability",
+        mantissa_bits=REFERENCE_MANTISSA_BITS,
+    )
+
+
+def _fit(
+    scores: FloatArray, y: FloatArray, strata: IntArray, smoothing: str
+) -> dict[str, StratumSlope]:
+    """Each stratum's ROC slopes fitted on its cells: the command's fit."""
+    return {
+        c.stratum: fit_stratum_slope_from_counts(
+            c.thresholds,
+            c.positives,
+            c.negatives,
+            rows=c.rows,
+            smoothing=smoothing,  # type: ignore[arg-type]
+        )
+        for c in _cells(scores, y, strata)
+    }
+
+
+def _odds(y: FloatArray, strata: IntArray) -> dict[str, float]:
+    """Each stratum's odds from its labels (the cells' class sums; the scores do not matter)."""
+    cells = _cells(np.zeros(y.size), y, strata)
+    return stratum_odds_from_counts(
+        {c.stratum: float(c.positives.sum()) for c in cells},
+        {c.stratum: float(c.negatives.sum()) for c in cells},
+    )
+
+
 def one_repetition(
     rng: np.random.Generator, smoothing: str
 ) -> dict[tuple[str, str], tuple[float, float, float]]:
@@ -187,19 +231,14 @@ def one_repetition(
     tune = np.arange(n_train, n_train + n_tune)
     test = np.arange(n_train + n_tune, ROWS)
     population = np.arange(n_train + n_tune)
-    odds = stratum_odds(data.y[population], data.stratum[population])
+    odds = _odds(data.y[population], data.stratum[population])
     results = {}
     for model_name, make in MODELS.items():
         for technique in TECHNIQUES:
             models = train_models(data, train, make, technique, rng)
             s_tune = score(models, data, tune)
             s_test = score(models, data, test)
-            fits = fit_strata(
-                s_tune,
-                data.y[tune],
-                data.stratum[tune],
-                smoothing=smoothing,  # type: ignore[arg-type]
-            )
+            fits = _fit(s_tune, data.y[tune], data.stratum[tune], smoothing)
             reranked = rerank(s_test, data.stratum[test], fits, odds).rerank_score
             isotonic = np.empty(test.size)
             for j in (0, 1):
