@@ -134,6 +134,48 @@ def test_no_choice_list_is_folded_at_80_columns(
         assert not re.search(r"<\w*\|[\w|]*(\s|$)", text, re.MULTILINE), (name, text)
 
 
+def test_no_option_name_is_cut_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Typer wrote a range option's bounds in the metavar column ("<int range> [1<=x<=10000]"),
+    # and rerank-strata's required marks took a column more: --estimate-target-prevalence
+    # was shown as "--estimate-target-pr…" at 80 columns; the bounds are now in the help
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setenv("NO_COLOR", "1")
+    command = typer.main.get_command(app)
+    hide_flag_metavars(command)
+    for name in command.commands:  # type: ignore[attr-defined]
+        command.main([name, "--help"], prog_name="calib", standalone_mode=False)
+        text = capsys.readouterr().out
+        assert "…" not in text, (name, text)
+        assert "range>" not in text and "<=x" not in text and "x>=" not in text, (name, text)
+    command.main(["reliability", "--help"], prog_name="calib", standalone_mode=False)
+    assert "Number of bins (1 to 10,000)." in " ".join(capsys.readouterr().out.split())
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["reliability", "x.csv", "--bins", "0"], "'--bins': must be 1 to 10,000 (got 0)"),
+        (["reliability", "x.csv", "--bootstrap", "-1"], "'--bootstrap': must be at least 0"),
+        (["summarize", "x.csv", "-o", "s.parquet", "--grid-bits", "31"], "must be 12 to 30"),
+        (["recalibrate", "x.csv", "--cross-fit", "1"], "'--cross-fit': must be at least 2"),
+        (["rerank-strata", "--n-strata", "0"], "'--n-strata': must be at least 1 (got 0)"),
+        (["estimate-shift", "--map-beta", "-1"], "'--map-beta': must be at least 0 (got -1.0)"),
+        (["estimate-shift", "--map-nodes", "101"], "'--map-nodes': must be 2 to 100 (got 101)"),
+        (["estimate-shift", "--label-delay", "0"], "'--label-delay': must be at least 1"),
+        (["rerank-strata", "--target", "t.csv"], "missing option '--reference'"),
+        (["rerank-strata", "--reference", "r.csv"], "missing option '--target'"),
+    ],
+)
+def test_out_of_range_numbers_and_missing_options_are_usage_errors(
+    run_calib: RunCalib, arguments: list[str], message: str
+) -> None:
+    done = run_calib(arguments)
+    assert done.returncode == 2, done.stderr
+    assert message in done.stderr.decode(), done.stderr
+
+
 @pytest.mark.parametrize("columns", ["0", "abc", "-5"])
 def test_an_unusable_columns_value_does_not_blank_the_output(
     scored_dir: Path, columns: str

@@ -293,4 +293,4 @@ def test_map_nodes_are_bounded(run_calib: RunCalib) -> None:
     done = run_calib(["estimate-shift", "--reference", str(SAMPLE_DATA / "transactions.csv"),
                       "--target", str(SAMPLE_DATA / "shifted_batch.csv"), "--method", "map",
                       "--map-nodes", "500"])  # fmt: skip
-    assert done.returncode == 2 and b"2<=x<=100" in done.stderr
+    assert done.returncode == 2 and b"must be 2 to 100 (got 500)" in done.stderr

@@ -31,6 +31,7 @@ from calib_cli.cli.options import (
     chosen,
     chosen_or_none,
     csv_dialect,
+    in_range,
     weight_kind,
 )
 from calib_cli.cli.session import command_session, emit_report, json_on_stdout
@@ -45,11 +46,15 @@ EPILOG = (
     "--batch-col day --json"
 )
 
-MAP_HELP = {
-    "nodes": "map: nodes of the piecewise-linear density.",
-    "beta": "map: strength of the prior tying the positive density to the reference's.",
-    "power": "map: power p >= 1 of the prior's penalty.",
-}
+MAP_OPTIONS = {  # typer.Option of --map-nodes, --map-beta and --map-power
+    name: typer.Option(f"--map-{name}", **in_range(help, low=low, high=high), show_default=default)
+    for name, help, low, high, default in (
+        ("nodes", "map: nodes of the piecewise-linear density.", 2, 100, "10"),
+        ("beta", "map: strength of the prior tying the positive density to the reference's.",
+         0, None, "1000"),
+        ("power", "map: power p of the prior's penalty.", 1, None, "1"),
+    )
+}  # fmt: skip
 
 
 def estimate_shift(
@@ -99,9 +104,9 @@ def estimate_shift(
         int,
         typer.Option(
             "--bootstrap",
-            min=0,
-            help="Bootstrap replicates over target and "
-            "reference rows, for the interval and the fit p-value.",
+            **in_range(None, low=0),
+            help="Bootstrap replicates over target and reference rows, for the interval and "
+            "the fit p-value.",
         ),
     ] = 200,
     ci_method: Annotated[
@@ -126,18 +131,9 @@ def estimate_shift(
             help="acc: score threshold (default: the one maximising TPR - FPR on the reference).",
         ),
     ] = None,
-    map_nodes: Annotated[
-        int | None,
-        typer.Option("--map-nodes", min=2, max=100, help=MAP_HELP["nodes"], show_default="10"),
-    ] = None,
-    map_beta: Annotated[
-        float | None,
-        typer.Option("--map-beta", min=0.0, help=MAP_HELP["beta"], show_default="1000"),
-    ] = None,
-    map_power: Annotated[
-        float | None,
-        typer.Option("--map-power", min=1.0, help=MAP_HELP["power"], show_default="1"),
-    ] = None,
+    map_nodes: Annotated[int | None, MAP_OPTIONS["nodes"]] = None,
+    map_beta: Annotated[float | None, MAP_OPTIONS["beta"]] = None,
+    map_power: Annotated[float | None, MAP_OPTIONS["power"]] = None,
     backtest: Annotated[
         bool,
         typer.Option(
@@ -151,10 +147,10 @@ def estimate_shift(
         int | None,
         typer.Option(
             "--label-delay",
-            min=1,
+            **in_range(None, low=1),
             help="--backtest and --history's past batches: labels arrive this many batches "
-            "late (K: batch t is estimated from the labels of batches up to t - K; default "
-            "1). A new batch uses every --history batch before it.",
+            "late (K, at least 1: batch t is estimated from the labels of batches up to t - K; "
+            "default 1). A new batch uses every --history batch before it.",
         ),
     ] = None,
     history: Annotated[

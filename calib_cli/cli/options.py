@@ -45,6 +45,46 @@ def choices_phrase(choices: tuple[str, ...]) -> str:
     return ", ".join(choices[:-1]) + f" or {choices[-1]}"
 
 
+def range_phrase(low: float | None, high: float | None) -> str:
+    """The bounds of an option's values, as its help gives them.
+
+    >>> range_phrase(1, None), range_phrase(2, 100), range_phrase(None, 0.5)
+    ('at least 1', '2 to 100', 'at most 0.5')
+    """
+    if low is not None and high is not None:
+        return f"{low:,} to {high:,}"
+    if low is not None:
+        return f"at least {low:,}"
+    return f"at most {high:,}"
+
+
+def in_range(
+    help: str | None, *, low: float | None = None, high: float | None = None
+) -> dict[str, Any]:
+    """``typer.Option`` keywords of a number option checked against ``[low, high]``: a
+    check of the value, and ``help`` with the bounds before its last full stop (or at its
+    end); None: the caller's help gives the bounds in its own words. Not ``min=``/``max=``:
+    Typer writes those bounds in the metavar column (``<int range> [1<=x<=10000]``), which
+    took a fifth of an 80-column help and cut long option names.
+
+    >>> in_range("Number of bins.", low=1, high=10_000)["help"]
+    'Number of bins (1 to 10,000).'
+    """
+
+    def check(value: float | None) -> float | None:
+        if value is not None and not (
+            (low is None or value >= low) and (high is None or value <= high)
+        ):
+            raise typer.BadParameter(f"must be {range_phrase(low, high)} (got {value})")
+        return value
+
+    keywords: dict[str, Any] = {"callback": check}
+    if help is not None:
+        phrase = f" ({range_phrase(low, high)})"
+        keywords["help"] = help[:-1] + phrase + "." if help.endswith(".") else help + phrase
+    return keywords
+
+
 _FORMATS = choices_phrase(get_args(InputFormat))
 ScoreKindChoice: Any = _choice_enum("ScoreKindChoice", ScoreKind)
 BinStrategyChoice: Any = _choice_enum("BinStrategyChoice", BinStrategy)
@@ -206,6 +246,7 @@ PlotScaleOpt = Annotated[
     PlotScaleChoice | None,
     typer.Option(
         "--plot-scale",
+        metavar="<scale>",  # the choices are in the help
         help="Probability axes of --plot: linear, or logit (keeps 0.1% and 1% apart).",
         show_default="linear",
     ),

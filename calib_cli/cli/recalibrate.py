@@ -32,6 +32,7 @@ from calib_cli.cli.options import (
     chosen,
     chosen_or_none,
     csv_dialect,
+    in_range,
     max_invalid,
     weight_kind,
 )
@@ -112,8 +113,7 @@ def recalibrate(
         int | None,
         typer.Option(
             "--cross-fit",
-            min=2,
-            help="Out-of-fold calibrated scores of a labelled INPUT with K folds.",
+            **in_range("Out-of-fold calibrated scores of a labelled INPUT with K folds.", low=2),
         ),
     ] = None,
     save_model: Annotated[
@@ -159,14 +159,13 @@ def recalibrate(
     ] = False,
     bins: Annotated[
         int | None,
-        typer.Option("--bins", min=1, help="Histogram: number of bins.", show_default="10"),
+        typer.Option("--bins", **in_range("Histogram: number of bins.", low=1), show_default="10"),
     ] = None,
     folds: Annotated[
         int | None,
         typer.Option(
             "--folds",
-            min=2,
-            help="auto on rows (--fit FILE, --cross-fit): cross-validation folds.",
+            **in_range("auto on rows (--fit FILE, --cross-fit): cross-validation folds.", low=2),
             show_default="5",
         ),
     ] = None,

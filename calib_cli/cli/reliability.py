@@ -31,6 +31,7 @@ from calib_cli.cli.options import (
     chosen,
     chosen_or_none,
     csv_dialect,
+    in_range,
     max_invalid,
     weight_kind,
 )
@@ -79,7 +80,9 @@ def reliability(
     by: Annotated[
         str | None, typer.Option("--by", help="Also report each value of this column.")
     ] = None,
-    bins: Annotated[int, typer.Option("--bins", min=1, max=10_000, help="Number of bins.")] = 10,
+    bins: Annotated[
+        int, typer.Option("--bins", **in_range("Number of bins.", low=1, high=10_000))
+    ] = 10,
     strategy: Annotated[
         BinStrategyChoice,
         typer.Option("--strategy", help="uniform: equal-width bins; quantile: equal-mass bins."),
@@ -87,7 +90,9 @@ def reliability(
     bootstrap: Annotated[
         int,
         typer.Option(
-            "--bootstrap", min=0, help="Bootstrap replicates for ECE intervals (0: none)."
+            "--bootstrap",
+            **in_range(None, low=0),
+            help="Bootstrap replicates for ECE intervals (0: none).",
         ),
     ] = 0,
     fail_above_ece: Annotated[

@@ -31,10 +31,12 @@ from calib_cli.cli.options import (
     chosen,
     chosen_or_none,
     csv_dialect,
+    in_range,
     weight_kind,
 )
 from calib_cli.cli.session import command_session, emit_report
 from calib_cli.core.pca import PCACut, PCAScaling
+from calib_cli.errors import UsageError
 from calib_cli.types import Engine, InputFormat, PlotScale, ScoreKind, SlopeSmoothing, choices
 
 
@@ -56,18 +58,24 @@ EPILOG = (
 
 
 def rerank_strata(
+    # required, but checked here: Typer's column of required marks cut the longest option
+    # name at 80 columns
     reference: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--reference", help="Labelled tuning rows (scores, labels, strata).", show_default=False
+            "--reference",
+            help="Required: labelled tuning rows (scores, labels, strata).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     target: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--target", help="Rows to re-rank (labels optional: then reported).", show_default=False
+            "--target",
+            help="Required: rows to re-rank (labels optional: then reported).",
+            show_default=False,
         ),
-    ],
+    ] = None,
     output: Annotated[
         str | None,
         typer.Option(
@@ -114,8 +122,7 @@ def rerank_strata(
         int | None,
         typer.Option(
             "--n-strata",
-            min=1,
-            help="With --pca-features --pca-cut quantiles: number of strata.",
+            **in_range("With --pca-features --pca-cut quantiles: number of strata.", low=1),
             show_default="3",
         ),
     ] = None,
@@ -123,6 +130,7 @@ def rerank_strata(
         SlopeSmoothingChoice,
         typer.Option(
             "--smoothing",
+            metavar="<method>",
             help="ROC slope: hull (concave hull, PAV) or loess (local quadratic, as in the paper).",
         ),
     ] = "hull",
@@ -167,6 +175,10 @@ def rerank_strata(
     """Re-rank scores of per-stratum models by stratum odds times the stratum's ROC slope
     (Zuo 2021), so one ranking is best across strata; adds the population posterior."""
     with command_session(quiet=quiet, no_color=no_color, debug=debug) as session:
+        for option, value in (("--reference", reference), ("--target", target)):
+            if value is None:
+                raise UsageError(f"missing option '{option}': give both --reference and --target")
+        assert reference is not None and target is not None
         from calib_cli.report.payloads import rerank_strata_payload
         from calib_cli.report.tables import (
             pca_note,

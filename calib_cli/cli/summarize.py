@@ -25,6 +25,7 @@ from calib_cli.cli.options import (
     chosen,
     chosen_or_none,
     csv_dialect,
+    in_range,
     max_invalid,
     weight_kind,
 )
@@ -70,16 +71,16 @@ def summarize(
         typer.Option("--by", help="Keep each value of this column apart (reliability --by)."),
     ] = None,
     bins: Annotated[
-        int, typer.Option("--bins", min=1, max=10_000, help="Reliability bins kept exact.")
+        int,
+        typer.Option("--bins", **in_range("Reliability bins kept exact.", low=1, high=10_000)),
     ] = 10,
     grid_bits: Annotated[
         int,
         typer.Option(
             "--grid-bits",
-            min=12,
-            max=30,
-            help="Mantissa bits of the score grid (20 for recalibrate --fit-summary "
-            "--method histogram; each bit can double the keys).",
+            **in_range(None, low=12, high=30),
+            help="Mantissa bits of the score grid, 12 to 30 (20 for recalibrate "
+            "--fit-summary --method histogram; each bit can double the keys).",
         ),
     ] = 12,
     input_format: InputFormatOpt = None,
