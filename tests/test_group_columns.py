@@ -5,6 +5,7 @@ JSON booleans and the streaming one text, so ``--engine auto`` changed them at 2
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from pathlib import Path
 
@@ -74,3 +75,46 @@ def test_boolean_groups_are_the_same_text_in_every_engine(
         assert done.returncode == 0, done.stderr
         groups[engine] = [entry["group"] for entry in json.loads(done.stdout)]
     assert groups["memory"] == groups["streaming"] == [None, "false", "true"]
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        ([1.5, 2.0, 1e10, float("nan")], [1.5, 2.0, 10000000000.0, "(missing)"]),
+        ([dt.date(2024, 1, 1), dt.date(2024, 2, 1)], ["2024-01-01", "2024-02-01"]),
+        (
+            [dt.datetime(2024, 1, 1, 5), dt.datetime(2024, 2, 1, 0, 0, 0, 123)],
+            ["2024-01-01 05:00:00", "2024-02-01 00:00:00.000123"],
+        ),
+        ([30, 1, -4], [-4, 1, 30]),
+    ],
+    ids=["float", "date", "datetime", "int"],
+)
+def test_typed_groups_are_the_same_values_in_every_engine(
+    tmp_path: Path, run_calib: RunCalib, values: list[object], expected: list[object]
+) -> None:
+    """The streaming pass groups by the column's text (Polars' cast to String), and reported
+    that text: a float column's groups were JSON strings ("1.5") where the in-memory engine
+    gave numbers (1.5), and a datetime's "2024-01-01 05:00:00.000000" where memory gave
+    "2024-01-01 05:00:00", so --engine auto changed them at 2M rows."""
+    rng = np.random.default_rng(11)
+    n = 600
+    score = rng.uniform(0.05, 0.95, n)
+    pl.DataFrame(
+        {
+            "score": score,
+            "label": (rng.random(n) < score).astype(np.int64),
+            "g": [values[i % len(values)] for i in range(n)],
+        }
+    ).write_parquet(tmp_path / "t.parquet")
+    reports = {}
+    for engine in ("memory", "streaming"):
+        done = run_calib(
+            ["reliability", "t.parquet", "--by", "g", "--engine", engine, "--json"], cwd=tmp_path
+        )
+        assert done.returncode == 0, done.stderr
+        reports[engine] = json.loads(done.stdout)
+    for engine, entries in reports.items():
+        assert [entry["group"] for entry in entries] == [None, *expected], engine
+    for ours, theirs in zip(reports["memory"], reports["streaming"], strict=True):
+        assert ours["n"] == theirs["n"] and ours["auc"] == pytest.approx(theirs["auc"], abs=1e-12)

@@ -33,6 +33,10 @@ One module per concern:
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
+import polars as pl
+
 from calib_cli.io.columns import naming, positive_label_expr
 from calib_cli.io.counts import ClassCounts, class_counts, counts_by_stratum
 from calib_cli.io.dialect import current_dialect, require_column, using_dialect
@@ -48,7 +52,7 @@ from calib_cli.io.formats import (
     sniff_format,
     typed_output,
 )
-from calib_cli.io.identity import order_key, reads_as_number, reported_value
+from calib_cli.io.identity import order_key, reads_as_number, reported_value, typed_value
 from calib_cli.io.invalid import InvalidRows
 from calib_cli.io.read import read_table, reading_identities, reading_numbers
 from calib_cli.io.sampling import key_kind, sample_rows
@@ -75,12 +79,16 @@ from calib_cli.io.write import (
     write_text,
 )
 
+#: A column's type, as a reader knows it (workflows hold it without importing Polars).
+ColumnType: TypeAlias = pl.DataType
+
 __all__ = [
     "FLAG_COLUMN",
     "ROW_INDEX",
     "STDIO",
     "TEXT_FORMATS",
     "ClassCounts",
+    "ColumnType",
     "InvalidRows",
     "ScoredScan",
     "Table",
@@ -121,6 +129,7 @@ __all__ = [
     "sniff_format",
     "summary_format",
     "typed_output",
+    "typed_value",
     "using_dialect",
     "write_bytes",
     "write_summary",

@@ -44,6 +44,7 @@ __all__ = [
     "order_key",
     "reads_as_number",
     "reported_value",
+    "typed_value",
 ]
 
 #: Text that reads as a number, for ordering only (ASCII digits, an optional sign, point and
@@ -79,6 +80,28 @@ def reported_value(text: str) -> int | str:
     """
     value = integer_of_text(text)
     return text if value is None else value
+
+
+def typed_value(text: str, dtype: pl.DataType | None) -> Any:
+    """The value of a typed column (``dtype``) whose text a streaming pass kept (Polars'
+    ``cast(String)``), as the in-memory reader reports it: a float for a float column, a date
+    or datetime for a temporal one (``2024-01-01 05:00:00.000000`` is the datetime, shown as
+    ``2024-01-01 05:00:00`` in both engines); any other type (or None: not known, as in a
+    summary file) by :func:`reported_value`.
+
+    >>> typed_value("1e-300", pl.Float64), typed_value("7", pl.Int64), typed_value("7", None)
+    (1e-300, 7, 7)
+    >>> str(typed_value("2024-01-01 05:00:00.000000", pl.Datetime("us")))
+    '2024-01-01 05:00:00'
+    """
+    if dtype is not None:
+        if dtype.is_float():
+            return float(text)
+        if dtype == pl.Date:
+            return dt.date.fromisoformat(text)
+        if isinstance(dtype, pl.Datetime):
+            return dt.datetime.fromisoformat(text)
+    return reported_value(text)
 
 
 def order_key(value: GroupValue | dt.date) -> tuple[Any, ...]:

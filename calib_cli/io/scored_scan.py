@@ -48,6 +48,9 @@ class ScoredScan:
     #: rows it would refuse; the pass that reads them calls this (it raises the error the
     #: check would have raised), and ``rows`` is -1 until that pass counts them.
     verify: Callable[[], None] | None = None
+    #: the ``by`` column's type before it became text (None without ``by``): reports give
+    #: its groups as the in-memory reader does (:func:`~calib_cli.io.identity.typed_value`)
+    by_dtype: pl.DataType | None = None
 
 
 def _number(column: str, dtype: pl.DataType, name: str) -> pl.Expr:
@@ -155,6 +158,7 @@ def scored_scan(
             rows=-1,
             dropped=0,
             verify=verify,
+            by_dtype=None if by is None else schema[by],
         )
     rows, bad_rows, invalid = _tally(
         lazy,
@@ -178,6 +182,7 @@ def scored_scan(
         rows=rows - bad_rows,
         dropped=bad_rows,
         invalid=invalid,
+        by_dtype=None if by is None else schema[by],
     )
 
 

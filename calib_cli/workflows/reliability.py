@@ -326,13 +326,17 @@ def _result(
 # ------------------------------------------------------------------------- from summaries
 
 
-def _group_values(names: Sequence[str | None]) -> list[tuple[GroupValue, str | None]]:
+def _group_values(
+    names: Sequence[str | None], dtype: io.ColumnType | None = None
+) -> list[tuple[GroupValue, str | None]]:
     """A summary's groups (text) as the values the in-memory path reports, by the rule of
     :mod:`calib_cli.io.identity`: an integer's text as the integer, any other text as itself,
-    in :func:`calib_cli.io.order_key` order; rows without a value last as "(missing)"."""
+    or, where the column's type is known (``dtype``: a streaming pass over a typed file), as
+    that type's value (:func:`calib_cli.io.typed_value`: floats, dates, datetimes); in
+    :func:`calib_cli.io.order_key` order; rows without a value last as "(missing)"."""
     present = [n for n in names if n is not None]
     values: list[tuple[GroupValue, str | None]] = sorted(
-        ((io.reported_value(n), n) for n in present), key=lambda pair: io.order_key(pair[0])
+        ((io.typed_value(n, dtype), n) for n in present), key=lambda pair: io.order_key(pair[0])
     )
     if None in names:
         values.append((MISSING_GROUP, None))
@@ -345,14 +349,17 @@ def _parts(summary: ScoreSummary, by: str | None) -> Iterator[tuple[GroupValue, 
 
 
 def _parts_with_sub_cells(
-    summary: ScoreSummary, sub: SubCells | None, by: str | None
+    summary: ScoreSummary,
+    sub: SubCells | None,
+    by: str | None,
+    by_dtype: io.ColumnType | None = None,
 ) -> Iterator[tuple[GroupValue, ScoreSummary, SubCells | None]]:
     """:func:`_parts`, each with its sub-cells (None without), made one at a time as the
     caller asks (with many groups, every part's copy at once took as much again as the
-    summary and its sub-cells)."""
+    summary and its sub-cells); ``by_dtype``: the ``by`` column's type, where known."""
     yield None, summary.pooled(), None if sub is None else sub.pooled()
     if by is not None:
-        for value, name in _group_values(summary.groups):
+        for value, name in _group_values(summary.groups, by_dtype):
             part_sub = None if sub is None else sub.select_group(name)
             yield value, summary.select_group(name), part_sub
 
@@ -463,7 +470,9 @@ def assess_streaming(
     for column in dict.fromkeys(score_cols):
         _flat_summary(name, column, summaries[column], warn)
         # each column's summary and sub-cells let go once its figures are done
-        parts = _parts_with_sub_cells(summaries.pop(column), sub_cells.pop(column), request.by)
+        parts = _parts_with_sub_cells(
+            summaries.pop(column), sub_cells.pop(column), request.by, scan.by_dtype
+        )
         for group, part, sub in parts:
             where = name if group is None else f"{name} ({request.by}={group})"
             if _weightless(where, group, float(np.sum(part.weight)), warn):
