@@ -37,7 +37,7 @@ from typing import TypeAlias
 
 import polars as pl
 
-from calib_cli.io.columns import naming, positive_label_expr
+from calib_cli.io.columns import naming, positive_label_expr, unlabelled_target_message
 from calib_cli.io.counts import ClassCounts, class_counts, counts_by_stratum
 from calib_cli.io.dialect import current_dialect, require_column, using_dialect
 from calib_cli.io.formats import (
@@ -130,6 +130,7 @@ __all__ = [
     "summary_format",
     "typed_output",
     "typed_value",
+    "unlabelled_target_message",
     "using_dialect",
     "write_bytes",
     "write_summary",

@@ -72,19 +72,38 @@ def _as_number(text: str) -> float | None:
         return None
 
 
-def parse_labels(series: pl.Series, column: str, positive_label: str | None) -> FloatArray:
+def parse_labels(
+    series: pl.Series, column: str, positive_label: str | None, *, missing_ok: bool = False
+) -> FloatArray:
     """Labels as 0.0/1.0 by the rules of :func:`positive_label_expr` (shared with streaming
-    ``resample`` and ``--on-invalid drop``), refusing missing or unreadable values."""
-    missing = series.is_null().to_numpy()
-    if series.dtype == pl.String:
-        missing |= (series.str.strip_chars() == "").fill_null(True).to_numpy()
-    if missing.any():
-        raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
+    ``resample`` and ``--on-invalid drop``), refusing missing or unreadable values.
+
+    With ``missing_ok`` (a target's labels, which arrive late), a missing value
+    (:func:`label_missing`: null, NaN, empty text) is NaN in the result instead of an error,
+    whatever ``positive_label`` says; values present are checked as without it.
+
+    >>> parse_labels(pl.Series("y", [1.0, None, float("nan"), 0.0]), "y", None, missing_ok=True)
+    array([ 1., nan, nan,  0.])
+    >>> parse_labels(pl.Series("y", ["ok", "", "fraud"]), "y", "fraud", missing_ok=True)
+    array([ 0., nan,  1.])
+    """
+    if missing_ok:
+        missing = (
+            series.to_frame(column)
+            .select(label_missing(column, series.dtype).fill_null(True))[:, 0]
+            .to_numpy()
+        )
+    else:
+        missing = series.is_null().to_numpy()
+        if series.dtype == pl.String:
+            missing |= (series.str.strip_chars() == "").fill_null(True).to_numpy()
+        if missing.any():
+            raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
     is_positive, is_valid = positive_label_expr(column, series.dtype, positive_label)
     flags = series.to_frame(column).select(
         is_positive.fill_null(False).alias("positive"), is_valid.fill_null(False).alias("valid")
     )
-    invalid = ~flags["valid"].to_numpy()
+    invalid = ~flags["valid"].to_numpy() & ~missing
     if invalid.any():
         problem = label_problem(series.dtype)
         raise InputError(
@@ -92,8 +111,42 @@ def parse_labels(series: pl.Series, column: str, positive_label: str | None) -> 
         )
     positive = flags["positive"].to_numpy()
     if positive_label is not None:
-        _require_two_values(series, column, positive_label, bool(positive.any()))
-    return positive.astype(np.float64)
+        present = series.filter(pl.Series(~missing)) if missing.any() else series
+        _require_two_values(present, column, positive_label, bool(positive[~missing].any()))
+    labels = positive.astype(np.float64)
+    labels[missing] = np.nan
+    return labels
+
+
+def label_missing(column: str, dtype: pl.DataType) -> pl.Expr:
+    """Where a label that may arrive late (a target's) is missing: null, NaN, or text that is
+    empty or ``NaN`` (as a CSV writer writes a missing float).
+
+    >>> frame = pl.DataFrame({"y": [1.0, None, float("nan"), 0.0], "t": ["1", " ", None, "NaN"]})
+    >>> frame.select(label_missing("y", pl.Float64), label_missing("t", pl.String)).rows()
+    [(False, False), (True, True), (True, True), (False, True)]
+    """
+    col = pl.col(column)
+    missing = col.is_null()
+    if dtype == pl.String:
+        text = col.str.strip_chars()
+        missing = missing | (text == "") | (text.str.to_lowercase() == "nan")
+    elif dtype.is_float():
+        missing = missing | col.is_nan()
+    return missing
+
+
+def unlabelled_target_message(name: str, column: str, rows: int) -> str:
+    """The warning of a target whose label column holds no label (every value missing): it
+    is taken as a target without labels.
+
+    >>> unlabelled_target_message("t.csv", "label", 5000)
+    "t.csv: column 'label' has no labels (all 5,000 missing): the target is taken as unlabeled"
+    """
+    return (
+        f"{name}: column '{column}' has no labels (all {rows:,} missing): "
+        "the target is taken as unlabeled"
+    )
 
 
 def label_problem(dtype: pl.DataType) -> str:

@@ -19,7 +19,8 @@ Four steps, each a streaming Polars query (see the README, "Streaming"):
    gives exact ranks, which are regrouped by row and laid out in row order in a scratch file;
    a last pass streams the target again, maps its rows, reads their ranks and sinks the output.
 4. The comparison counts (labelled target): weighted classes per raw score cell and per cell
-   of the rerank score, collected from the scratch file.
+   of the rerank score of the rows whose label is known (a target's late labels may be
+   missing), collected from the scratch file.
 
 Memory: the reference's occupied cells, one chunk of rows (``chunk_rows``) and Polars' batches.
 Disk (in a scratch directory removed at the end): about 40 bytes a target row.
@@ -50,7 +51,7 @@ from calib_cli.core.checks import (
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.core.strata import factorize_strata
 from calib_cli.errors import InputError, UsageError
-from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.columns import label_missing, label_problem, positive_label_expr
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.scan import ROW_INDEX, collect, ordered_batches
 from calib_cli.io.sink import sink_table
@@ -102,12 +103,17 @@ class StratumCells:
 
 @dataclass(frozen=True)
 class TargetStrata:
-    """The target's rows per stratum (sorted by name), and its columns."""
+    """The target's rows per stratum (sorted by name), and its columns.
+
+    ``labelled``: the target has a label column holding at least one label; ``missing_labels``
+    counts the rows of its label column whose label is missing (late labels), all of them
+    when none is present (the target is then taken as unlabelled)."""
 
     rows: int
     strata: Mapping[str, int]
     columns: tuple[str, ...]
     labelled: bool
+    missing_labels: int = 0
 
 
 @dataclass(frozen=True)
@@ -416,25 +422,41 @@ def target_strata(
     weight_col: str | None,
 ) -> TargetStrata:
     """Check the target (score, strata; labels and weights when it has labels) and count its
-    rows per stratum, in one streaming pass, before anything is written."""
+    rows per stratum, in one streaming pass, before anything is written.
+
+    A target's labels may be missing (late labels: the rule of
+    :meth:`~calib_cli.io.table.Table.partial_labels`), and are counted; the labels present
+    are checked. A label column without any label is no label column: its labels and the
+    weights (used with labels only) are not checked."""
     schema = lazy.collect_schema()
     _require_columns(schema, name, [(score_col, "--score-col"), (strata_col, "--strata-col")])
-    labelled = label_col in schema
-    if labelled and weight_col is not None:
+    has_labels = label_col in schema
+    if has_labels and weight_col is not None:
         _require_columns(schema, name, [(weight_col, "--weight-col")])
     checks = [
         *_score_checks(score_col, schema[score_col], score_kind),
         *_strata_check(strata_col, schema[strata_col]),
     ]
-    if labelled:
-        checks += _label_checks(label_col, schema[label_col], positive_label)
+    unlabelled_checks = len(checks)
+    if has_labels:
+        dtype = schema[label_col]
+        missing = label_missing(label_col, dtype)
+        _, is_valid = positive_label_expr(label_col, dtype, positive_label)
+        checks.append(
+            (label_col, label_problem(dtype), ~missing.fill_null(True) & ~is_valid.fill_null(False))
+        )
         if weight_col is not None:
             checks += _weight_checks(weight_col, schema[weight_col])
+        checks.append((label_col, "missing", missing))  # counted, not refused: kept last
     counts = lazy.group_by(pl.col(strata_col).alias("stratum")).agg(pl.len().alias("rows"))
     found = collect(lambda: _check_queries(lazy, checks).collect(engine="streaming"), name)
     hint = POSITIVE_LABEL_HINT if positive_label is None else ""
-    _raise_first_failure(lazy, found, checks, name, hint)
     grouped = collect(lambda: counts.collect(engine="streaming"), name)
+    missing_labels = int(found[f"n{len(checks) - 1}"][0] or 0) if has_labels else 0
+    labelled = has_labels and missing_labels < int(grouped["rows"].sum())
+    _raise_first_failure(
+        lazy, found, checks[: len(checks) - 1 if labelled else unlabelled_checks], name, hint
+    )
     if grouped.height == 0:
         raise InputError(f"{name}: no data rows")
     grouped = grouped.with_columns(pl.col("stratum").cast(pl.String)).sort("stratum")
@@ -443,7 +465,11 @@ def target_strata(
         for value, rows in zip(grouped["stratum"].to_list(), grouped["rows"].to_list(), strict=True)
     }
     return TargetStrata(
-        rows=sum(strata.values()), strata=strata, columns=tuple(schema), labelled=labelled
+        rows=sum(strata.values()),
+        strata=strata,
+        columns=tuple(schema),
+        labelled=labelled,
+        missing_labels=missing_labels,
     )
 
 
@@ -496,6 +522,8 @@ def sink_reranked(
             .cast(pl.Float64)
             .alias("w")
         )
+        # a row whose label is missing (late labels) is left out of the comparison
+        inputs.append(~label_missing(label_col, schema[label_col]).fill_null(True).alias("k"))
     score_name, calibrated_name, rank_name = columns
     with tempfile.TemporaryDirectory(prefix="calib-rerank-") as scratch_dir:
         scratch = Path(scratch_dir)
@@ -592,13 +620,14 @@ def _map_to_parts(
     *,
     cells: tuple[ScoreKind, int] | None = None,
 ) -> tuple[list[Path], pl.DataFrame, list[pl.DataFrame]]:
-    """Stream ``inputs`` (s, g[, y, w]; ``g`` the stratum, coded by ``codes``) through
-    ``rerank_map``; write the rows, in order, with
+    """Stream ``inputs`` (s, g[, y, w, k]; ``g`` the stratum, coded by ``codes``; ``k``
+    whether the row's label is known) through ``rerank_map``; write the rows, in order, with
     their row number, rerank score ``r`` and calibrated ``p``, to files of at most
     ``part_rows`` rows; return the files in row order, the histogram of the rerank scores
     (``b``, the rerank score's bucket, and ``n``, its rows; ascending) and, with ``cells``
     (a labelled target), the weighted classes (``k``, ``pos``, ``neg``; ascending) per raw
-    score cell and per rerank-score bucket.
+    score cell and per rerank-score bucket of the rows whose label is known (the sums of a
+    target of those rows only, to the bit).
 
     The inputs are first sunk by Polars into files of ``part_rows`` rows, then read one at a
     time: a sink waits for its writer, whereas a Python consumer of ``collect_batches`` slower
@@ -615,7 +644,7 @@ def _map_to_parts(
     shift = 52 - RERANK_MANTISSA_BITS
     # per key, in the rows' order (the same bytes on every run): rows per bucket, and the
     # weighted classes per raw score cell and per bucket
-    by_bucket = KeyedSums(("pos", "neg") if cells is not None else ())
+    by_bucket = KeyedSums(("pos", "neg", "known") if cells is not None else ())
     by_cell = KeyedSums(("pos", "neg"))
     paths: list[Path] = []
     offset = 0
@@ -638,23 +667,39 @@ def _map_to_parts(
         else:
             kind, bits = cells
             grid_score = s if kind == "probability" else el.sigmoid(s)
-            y = batch["y"].to_numpy().astype(np.float64)
-            w = batch["w"].to_numpy().astype(np.float64)
+            known = batch["k"].to_numpy().astype(np.bool_)
+            y = np.where(known, batch["y"].to_numpy().astype(np.float64), 0.0)
+            w = np.where(known, batch["w"].to_numpy().astype(np.float64), 0.0)
             classes = {"pos": w * y, "neg": w * (1.0 - y)}
-            by_cell.add(cell_index(grid_score, mantissa_bits=bits), classes)
-            by_bucket.add(bucket, classes)
-            del grid_score, y, w, classes
+            cell = cell_index(grid_score, mantissa_bits=bits)
+            if known.all():
+                by_cell.add(cell, classes)
+            else:  # only the labelled rows' cells (adding zeros would add cells)
+                by_cell.add(cell[known], {name: v[known] for name, v in classes.items()})
+            # every row counts in the histogram; a bucket of unlabelled rows only is left out
+            # of the comparison by its count of known labels (adding zeros changes no sum)
+            by_bucket.add(bucket, {**classes, "known": known.astype(np.float64)})
+            del grid_score, y, w, classes, known, cell
         offset += n
         del batch, frame, bucket, s, c, r, p
     counts = pl.DataFrame({"b": by_bucket.keys, "n": by_bucket.counts})
     if cells is None:
         return paths, counts, []
+    labelled = by_bucket.sums["known"] > 0.0
     return (
         paths,
         counts,
         [
-            pl.DataFrame({"k": t.keys, "pos": t.sums["pos"], "neg": t.sums["neg"]})
-            for t in (by_cell, by_bucket)
+            pl.DataFrame(
+                {"k": by_cell.keys, "pos": by_cell.sums["pos"], "neg": by_cell.sums["neg"]}
+            ),
+            pl.DataFrame(
+                {
+                    "k": by_bucket.keys[labelled],
+                    "pos": by_bucket.sums["pos"][labelled],
+                    "neg": by_bucket.sums["neg"][labelled],
+                }
+            ),
         ],
     )
 

@@ -73,6 +73,22 @@ class Table:
         with self.context():
             return parse_labels(series, column, positive_label)
 
+    def partial_labels(
+        self, column: str, *, positive_label: str | None = None, option: str = "--label-col"
+    ) -> FloatArray:
+        """A label column whose labels may be missing, as float64 0/1 and NaN where missing.
+
+        A target's labels arrive late (chargebacks, defaults): its most recent rows often
+        have none yet. A missing value (null, NaN, empty text; the rule of
+        :func:`~calib_cli.io.columns.label_missing`) is NaN, never a negative (with
+        ``positive_label`` too); a value present is checked as by :meth:`labels`. Both
+        engines of ``estimate-shift`` and ``rerank-strata`` read a target's labels by this
+        rule (chunk by chunk, or as a Polars expression).
+        """
+        series = self.require_column(column, option=option)
+        with self.context():
+            return parse_labels(series, column, positive_label, missing_ok=True)
+
     def weights(self, column: str | None) -> FloatArray:
         """Sample weights (ones when ``column`` is None): finite and non-negative."""
         if column is None:

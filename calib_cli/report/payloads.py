@@ -337,10 +337,11 @@ def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
 
 def batch_payload(batch: BatchEstimate, *, batch_col: str | None) -> JsonObject:
     """``batch`` (with --batch-col), the estimate's figures, ``true_prevalence`` and ``error``
-    (with labels), ``decision`` (with --costs)."""
+    (with labels; ``null`` for a batch some of whose labels are missing), ``decision`` (with
+    --costs)."""
     entry: JsonObject = {} if batch_col is None else {"batch": batch.batch}
     entry.update(to_json_object(batch.estimate))
-    if batch.true_prevalence is not None:
+    if batch.true_prevalence is not None or batch.unlabelled_rows:
         entry.update(true_prevalence=batch.true_prevalence, error=to_jsonable(batch.error))
     if batch.decision is not None:
         entry["decision"] = to_json_object(batch.decision)

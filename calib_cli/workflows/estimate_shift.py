@@ -154,6 +154,9 @@ class BatchEstimate:
     true_prevalence: float | None = None
     error: float | None = None
     decision: DecisionCosts | None = None
+    #: rows of the batch whose label is missing (late), in a target with labels: the batch's
+    #: true rate, its error and its decisions' realised costs are then None
+    unlabelled_rows: int = 0
 
 
 @dataclass(frozen=True)
@@ -394,6 +397,7 @@ def _batch_result(
     truth: float | None,
     decision: DecisionCosts | None,
     warn: Warn,
+    unlabelled_rows: int = 0,
 ) -> BatchEstimate:
     if request.batch_col is not None and batch in (None, MISSING_GROUP):
         warn(
@@ -409,6 +413,65 @@ def _batch_result(
         true_prevalence=truth,
         error=None if truth is None else estimate.prevalence - truth,
         decision=decision,
+        unlabelled_rows=unlabelled_rows,
+    )
+
+
+@dataclass(frozen=True)
+class _TargetTruth:
+    """Per batch of a target (in the batches' order): its true rate (None when the target
+    has no labels or the batch lacks some) and its rows whose label is missing."""
+
+    truth: list[float | None]
+    unlabelled: list[int]
+
+    def labels_of(self, code: int, labels: FloatArray | None) -> FloatArray | None:
+        """``labels`` (a batch's rows') for its realised costs: only when it has every label."""
+        return labels if self.truth[code] is not None else None
+
+
+def _target_truth(
+    request: EstimateShiftRequest,
+    name: str,
+    sizes: IntArray,
+    positives: FloatArray | None,
+    unlabelled: IntArray | None,
+    warn: Warn,
+) -> _TargetTruth:
+    """The batches' true rates from their rows (``sizes``), positives and rows without a label
+    (None: the target has no label column), by one rule for both engines.
+
+    Labels arrive late: a target's most recent rows often have none yet. A batch's true rate
+    is reported only when every row of it is labelled (the labelled part of a batch is not a
+    random sample of it: its latest rows are missing), with one warning counting the batches
+    left without one; a label column with no label at all is a target without labels.
+    """
+    n_batches = int(sizes.shape[0])
+    none = _TargetTruth([None] * n_batches, [0] * n_batches)
+    if positives is None or unlabelled is None:
+        return none
+    rows, missing = int(sizes.sum()), int(unlabelled.sum())
+    if rows and missing == rows:
+        warn(io.unlabelled_target_message(name, request.label_col, rows))
+        return none
+    if missing:
+        if request.batch_col is None:
+            warn(
+                f"{name}: {missing:,} of {rows:,} rows have no label: "
+                "no true rate or error reported"
+            )
+        else:
+            partly = int(np.count_nonzero(unlabelled))
+            warn(
+                f"{name}: {partly} of {n_batches} batches have missing labels ({missing:,} "
+                "rows without one): no true rate or error reported for them"
+            )
+    return _TargetTruth(
+        truth=[
+            None if unlabelled[code] else float(positives[code]) / float(sizes[code])
+            for code in range(n_batches)
+        ],
+        unlabelled=[int(count) for count in unlabelled],
     )
 
 
@@ -459,7 +522,7 @@ def _run_memory(
         refuse_clashing_columns(tgt.name, tgt.columns, _added_columns(request, costs))
     scores = tgt.scores(request.score_col, kind=kind)
     labels = (
-        tgt.labels(request.label_col, positive_label=request.positive_label)
+        tgt.partial_labels(request.label_col, positive_label=request.positive_label)
         if tgt.has_column(request.label_col)
         else None
     )
@@ -467,6 +530,15 @@ def _run_memory(
     codes = np.zeros(tgt.n_rows, dtype=np.int64)
     for code, (_, rows) in enumerate(selections):
         codes[rows] = code
+    n_batches = len(selections)
+    sizes = np.bincount(codes, minlength=n_batches)
+    positives = unlabelled = None
+    if labels is not None:
+        missing = np.isnan(labels)
+        known = np.where(missing, 0.0, labels)
+        positives = np.bincount(codes, known, minlength=n_batches).astype(np.float64)
+        unlabelled = np.bincount(codes, missing, minlength=n_batches).astype(np.int64)
+    truths = _target_truth(request, tgt.name, sizes, positives, unlabelled, warn)
     parts: list[list[TargetCounts]] = [[] for _ in selections]
     for start in range(0, tgt.n_rows, COUNT_CHUNK):
         chunk = slice(start, start + COUNT_CHUNK)
@@ -491,7 +563,6 @@ def _run_memory(
         merged = merge_target_counts(parts[code])
         estimate = _estimate(request, model, merged)
         calibrated[rows] = posterior(model, estimate, scores[rows])
-        truth = None if labels is None else float(np.mean(labels[rows]))
         decision = None
         if costs is not None:
             pieces = []
@@ -503,12 +574,22 @@ def _run_memory(
                             model,
                             estimate,
                             scores[mine],
-                            None if labels is None else labels[mine],
+                            truths.labels_of(code, None if labels is None else labels[mine]),
                             costs,
                         )
                     )
             decision = merge_decision_costs(pieces)
-        batches.append(_batch_result(request, batch, estimate, truth, decision, warn))
+        batches.append(
+            _batch_result(
+                request,
+                batch,
+                estimate,
+                truths.truth[code],
+                decision,
+                warn,
+                truths.unlabelled[code],
+            )
+        )
     threshold = None if costs is None else bayes_threshold(*costs)
     if output is not None:
         added: dict[str, object] = {request.output_col: calibrated}
@@ -580,6 +661,8 @@ class _BatchTally:
     counts: dict[GroupValue, list[TargetCounts]] = field(default_factory=dict)
     sizes: dict[GroupValue, int] = field(default_factory=dict)
     positives: dict[GroupValue, float] = field(default_factory=dict)
+    #: with labels, the rows whose label is missing (NaN in ``y``)
+    unlabelled: dict[GroupValue, int] = field(default_factory=dict)
 
     def add(
         self,
@@ -589,18 +672,23 @@ class _BatchTally:
         values: list[GroupValue],
         codes: IntArray,
     ) -> None:
-        """One chunk: scores ``x``, labels ``y`` (None: unlabelled), batch ``values`` and each
-        row's index into them."""
+        """One chunk: scores ``x``, labels ``y`` (None: no label column; NaN: a missing
+        label), batch ``values`` and each row's index into them."""
         counted = count_target(model, x, group_codes=codes, n_groups=len(values))
         present = np.bincount(codes, minlength=len(values))
-        hits = None if y is None else np.bincount(codes, y, minlength=len(values))
+        hits = missing = None
+        if y is not None:
+            unknown = np.isnan(y)
+            hits = np.bincount(codes, np.where(unknown, 0.0, y), minlength=len(values))
+            missing = np.bincount(codes, unknown, minlength=len(values))
         for code, value in enumerate(values):
             if not present[code]:
                 continue
             self.counts.setdefault(value, []).append(counted[code])
             self.sizes[value] = self.sizes.get(value, 0) + int(present[code])
-            if hits is not None:
+            if hits is not None and missing is not None:
                 self.positives[value] = self.positives.get(value, 0.0) + float(hits[code])
+                self.unlabelled[value] = self.unlabelled.get(value, 0) + int(missing[code])
 
 
 def _run_streaming(
@@ -703,7 +791,7 @@ def _stream_target(
         ):
             x = table.scores(request.score_col, kind=kind)
             y = (
-                table.labels(request.label_col, positive_label=request.positive_label)
+                table.partial_labels(request.label_col, positive_label=request.positive_label)
                 if table.has_column(request.label_col)
                 else None
             )
@@ -717,7 +805,7 @@ def _stream_target(
     def check_target(table: Table) -> None:
         table.scores(request.score_col, kind=kind)
         if table.has_column(request.label_col):
-            table.labels(request.label_col, positive_label=request.positive_label)
+            table.partial_labels(request.label_col, positive_label=request.positive_label)
         if request.batch_col is not None:
             table.groups(request.batch_col, option="--batch-col")
 
@@ -726,10 +814,21 @@ def _stream_target(
             target_name = table.name
             has_labels = y is not None
             tally.add(model, x, y, values, codes)
-    counts, positives, sizes = tally.counts, tally.positives, tally.sizes
+    counts = tally.counts
     if not counts and request.batch_col is None:
         raise InputError("the target has no rows")
     order = sorted(counts, key=io.order_key)
+    truths = _target_truth(
+        request,
+        target_name,
+        np.array([tally.sizes[value] for value in order], dtype=np.int64),
+        np.array([tally.positives[value] for value in order]) if has_labels else None,
+        np.array([tally.unlabelled[value] for value in order], dtype=np.int64)
+        if has_labels
+        else None,
+        warn,
+    )
+    code_of = {value: code for code, value in enumerate(order)}
     estimates = {
         value: _estimate(request, model, merge_target_counts(counts[value])) for value in order
     }
@@ -738,21 +837,21 @@ def _stream_target(
         for _, x, y, values, codes in tgt_chunks():
             for value, mine in zip(values, _rows_by_code(codes, len(values)), strict=True):
                 if mine.size:
+                    labels = truths.labels_of(code_of[value], None if y is None else y[mine])
                     decisions.setdefault(value, []).append(
-                        _chunk_decisions(
-                            model, estimates[value], x[mine], None if y is None else y[mine], costs
-                        )
+                        _chunk_decisions(model, estimates[value], x[mine], labels, costs)
                     )
     batches = [
         _batch_result(
             request,
             MISSING_GROUP if value is None and request.batch_col is not None else value,
             estimates[value],
-            positives[value] / sizes[value] if has_labels else None,
+            truths.truth[code],
             merge_decision_costs(decisions[value]) if costs is not None else None,
             warn,
+            truths.unlabelled[code],
         )
-        for value in order
+        for code, value in enumerate(order)
     ]
     threshold = None if costs is None else bayes_threshold(*costs)
     if output is not None:

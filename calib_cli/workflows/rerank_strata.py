@@ -246,9 +246,17 @@ def run_rerank_strata(
     ref_scores = ref.scores(request.score_col, kind=kind)
     ref_labels = ref.labels(request.label_col, positive_label=request.positive_label)
     ref_weights = ref.weights(request.weight_col)
-    tgt_weight_col = _target_weight_col(request, tgt.columns, tgt.name, warn)
-    tgt_weights = tgt.weights(tgt_weight_col)
     tgt_scores = tgt.scores(request.score_col, kind=kind)
+    tgt_labels = None
+    if tgt.has_column(request.label_col):
+        tgt_labels = tgt.partial_labels(request.label_col, positive_label=request.positive_label)
+        missing = int(np.count_nonzero(np.isnan(tgt_labels)))
+        if not _labelled_target(tgt.name, request.label_col, tgt.n_rows, missing, warn):
+            tgt_labels = None
+    tgt_weight_col = _target_weight_col(
+        request, tgt.columns, tgt.name, warn, labelled=tgt_labels is not None
+    )
+    tgt_weights = tgt.weights(tgt_weight_col)
     added: dict[str, object] = {}
 
     pca: PcaStrata | None = None
@@ -309,23 +317,17 @@ def run_rerank_strata(
         odds_source = "reference"
     result = rerank(tgt_scores, tgt_strata, slopes, odds)
     comparison = roc = None
-    labelled = tgt.has_column(request.label_col)
-    if labelled:
-        tgt_labels = tgt.labels(request.label_col, positive_label=request.positive_label)
-        positives = float(np.sum(tgt_weights[tgt_labels == 1.0]))
-        negatives = float(np.sum(tgt_weights[tgt_labels == 0.0]))
-    if labelled and _both_classes(positives, negatives, io.display_name(request.target), warn):
-        comparison = compare_rankings(
-            tgt_labels, tgt_scores, result.rerank_score, sample_weight=tgt_weights
-        )
-        if request.plot is not None:
-            roc = compare_rankings(
-                tgt_labels,
-                tgt_scores,
-                result.rerank_score,
-                sample_weight=tgt_weights,
-                fprs=ROC_FPRS,
-            )
+    if tgt_labels is not None:
+        # the rows whose label is missing (late labels) are left out of the comparison
+        known = ~np.isnan(tgt_labels)
+        y, w = tgt_labels[known], tgt_weights[known]
+        raw, reranked = tgt_scores[known], result.rerank_score[known]
+        positives = float(np.sum(w[y == 1.0]))
+        negatives = float(np.sum(w[y == 0.0]))
+        if _both_classes(positives, negatives, io.display_name(request.target), warn):
+            comparison = compare_rankings(y, raw, reranked, sample_weight=w)
+            if request.plot is not None:
+                roc = compare_rankings(y, raw, reranked, sample_weight=w, fprs=ROC_FPRS)
     added.update(
         {
             "rerank_score": result.rerank_score,
@@ -370,6 +372,24 @@ def _warn_backwards(strata: Sequence[StratumSummary], warn: Warn) -> None:
                 f"stratum '{summary.stratum}': the reference scores rank its labels backwards "
                 f"(AUC {summary.auc:.3f}); are the labels flipped (--positive-label)?"
             )
+
+
+def _labelled_target(name: str, column: str, rows: int, missing: int, warn: Warn) -> bool:
+    """Whether a target with a label column counts as labelled, by one rule for both engines.
+
+    Labels arrive late: a target's latest rows often have none yet. Its labels serve only to
+    compare the rankings, so the rows without one are left out of the comparison (with a
+    warning), and a column holding no label at all is a target without labels (with a
+    warning)."""
+    if rows and missing == rows:
+        warn(io.unlabelled_target_message(name, column, rows))
+        return False
+    if missing:
+        warn(
+            f"{name}: {missing:,} of {rows:,} rows have no label: rankings compared on the "
+            f"{rows - missing:,} labelled rows"
+        )
+    return True
 
 
 def _both_classes(positives: float, negatives: float, name: str, warn: Warn) -> bool:
@@ -443,17 +463,22 @@ def _weak_component_warning(pca: PcaStrata) -> str:
 
 
 def _target_weight_col(
-    request: RerankStrataRequest, columns: Sequence[str], name: str, warn: Warn
+    request: RerankStrataRequest,
+    columns: Sequence[str],
+    name: str,
+    warn: Warn,
+    *,
+    labelled: bool,
 ) -> str | None:
     """``--weight-col`` weighs the target's rows where the target has the column. A population
     file often has none (the reference, a sample of ``resample --weight-col-out``, has): its
     rows then weigh 1 in the strata and the comparison, with a warning where they weigh in
-    either (``--pca-features``, or a labelled target). A name that is nobody's column is
+    either (``--pca-features``, or a ``labelled`` target). A name that is nobody's column is
     refused by the reference, which needs it."""
     weight_col = request.weight_col
     if weight_col is None or weight_col in columns:
         return weight_col
-    if request.pca_features is not None or request.label_col in columns:
+    if request.pca_features is not None or labelled:
         warn(
             f"{name} has no column '{weight_col}' (--weight-col): its rows weigh 1 in the "
             "strata and the comparison"
@@ -560,7 +585,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         typed=io.typed_output(request.output or "-", request.output_format),
     )
     tgt_name = io.display_name(request.target)
-    tgt_weight_col = _target_weight_col(request, tgt_lazy.collect_schema().names(), tgt_name, warn)
+    tgt_columns = tgt_lazy.collect_schema().names()
     target = target_strata(
         tgt_lazy,
         name=tgt_name,
@@ -569,8 +594,15 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         score_kind=kind,
         label_col=request.label_col,
         positive_label=request.positive_label,
-        weight_col=tgt_weight_col,
+        # a target without the column: its rows weigh 1 (_target_weight_col)
+        weight_col=request.weight_col if request.weight_col in tgt_columns else None,
     )
+    labelled = target.labelled
+    if request.label_col in tgt_columns:
+        labelled = _labelled_target(
+            tgt_name, request.label_col, target.rows, target.missing_labels, warn
+        )
+    tgt_weight_col = _target_weight_col(request, tgt_columns, tgt_name, warn, labelled=labelled)
     with io.naming(tgt_name):
         require_strata(target.strata, slopes, odds)
     clash = [c for c in _added_columns(request) if c in target.columns]
@@ -599,7 +631,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         rerank_map=rerank_map,
         rank_rows=rerank_rank,
         columns=("rerank_score", request.output_col, "rerank_rank"),
-        label_col=request.label_col if target.labelled else None,
+        label_col=request.label_col if labelled else None,
         positive_label=request.positive_label,
         weight_col=tgt_weight_col,
         chunk_rows=STREAMING_CHUNK_ROWS,
