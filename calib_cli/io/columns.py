@@ -87,18 +87,13 @@ def parse_labels(
     >>> parse_labels(pl.Series("y", ["ok", "", "fraud"]), "y", "fraud", missing_ok=True)
     array([ 0., nan,  1.])
     """
-    if missing_ok:
-        missing = (
-            series.to_frame(column)
-            .select(label_missing(column, series.dtype).fill_null(True))[:, 0]
-            .to_numpy()
-        )
-    else:
-        missing = series.is_null().to_numpy()
-        if series.dtype == pl.String:
-            missing |= (series.str.strip_chars() == "").fill_null(True).to_numpy()
-        if missing.any():
-            raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
+    missing = (
+        series.to_frame(column)
+        .select(label_missing(column, series.dtype).fill_null(True))[:, 0]
+        .to_numpy()
+    )
+    if missing.any() and not missing_ok:
+        raise InputError(bad_values_message(column, "missing", missing, series.to_numpy()))
     is_positive, is_valid = positive_label_expr(column, series.dtype, positive_label)
     flags = series.to_frame(column).select(
         is_positive.fill_null(False).alias("positive"), is_valid.fill_null(False).alias("valid")
@@ -119,8 +114,10 @@ def parse_labels(
 
 
 def label_missing(column: str, dtype: pl.DataType) -> pl.Expr:
-    """Where a label that may arrive late (a target's) is missing: null, NaN, or text that is
-    empty or ``NaN`` (as a CSV writer writes a missing float).
+    """Where a label is missing: null, NaN, or text that is empty or ``NaN`` (as a CSV writer
+    writes a missing float). Every reader of labels, in memory and streaming, refuses these
+    as "missing" (a NaN was read as a negative with ``--positive-label 1``), except a target's,
+    whose labels may arrive late (:meth:`~calib_cli.io.table.Table.partial_labels`).
 
     >>> frame = pl.DataFrame({"y": [1.0, None, float("nan"), 0.0], "t": ["1", " ", None, "NaN"]})
     >>> frame.select(label_missing("y", pl.Float64), label_missing("t", pl.String)).rows()
@@ -134,6 +131,19 @@ def label_missing(column: str, dtype: pl.DataType) -> pl.Expr:
     elif dtype.is_float():
         missing = missing | col.is_nan()
     return missing
+
+
+def present_label_text(column: str, dtype: pl.DataType) -> pl.Expr:
+    """The trimmed text of the labels that are there (:func:`label_missing` left out): what
+    the two-values check of ``--positive-label`` counts in a streaming pass (an empty field
+    or a NaN counted as a third value, where it is a missing label).
+
+    >>> frame = pl.DataFrame({"y": [" 1", "", None, "NaN", "0"]})
+    >>> frame.select(present_label_text("y", pl.String))["y"].to_list()
+    ['1', '0']
+    """
+    text = pl.col(column).cast(pl.String).str.strip_chars()
+    return text.filter(~label_missing(column, dtype).fill_null(True))
 
 
 def unlabelled_target_message(name: str, column: str, rows: int) -> str:

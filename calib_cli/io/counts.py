@@ -10,8 +10,10 @@ from calib_cli.core.checks import POSITIVE_LABEL_HINT, shown_value, values_messa
 from calib_cli.errors import InputError
 from calib_cli.io.columns import (
     check_label_values,
+    label_missing,
     label_problem,
     positive_label_expr,
+    present_label_text,
 )
 from calib_cli.io.dialect import refuse_nested_groups, require_column
 from calib_cli.io.scan import ROW_INDEX, collect
@@ -48,7 +50,7 @@ def class_counts(
         refuse_nested_groups(schema[strata_col], strata_col, "--strata-col", name)
     _, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
     text_label = pl.col(label_col).cast(pl.String)
-    missing = text_label.is_null() | (text_label.str.strip_chars() == "")
+    missing = label_missing(label_col, schema[label_col])
     # the two problems every reader names, in its order: missing labels, then other values
     invalid = [
         lazy.with_row_index(ROW_INDEX)
@@ -62,7 +64,7 @@ def class_counts(
     ]
     counts = _counts_query(lazy, label_col, schema[label_col], positive_label, strata_col)
     # with --positive-label, a label column takes two values (as Table.labels requires)
-    text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
+    text = present_label_text(label_col, schema[label_col])
     distinct = lazy.select(
         text.n_unique().alias("count"), text.unique().sort().head(5).implode().alias("shown")
     )

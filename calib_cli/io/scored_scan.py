@@ -21,7 +21,12 @@ from calib_cli.core.checks import (
     values_message,
 )
 from calib_cli.errors import InputError
-from calib_cli.io.columns import check_label_values, positive_label_expr
+from calib_cli.io.columns import (
+    check_label_values,
+    label_missing,
+    positive_label_expr,
+    present_label_text,
+)
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.scan import ROW_INDEX, collect
@@ -119,10 +124,7 @@ def scored_scan(
         checks.append((column, "outside [0, 1]", (value < 0.0) | (value > 1.0)))
         clean.append(value.alias(column))
     is_positive, is_valid = positive_label_expr(label_col, schema[label_col], positive_label)
-    label_missing = pl.col(label_col).is_null()
-    if schema[label_col] == pl.String:
-        label_missing = label_missing | (pl.col(label_col).str.strip_chars() == "")
-    checks.append((label_col, "missing", label_missing))
+    checks.append((label_col, "missing", label_missing(label_col, schema[label_col])))
     problem = (
         "that are not 0 or 1"
         if schema[label_col].is_numeric()
@@ -214,7 +216,7 @@ def _tally(
         flagged.select(*counts, *firsts, any_bad.sum().alias("_any"), pl.len().alias("_rows"))
     ]
     if positive_label is not None and is_positive is not None:
-        text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
+        text = present_label_text(label_col, schema[label_col])
         queries.append(
             lazy.select(
                 text.n_unique().alias("count"),

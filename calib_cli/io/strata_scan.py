@@ -172,9 +172,7 @@ def _label_checks(
     column: str, dtype: pl.DataType, positive_label: str | None
 ) -> list[tuple[str, str, pl.Expr]]:
     _, is_valid = positive_label_expr(column, dtype, positive_label)
-    missing = pl.col(column).is_null()
-    if dtype == pl.String:
-        missing = missing | (pl.col(column).str.strip_chars() == "")
+    missing = label_missing(column, dtype)
     problem = "that are not 0 or 1" if dtype.is_numeric() else "that are not 0/1 or true/false"
     return [
         (column, "missing", missing),

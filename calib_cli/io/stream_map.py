@@ -34,7 +34,8 @@ from calib_cli.core.checks import (
 )
 from calib_cli.core.keyed_sums import KeyedSums
 from calib_cli.errors import InputError, UsageError
-from calib_cli.io.columns import positive_label_expr
+from calib_cli.io.columns import label_missing as label_missing_expr
+from calib_cli.io.columns import positive_label_expr, present_label_text
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.sampling import _key_hash_expr
@@ -243,9 +244,7 @@ def scan_input(
     if has_labels:
         dtype = schema[label_col]
         label = pl.col(label_col)
-        label_missing = label.is_null()
-        if dtype == pl.String:
-            label_missing = label_missing | (label.str.strip_chars() == "")
+        label_missing = label_missing_expr(label_col, dtype)
         label_checks.add(label_col, "missing", label_missing, label, numeric=dtype.is_numeric())
         _, is_valid = positive_label_expr(label_col, dtype, positive_label)
         problem = "that are not 0 or 1" if dtype.is_numeric() else "that are not 0/1 or true/false"
@@ -298,8 +297,8 @@ def scan_input(
         *firsts,
     )
     queries = [aggregate]
-    text = pl.col(label_col).cast(pl.String).str.strip_chars().drop_nulls()
     if has_labels and positive_label is not None:
+        text = present_label_text(label_col, schema[label_col])
         queries.append(
             lazy.select(
                 text.n_unique().alias("count"),

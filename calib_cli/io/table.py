@@ -18,7 +18,13 @@ from calib_cli.core.checks import (
     outside_weight_range,
 )
 from calib_cli.errors import InputError, UsageError
-from calib_cli.io.columns import as_float, naming, parse_labels, positive_label_expr
+from calib_cli.io.columns import (
+    as_float,
+    label_missing,
+    naming,
+    parse_labels,
+    positive_label_expr,
+)
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.identity import order_key, reported_value
 from calib_cli.io.invalid import InvalidRows, reason
@@ -218,9 +224,11 @@ def _score_problems(table: Table, column: str, kind: ScoreKind) -> list[tuple[st
 
 def _label_problems(table: Table, column: str, positive_label: str | None) -> list[tuple[str, Any]]:
     series = table.require_column(column, option="--label-col")
-    missing = series.is_null().to_numpy()
-    if series.dtype == pl.String:
-        missing = missing | (series.str.strip_chars() == "").fill_null(True).to_numpy()
+    missing = (
+        series.to_frame(column)
+        .select(label_missing(column, series.dtype).fill_null(True))[:, 0]
+        .to_numpy()
+    )
     _, is_valid = positive_label_expr(column, series.dtype, positive_label)
     valid = series.to_frame(column).select(is_valid.fill_null(False))[:, 0].to_numpy()
     problem = (
