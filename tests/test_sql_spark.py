@@ -146,3 +146,110 @@ def test_summary_in_spark_equals_calibs(spark: Any) -> None:
         scale = float(np.sum(np.abs(calib.column(name)))) or 1.0
         np.testing.assert_allclose(engine.column(name), calib.column(name), rtol=1e-9,
                                    atol=1e-15 * scale, err_msg=name)  # fmt: skip
+
+
+# ------------------------------------------------------------------ label rule and group text
+# Reference: calib summarize on the Parquet file Spark writes of the same rows (Spark's
+# defaults: TIMESTAMP as INT96, read by calib as nanoseconds in UTC).
+
+
+def _spark_vs_calib(spark: Any, tmp_path: Any, frame: Any, **options: Any) -> tuple[Any, Any]:
+    """(engine summary, calib's summary) of the rows of the Spark DataFrame ``frame``."""
+    import glob
+
+    import polars as pl
+
+    from calib_cli.io.summary_file import read_summary
+    from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+
+    frame.write.mode("overwrite").parquet(str(tmp_path / "spark_rows"))
+    rows = tmp_path / "rows.parquet"
+    pl.read_parquet(sorted(glob.glob(str(tmp_path / "spark_rows" / "*.parquet")))).write_parquet(
+        rows
+    )
+    out = tmp_path / "calib.parquet"
+    run_summarize(SummarizeRequest(files=(str(rows),), output=str(out), **options))
+    frame.createOrReplaceTempView("label_group_rows")
+    query = SummaryQuery(
+        table="label_group_rows", by=options.get("by"), positive_label=options.get("positive_label")
+    )
+    result = spark.sql(summary_sql(query, dialect_name="spark")).collect()
+    columns_out = {name: [row[name] for row in result] for name in result[0].asDict()}
+    (meta,) = set(columns_out.pop(METADATA_COLUMN))
+    columns: dict[str, Any] = {
+        name: np.array([*values, None], dtype=object)[:-1]
+        if name == "group"
+        else np.array([np.nan if v is None else v for v in values], dtype=np.float64)
+        for name, values in columns_out.items()
+    }
+    return ScoreSummary.from_columns(columns, json.loads(meta)), read_summary(str(out))
+
+
+def _same_counts(engine: Any, calib: Any) -> None:
+    assert engine.groups == calib.groups
+    assert engine.positive_label == calib.positive_label
+    for name in (*KEY_COLUMNS, *COUNT_COLUMNS):
+        np.testing.assert_array_equal(engine.column(name), calib.column(name), err_msg=name)
+
+
+def test_positive_label_in_spark_equals_calibs(spark: Any, tmp_path: Any) -> None:
+    """--positive-label on double, integer, boolean and text labels (0 on a double column
+    matches 0.0; numeric text compares as numbers; 1d stays text), as calib reads them."""
+    cases = [
+        ("CAST(id % 3 = 0 AS DOUBLE)", "0"),
+        ("CAST(id % 3 = 0 AS DOUBLE)", "1"),
+        ("CAST(id % 3 = 0 AS BIGINT)", "1.0"),
+        ("id % 3 = 0", "true"),
+        ("CASE WHEN id % 3 = 0 THEN 'yes' ELSE 'no' END", "yes"),
+        ("CASE WHEN id % 3 = 0 THEN '1.0' ELSE '0' END", "1"),
+        ("CASE WHEN id % 3 = 0 THEN '1d' ELSE '1' END", "1d"),
+    ]
+    for number, (label, positive) in enumerate(cases):
+        frame = spark.sql(
+            f"SELECT (id % 97 + 0.5) / 97.0D AS score, {label} AS label FROM range(300)"
+        )
+        engine, calib = _spark_vs_calib(
+            spark, tmp_path / str(number), frame, positive_label=positive
+        )
+        _same_counts(engine, calib)
+        assert int(np.sum(calib.column("n_rows")[calib.column("label") == 1])) in (100, 200)
+
+
+def test_group_text_in_spark_equals_calibs(spark: Any, tmp_path: Any) -> None:
+    """--by columns of each type name the same groups as calib's summary of Spark's Parquet
+    (timestamps with and without a time zone, in a session zone that is not UTC; doubles
+    such as 1e10, 1e-7 and 3.0; dates, integers, booleans, text)."""
+    by_types = {
+        "ts": "TIMESTAMP '2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, 0, 0, (id % 3) * 0.5)",
+        "ntz": "CAST(TIMESTAMP_NTZ '2024-01-01 00:00:00' + make_interval(0, 0, 0, 0, id % 2) "
+        "AS TIMESTAMP_NTZ)",
+        "dbl": "element_at(array(1e10D, 1e-7D, 0.1D, 1e16D, 3.0D, -0.00001D, 5e-5D), "
+        "CAST(id % 7 + 1 AS INT))",
+        "day": "DATE '2024-01-01' + CAST(id % 2 AS INT)",
+        "n": "id % 3 - 1",
+        "flag": "id % 2 = 0",
+        "txt": "element_at(array('007', '7', '1.0'), CAST(id % 3 + 1 AS INT))",
+    }
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/New_York")
+    try:
+        for name, sql in by_types.items():
+            frame = spark.sql(
+                f"SELECT (id % 97 + 0.5) / 97.0D AS score, id % 2 AS label, "
+                f"CASE WHEN id % 11 = 0 THEN NULL ELSE {sql} END AS g FROM range(300)"
+            )
+            engine, calib = _spark_vs_calib(spark, tmp_path / name, frame, by="g")
+            _same_counts(engine, calib)
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+def test_float_and_non_shortest_double_groups_fail_in_spark(spark: Any) -> None:
+    """A 32-bit float --by column, and a double whose Java text is not the shortest
+    (5e-324 is 4.9E-324 on Java 17), make the query fail naming the column."""
+    for value, match in (("CAST(1.5 AS FLOAT)", "is a 32-bit float"),
+                         ("CAST('5e-324' AS DOUBLE)", "not the shortest")):  # fmt: skip
+        spark.sql(f"SELECT 0.5D AS score, 1 AS label, {value} AS g").createOrReplaceTempView("f")
+        sql = summary_sql(SummaryQuery(table="f", by="g"), dialect_name="spark")
+        with pytest.raises(Exception, match=match):
+            spark.sql(sql).collect()

@@ -9,5 +9,8 @@ small expression tree (:mod:`~calib_cli.sql.tree`) rendered per dialect:
 * :mod:`~calib_cli.sql.sampling`: the rows ``calib resample`` keeps, with ``calib-hash64-v1``
   in exact integer arithmetic under each engine's default settings (``--emit-sql``);
 * :mod:`~calib_cli.sql.summary`: one ``GROUP BY`` whose result is a calib summary
-  (``calib summarize --emit-sql``).
+  (``calib summarize --emit-sql``);
+* :mod:`~calib_cli.sql.values` and :mod:`~calib_cli.sql.names`: a label read by calib's
+  ``--positive-label`` rule, and the text calib gives a column that names rows (``--by``,
+  ``--strata-col``), whatever the column's type (the emitters know table names, not types).
 """

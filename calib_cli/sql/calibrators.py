@@ -13,7 +13,8 @@ The formulas are those of ``calib recalibrate --model`` (:func:`calib_cli.core.c
   last-bit difference would move rows across them); 0 below the least score :math:`p_0` whose
   correction calib does not make 0 (below it :math:`q` overflows, and an engine would divide
   by zero or overflow, errors in Spark's ANSI mode and in Postgres); per stratum, a ``CASE``
-  on the stratum column (rows of a stratum the artifact does not know get NULL); logit
+  on the stratum column's text as calib writes it (:mod:`calib_cli.sql.names`; rows of a
+  stratum the artifact does not know get NULL); logit
   scores: :math:`\\operatorname{expit}(z + \\ell)`;
 * Platt: :math:`\\operatorname{expit}(b + a x)` with :math:`x = \\ln(c / (1 - c))`,
   :math:`c = \\operatorname{clip}(p, 10^{-12}, 1 - 10^{-12})` for probability scores, else
@@ -64,14 +65,16 @@ from calib_cli.sql.dialects import dialect
 from calib_cli.sql.tree import (
     Binary,
     Case,
-    Cast,
     Column,
     Double,
+    GroupText,
     IsNull,
+    Let,
     Node,
     Null,
     Raw,
     Text,
+    Var,
     add,
     call,
     case,
@@ -140,12 +143,14 @@ def _logit(p: Node) -> Node:
 def _prior(step: Any, p: Node, kind: ScoreKind) -> Node:
     if step.strata_col is None:
         return _prior_one(float(step.log_odds_shift), p, kind)
-    stratum = Cast(Column(step.strata_col), "string")
+    # the stratum's text (calib's, whatever the column's type) written once, read per stratum
+    stratum = Var("_calib_stratum")
     whens = [
         (Binary("=", stratum, Text(name)), _prior_one(float(shift), p, kind))
         for name, shift in sorted(step.stratum_shifts.items())
     ]
-    return Case(tuple(whens), Null())
+    text = GroupText(Column(step.strata_col), step.strata_col)
+    return Let("_calib_stratum", text, Case(tuple(whens), Null()))
 
 
 def _prior_one(shift: float, p: Node, kind: ScoreKind) -> Node:
@@ -280,7 +285,11 @@ def calibrated_expr(
     if not steps:
         raise InputError("a calibration chain needs at least one step")
     current, kind = score, score_kind
-    for step in steps:
+    bound: str | None = None  # the name the step's input is bound to (after a stratified prior)
+    for index, step in enumerate(steps):
+        outer = current
+        if bound is not None:
+            current = Var(bound)
         if step.kind == "prior":
             if kind == "raw":
                 raise InputError(
@@ -303,6 +312,12 @@ def calibrated_expr(
             current = _isotonic(step, current)
         else:
             raise InputError(f"not a calibration step: {step.kind!r}")
+        if bound is not None:
+            current = Let(bound, outer, current)
+        # a stratified prior's output holds the stratum's text: written once, where the next
+        # step reads its input many times (every knot of an isotonic map)
+        stratified = step.kind == "prior" and step.strata_col is not None
+        bound = f"_calib_p{index}" if stratified else None
         kind = "probability"
     return case([(_accepted(score, score_kind), current)])
 

@@ -10,6 +10,9 @@ double const   ``1.5e-3``   ``1.5e-3``   ``1.5e-3``    ``CAST('1.5e-3'     ``CAS
 xor            ``xor(a,b)`` ``a ^ b``    ``a ^ b``     ``BITXOR(a,b)``     ``a # b``
 shift right    ``a >> n``   ``shiftright``  ``a >> n``  ``BITSHIFTRIGHT``  ``a >> n``
 string type    VARCHAR      STRING       STRING        VARCHAR             TEXT
+full match     ``regexp_    ``RLIKE``    ``REGEXP_     ``REGEXP_LIKE``     ``~``
+               full_match``              CONTAINS``
+text = number  ``TRY_CAST`` ``TRY_CAST`` ``SAFE_CAST`` ``TRY_CAST``        ``NUMERIC``
 =============  ===========  ===========  ============  ==================  ============
 
 Doubles: DuckDB, Spark (3 and later, ``spark.sql.legacy.exponentLiteralAsDecimal.enabled``
@@ -101,6 +104,32 @@ class Dialect:
         if self.name == "snowflake":
             return f"BITAND({left}, {right})"
         return f"({left} & {right})"
+
+    def full_match(self, text: str, pattern: str) -> str:
+        """Whether ``text`` matches the regular expression ``pattern`` as a whole (``pattern``
+        holds no backslash, so that no dialect's string escapes change it)."""
+        if "\\" in pattern:
+            raise ValueError(f"a pattern must hold no backslash, got {pattern!r}")
+        anchored = self.string(f"^{pattern}$")
+        if self.name == "duckdb":
+            return f"regexp_full_match({text}, {self.string(pattern)})"
+        if self.name == "spark":
+            return f"({text} RLIKE {anchored})"
+        if self.name == "bigquery":
+            return f"REGEXP_CONTAINS({text}, {anchored})"
+        if self.name == "snowflake":
+            return f"REGEXP_LIKE({text}, {self.string(pattern)})"
+        return f"({text} ~ {anchored})"
+
+    def number_equals(self, text: str, value: float) -> str:
+        """Whether ``text`` (a number's text, checked by the caller) read as a number equals
+        ``value``: as a double (never an error: ``TRY_CAST``, BigQuery's ``SAFE_CAST``), or in
+        Postgres, which has no such cast and raises on a double's overflow or underflow, as
+        exact decimals (``NUMERIC``; ``value`` written as its shortest round-trip text)."""
+        if self.name == "postgres":
+            return f"(CAST({text} AS NUMERIC) = CAST({self.string(repr(float(value)))} AS NUMERIC))"
+        cast = "SAFE_CAST" if self.name == "bigquery" else "TRY_CAST"
+        return f"({cast}({text} AS {self.double_type}) = {self.double(value)})"
 
     def shift_right(self, left: str, bits: int) -> str:
         if self.name == "snowflake":

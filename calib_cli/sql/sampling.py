@@ -42,8 +42,9 @@ the cast. Rows whose key or label is NULL, or whose stratum has no rates, are no
 (``calib resample`` refuses such input). The label is positive where
 ``CAST(label AS DOUBLE) = 1`` (0/1 integers or doubles; booleans too in DuckDB, Spark and
 Snowflake, while BigQuery and Postgres cast no boolean to a double: there pass
-``--positive-label true``); with ``--positive-label V``, where the label as trimmed text is
-``V``.
+``--positive-label true``); with ``--positive-label V``, by calib's rule
+(:func:`calib_cli.sql.values.positive_label_node`: as a number where ``V`` and the label's
+trimmed text are numbers' text, so ``0`` matches a double column's ``0.0``; else as text).
 """
 
 from __future__ import annotations
@@ -57,23 +58,26 @@ from calib_cli.sql.dialects import Dialect, dialect
 from calib_cli.sql.tree import (
     Binary,
     BitAnd,
-    Call,
     Case,
     Cast,
     Column,
     Double,
+    GroupText,
     Int,
+    Let,
     Node,
     Not,
     Raw,
     ShiftRight,
     Text,
+    Var,
     Xor,
     add,
     if_else,
     mul,
     render,
 )
+from calib_cli.sql.values import positive_label_node
 
 __all__ = ["TEXT_KEY_DIALECTS", "SamplingQuery", "sampling_sql"]
 
@@ -276,7 +280,7 @@ def _positive(query: SamplingQuery) -> Node:
     label = Column(query.label_col, "t")
     if query.positive_label is None:
         return Binary("=", Cast(label, "double"), Double(1.0))
-    return Binary("=", Call("TRIM", (Cast(label, "string"),)), Text(query.positive_label.strip()))
+    return positive_label_node(label, query.positive_label)
 
 
 def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
@@ -327,7 +331,9 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
             weight = _inverse_rate(positive, query.rates)
     else:
         assert query.stratum_rates is not None and query.strata_col is not None
-        stratum = Cast(Column(query.strata_col, "t"), "string")
+        # the stratum's text (calib's, whatever the column's type), written once per use
+        text = GroupText(Column(query.strata_col, "t"), query.strata_col)
+        stratum = Var("_calib_stratum")
         tests: list[Node] = []
         weights: list[tuple[Node, Node]] = []
         for name, rates in sorted(query.stratum_rates.items()):
@@ -338,8 +344,9 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
         keep = tests[0]
         for test in tests[1:]:
             keep = Binary("OR", keep, test)
+        keep = Let("_calib_stratum", text, keep)
         if query.weight_col_out is not None:
-            weight = Case(tuple(weights), None)
+            weight = Let("_calib_stratum", text, Case(tuple(weights), None))
     extra = (
         ""
         if weight is None

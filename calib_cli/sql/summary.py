@@ -22,10 +22,12 @@ term), far inside the 1e-9 the figures are compared at.
 
 Rows whose score, label or weight is NULL are left out (calib refuses them); a label is
 positive where ``CAST(label AS DOUBLE) = 1`` (as in :mod:`calib_cli.sql.sampling`;
-``positive_label``: where its trimmed text equals that value, recorded in the metadata so that
+``positive_label``: by calib's rule, :func:`calib_cli.sql.values.positive_label_node`, as a
+number where the value is a number's text, else as text; recorded in the metadata so that
 readers merge only summaries whose labels mean the same, and a refinement query,
 :meth:`SummaryQuery.refining`, reads them alike), any other value counts as negative; the
-group is the ``by`` column as text (NULL stays the missing group), as calib reads it.
+group is the ``by`` column's text as calib writes it (:mod:`calib_cli.sql.names`: timestamps
+and doubles as Polars writes them; NULL stays the missing group).
 
 On a table (or partition) without rows the query returns no rows, so its result holds no
 metadata: readers of several summary files leave such a file out
@@ -47,16 +49,15 @@ from calib_cli.errors import InputError
 from calib_cli.sql.dialects import Dialect, dialect
 from calib_cli.sql.tree import (
     Binary,
-    Call,
     Cast,
     Column,
     Double,
+    GroupText,
     Int,
     IsNull,
     Node,
     Not,
     Null,
-    Text,
     add,
     call,
     case,
@@ -67,6 +68,7 @@ from calib_cli.sql.tree import (
     render,
     sub,
 )
+from calib_cli.sql.values import positive_label_node
 from calib_cli.summaries.grid import check_bin_edges, check_mantissa_bits, half_cell
 from calib_cli.summaries.summary import (
     DEFAULT_BIN_EDGES,
@@ -192,12 +194,13 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
     if query.positive_label is None:
         positive: Node = Binary("=", Cast(label, "double"), Double(1.0))
     else:
-        text = query.positive_label.strip()
-        positive = Binary("=", Call("TRIM", (Cast(label, "string"),)), Text(text))
+        positive = positive_label_node(label, query.positive_label)
     weight: Node = (
         Double(1.0) if query.weight_col is None else Cast(Column(query.weight_col), "double")
     )
-    group: Node = Cast(Null(), "string") if query.by is None else Cast(Column(query.by), "string")
+    group: Node = (
+        Cast(Null(), "string") if query.by is None else GroupText(Column(query.by), query.by)
+    )
     p = Cast(score, "double")
     present: Node = Binary("AND", Not(IsNull(score)), Not(IsNull(label)))
     if query.weight_col is not None:

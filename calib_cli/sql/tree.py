@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from calib_cli.sql.dialects import Dialect
+from calib_cli.sql.names import group_text
 
 BinaryOp = Literal["+", "-", "*", "/", "<", "<=", ">", ">=", "=", "<>", "AND", "OR"]
 
@@ -108,6 +109,53 @@ class ShiftRight:
 
 
 @dataclass(frozen=True)
+class FullMatch:
+    """Whether the text ``operand`` matches ``pattern`` (a regular expression without
+    backslashes) as a whole: :meth:`~calib_cli.sql.dialects.Dialect.full_match`."""
+
+    operand: Node
+    pattern: str
+
+
+@dataclass(frozen=True)
+class NumberEquals:
+    """Whether the text ``operand``, a number's text, read as a number equals ``value``:
+    :meth:`~calib_cli.sql.dialects.Dialect.number_equals`."""
+
+    operand: Node
+    value: float
+
+
+@dataclass(frozen=True)
+class GroupText:
+    """The text calib gives the value of ``column``, a column that names rows (``--by``,
+    ``--strata-col``): :func:`calib_cli.sql.names.group_text`."""
+
+    operand: Node
+    column: str
+
+
+@dataclass(frozen=True)
+class Var:
+    """The value bound by the enclosing :class:`Let` of this ``name``."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Let:
+    """``body`` with :class:`Var` ``name`` standing for ``value``, computed once: so that an
+    expression read many times (a step's output read by every knot of an isotonic map, a
+    stratum's text read by every stratum's test) is written once. DuckDB and Spark bind it
+    with a lambda over a one-element list, Postgres with a scalar subquery; BigQuery and
+    Snowflake (whose correlated subqueries are limited) repeat ``value`` in its place."""
+
+    name: str
+    value: Node
+    body: Node
+
+
+@dataclass(frozen=True)
 class Case:
     """``CASE WHEN c1 THEN v1 ... ELSE other END``."""
 
@@ -130,6 +178,11 @@ Node = (
     | Xor
     | BitAnd
     | ShiftRight
+    | FullMatch
+    | NumberEquals
+    | GroupText
+    | Var
+    | Let
     | Case
 )
 
@@ -187,6 +240,29 @@ def render(node: Node, d: Dialect) -> str:
     >>> render(clip(Column("score"), 0.0, 1.0), dialect("duckdb"))
     'CASE WHEN ("score" < 0.0e0) THEN 0.0e0 WHEN ("score" > 1.0e0) THEN 1.0e0 ELSE "score" END'
     """
+    return _render(node, d, {})
+
+
+def _render(node: Node, d: Dialect, env: dict[str, str]) -> str:
+    """:func:`render` with ``env``: the SQL of each :class:`Var` in scope."""
+
+    def render(child: Node, d: Dialect) -> str:
+        return _render(child, d, env)
+
+    if isinstance(node, Var):
+        return env[node.name]
+    if isinstance(node, Let):
+        bound = render(node.value, d)
+        if d.name == "duckdb":
+            body = _render(node.body, d, {**env, node.name: node.name})
+            return f"list_transform([{bound}], lambda {node.name}: {body})[1]"
+        if d.name == "spark":
+            body = _render(node.body, d, {**env, node.name: node.name})
+            return f"transform(array({bound}), {node.name} -> {body})[0]"
+        if d.name == "postgres":
+            body = _render(node.body, d, {**env, node.name: node.name})
+            return f"(SELECT {body} FROM (SELECT {bound} AS {node.name}) AS {node.name}_let)"
+        return _render(node.body, d, {**env, node.name: f"({bound})"})
     if isinstance(node, Double):
         return d.double(node.value)
     if isinstance(node, Int):
@@ -217,6 +293,12 @@ def render(node: Node, d: Dialect) -> str:
         return d.bit_and(render(node.left, d), render(node.right, d))
     if isinstance(node, ShiftRight):
         return d.shift_right(render(node.operand, d), node.bits)
+    if isinstance(node, FullMatch):
+        return d.full_match(render(node.operand, d), node.pattern)
+    if isinstance(node, NumberEquals):
+        return d.number_equals(render(node.operand, d), node.value)
+    if isinstance(node, GroupText):
+        return f"({group_text(d, render(node.operand, d), column=node.column)})"
     parts = ["CASE"]
     for condition, value in node.whens:
         parts.append(f"WHEN {render(condition, d)} THEN {render(value, d)}")

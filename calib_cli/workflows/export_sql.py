@@ -64,6 +64,10 @@ def run_export_sql(request: ExportSqlRequest, *, warn: Warn = ignore) -> ExportS
             f"the expression reads {kind} scores, as {request.model} was fitted; a column of "
             "probabilities needs --score-kind probability (else every row is NULL)"
         )
+    for step in steps:
+        strata_col = getattr(step, "strata_col", None)
+        if strata_col is not None:
+            _warn_unchecked(request.dialect, "stratum column", strata_col, warn)
     sql = calibrated_sql(
         steps,
         dialect_name=request.dialect,
@@ -80,6 +84,15 @@ def run_export_sql(request: ExportSqlRequest, *, warn: Warn = ignore) -> ExportS
         score_kind=kind,
         sql=sql,
     )
+
+
+def _warn_unchecked(dialect_name: str, option: str, column: str, warn: Warn) -> None:
+    """Warn where the dialect's SQL cannot write calib's text of a naming column."""
+    from calib_cli.sql.names import unchecked_warning
+
+    message = unchecked_warning(dialect_name, option, column)
+    if message is not None:
+        warn(message)
 
 
 # ------------------------------------------------------------------ resample --emit-sql
@@ -141,6 +154,8 @@ def run_resample_sql(request: ResampleSqlRequest, *, warn: Warn = ignore) -> str
             positive_rate=request.positive_rate,
         )
         rates = ClassRates(request.negative_rate, request.positive_rate)
+    if stratum_rates is not None and request.strata_col is not None:
+        _warn_unchecked(request.dialect, "--strata-col", request.strata_col, warn)
     sql = sampling_sql(
         SamplingQuery(
             table=request.table,
@@ -190,6 +205,8 @@ def run_summarize_sql(request: SummarizeSqlRequest, *, warn: Warn = ignore) -> s
     if isinstance(request.bins, bool) or request.bins < 1:
         raise OptionError(f"--bins must be a positive integer, got {request.bins!r}")
     check_paths(inputs=[], files=[request.output])
+    if request.by is not None:
+        _warn_unchecked(request.dialect, "--by", request.by, warn)
     sql = summary_sql(
         SummaryQuery(
             table=request.table,

@@ -1,0 +1,91 @@
+"""How calib reads a label (``--positive-label``) in SQL, whatever the column's type.
+
+The emitters know the table's name only, not its columns' types, so each expression is right
+for every type the column may have. calib's rule
+(:func:`calib_cli.io.columns.positive_label_expr`) with ``--positive-label V``:
+
+* a numeric column is compared as a number with ``float(V)`` (calib refuses a ``V`` that is
+  not a number there);
+* any other column (text, booleans, dates) is read as its trimmed text ``t``: when ``V`` is a
+  number's text and ``t`` reads as a number, they are compared as numbers (``"1.0"`` matches
+  ``1``), otherwise as text (``t == V.strip()``, case-sensitive: booleans are ``true`` and
+  ``false``).
+
+In SQL, every column is read as its trimmed text ``t = TRIM(CAST(label AS <string>))``, which
+serves both cases: a numeric column's text is a number's text in every engine
+(DuckDB ``1.0``, Spark ``1.0E10``, Postgres ``1e+16``) that reads back as the same double, and
+a boolean's is ``true``/``false`` (never a number's text, as in calib: a boolean column with
+``--positive-label 1`` has no positive row, which calib refuses). When ``V`` is a number's
+text, a row is positive where ``t`` is a number's text (the syntax Polars reads:
+:data:`NUMBER_PATTERN`, checked with a regular expression, so that Spark's ``1d`` or
+DuckDB's ``1_0`` stay text, as in calib) and reads as a double equal to ``float(V)``, or
+where ``t`` is not a number's text and equals ``V``; when ``V`` is other text, where ``t``
+equals it. Postgres has no cast that returns NULL instead of an error, so there a number's
+text is compared as an exact decimal (``NUMERIC``), which differs from calib's double
+comparison only for texts of more than 17 significant digits (``1.00000000000000000001``).
+``TRIM`` removes spaces, where calib strips every whitespace character (tabs, newlines).
+"""
+
+from __future__ import annotations
+
+import math
+
+from calib_cli.errors import OptionError
+from calib_cli.sql.tree import (
+    Binary,
+    Call,
+    Cast,
+    FullMatch,
+    Int,
+    Node,
+    NumberEquals,
+    Text,
+    if_else,
+)
+
+__all__ = ["NUMBER_PATTERN", "positive_label_node"]
+
+#: A finite number's text as Polars reads it (``1``, ``-0``, ``1.``, ``.5``, ``+1e-3``);
+#: without backslashes, so that no dialect's string escapes change it.
+NUMBER_PATTERN = "[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
+
+
+def _as_number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def positive_label_node(label: Node, positive_label: str) -> Node:
+    """Whether the row's ``label`` is ``positive_label`` by calib's rule (module docstring).
+
+    >>> from calib_cli.sql.dialects import dialect
+    >>> from calib_cli.sql.tree import Column, render
+    >>> print(render(positive_label_node(Column("y"), "yes"), dialect("duckdb")))
+    (TRIM(CAST("y" AS VARCHAR)) = 'yes')
+    >>> positive_label_node(Column("y"), "nan")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.OptionError: --positive-label 'nan' is not a finite number: the SQL takes \
+a finite number (0, 1) or a label's text (yes)
+    """
+    text = positive_label.strip()
+    value = _as_number(text)
+    trimmed = Call("TRIM", (Cast(label, "string"),))
+    if value is None:
+        return Binary("=", trimmed, Text(text))
+    if not math.isfinite(value):
+        raise OptionError(
+            f"--positive-label {positive_label!r} is not a finite number: the SQL takes a "
+            "finite number (0, 1) or a label's text (yes)"
+        )
+    number = FullMatch(trimmed, NUMBER_PATTERN)
+    true, false = Binary("=", Int(1), Int(1)), Binary("=", Int(1), Int(0))
+    # nested CASEs, never AND: Postgres may evaluate both sides of an AND, and its cast of
+    # text that is not a number raises; never NULL for a label present
+    return if_else(
+        number,
+        if_else(NumberEquals(trimmed, value), true, false),
+        Binary("=", trimmed, Text(text)),
+    )
