@@ -425,7 +425,8 @@ def backtest_payload(result: BacktestResult) -> JsonObject:
     ``reference_prevalence``, ``ci_level``, ``best_method`` (the lowest ``mae``), ``methods``
     (per method: ``method``, ``uses_labels``, ``mae``, ``max_abs_error``, ``coverage``
     (``null`` without intervals) and ``coverage_batches`` (the batches it counts)) and
-    ``batches`` (per batch in order: ``batch``, ``rows``, ``true_prevalence``, ``n_history``
+    ``batches`` (per fully labelled batch in order, those with a label missing left out:
+    ``batch``, ``rows``, ``true_prevalence``, ``n_history``
     (labelled batches the history blend learnt from),
     ``estimates`` (per method: ``prevalence``, ``ci_low``, ``ci_high``, ``error`` = estimate
     minus truth) and ``blend_weights`` (per candidate))."""
@@ -479,7 +480,8 @@ def backtest_payload(result: BacktestResult) -> JsonObject:
 
 def history_payload(history: HistoryResult, batches: Sequence[BatchEstimate]) -> JsonObject:
     """``history`` of estimate-shift's report with ``--history``: ``file``, ``label_delay``,
-    ``past_batches``, ``past_rows``, ``ci_level``, ``candidates`` (each candidate's ``mae``
+    ``past_batches``, ``past_rows`` (of the fully labelled past batches, the ones used),
+    ``ci_level``, ``candidates`` (each candidate's ``mae``
     on the past batches, each estimated as it would have been then), ``blend_mae`` (the
     blend's, likewise) and ``batches`` (per target batch: ``batch``, ``prevalence``,
     ``ci_low``, ``ci_high``, ``change`` = blend minus the label-shift estimate,

@@ -278,7 +278,7 @@ def run_estimate_shift(
         if request.batch_col is None:
             raise UsageError("--history needs --batch-col: the column that orders the past batches")
         progress(f"reading the history {io.display_name(request.history)}")
-        past = _read_history(request, request.history, request.batch_col)
+        past = _read_history(request, request.history, request.batch_col, warn)
         if _rows_path(request.target) != "-":  # standard input is read once: checked later
             target_values = _target_batch_values(request, request.batch_col)
             _check_same_kind(past.values, past.name, target_values, request.batch_col)
@@ -1023,7 +1023,9 @@ def run_backtest(
 ) -> BacktestResult:
     """``--backtest --label-delay K``: estimate each labelled batch of the target, in the order
     of ``--batch-col``, with every method as a job whose labels arrive ``K`` batches late
-    would have, and score the estimates against the batches' labels.
+    would have, and score the estimates against the batches' labels. A batch with a label
+    missing (late labels) is left out as if absent, with a warning (:func:`_fully_labelled`):
+    ``K`` counts the batches that remain.
 
     The label-shift estimators (``mle``, ``em``, ``pacc``, ``map``) and PCC see the
     reference and the batch's scores only; ``no_shift`` is the reference rate; ``rolling``
@@ -1079,7 +1081,9 @@ def run_backtest(
     progress(f"reading {io.display_name(reference)} and {io.display_name(target)}")
     if _streams(request, [reference, target], warn):
         model = _streaming_reference(request)
-        name, values, sizes, truth, counts = _stream_labelled_batches(request, model, batch_col)
+        name, values, sizes, truth, counts = _stream_labelled_batches(
+            request, model, batch_col, warn
+        )
     else:
         kind = request.score_kind
         ref = io.read_table(reference, input_format=request.input_format)
@@ -1093,11 +1097,10 @@ def run_backtest(
                 weight_kind=request.weight_kind,
             )
         batches = _labelled_batches(
-            request, tgt, batch_col, labels_for=_BACKTEST_LABELS, place="batch"
+            request, tgt, batch_col, labels_for=_BACKTEST_LABELS, place="batch", warn=warn
         )
-        codes, values, truth, name = batches.codes, batches.values, batches.truth, tgt.name
-        sizes = np.bincount(codes, minlength=len(values))
-        counts = _count_batches(model, batches.scores, codes, len(values))
+        values, truth, sizes, name = batches.values, batches.truth, batches.sizes, tgt.name
+        counts = batches.counts(model)
         del ref, tgt, batches
     _warn_text_order(values, name, batch_col, "--backtest", warn)
     if _delay(request) >= len(values):
@@ -1181,11 +1184,12 @@ _BACKTEST_LABELS = "--backtest needs each batch's labels"
 
 
 def _stream_labelled_batches(
-    request: EstimateShiftRequest, model: ReferenceModel, batch_col: str
+    request: EstimateShiftRequest, model: ReferenceModel, batch_col: str, warn: Warn
 ) -> tuple[str, tuple[GroupValue, ...], IntArray, FloatArray, list[TargetCounts]]:
     """``--backtest``'s target in chunks of ``COUNT_CHUNK`` rows (bounded memory): the
-    file's name, its batches in order, their rows, true rates and fine-cell counts, counted
-    and refused as :func:`_labelled_batches` and :func:`_count_batches` do in memory."""
+    file's name, its fully labelled batches in order, their rows, true rates and fine-cell
+    counts, counted, left out and refused as :func:`_labelled_batches` and
+    :func:`_count_batches` do in memory."""
     target = _rows_path(request.target)
     fmt = request.input_format
     name = io.display_name(target)
@@ -1200,7 +1204,7 @@ def _stream_labelled_batches(
 
     def check(table: Table) -> None:
         table.scores(request.score_col, kind=request.score_kind)
-        table.labels(request.label_col, positive_label=request.positive_label)
+        table.partial_labels(request.label_col, positive_label=request.positive_label)
         table.groups(batch_col, option="--batch-col")
 
     with _whole_file_messages(target, columns, fmt, check):
@@ -1209,18 +1213,33 @@ def _stream_labelled_batches(
         ):
             name = table.name
             x = table.scores(request.score_col, kind=request.score_kind)
-            y = table.labels(request.label_col, positive_label=request.positive_label)
+            y = table.partial_labels(request.label_col, positive_label=request.positive_label)
             tally.add(model, x, y, *_chunk_groups(table, batch_col))
-    counts, positives, sizes = tally.counts, tally.positives, tally.sizes
+    counts, sizes = tally.counts, tally.sizes
     if None in sizes:  # rows without a batch (the group "(missing)" in memory)
         raise InputError(
             f"{name}: column '{batch_col}' has {sizes[None]} rows without a value; "
             "--backtest needs every batch's place in time"
         )
     order = tuple(sorted(counts, key=io.order_key))
-    rows = np.array([sizes[value] for value in order], dtype=np.int64)
-    truth = np.array([positives[value] for value in order]) / rows
-    return name, order, rows, truth, [merge_target_counts(counts[value]) for value in order]
+    labelled = _fully_labelled(
+        request,
+        name,
+        order,
+        np.array([sizes[value] for value in order], dtype=np.int64),
+        np.array([tally.positives[value] for value in order], dtype=np.float64),
+        np.array([tally.unlabelled[value] for value in order], dtype=np.int64),
+        option="--backtest",
+        warn=warn,
+    )
+    used = tuple(order[code] for code in labelled.used)
+    return (
+        name,
+        used,
+        labelled.sizes,
+        labelled.truth,
+        [merge_target_counts(counts[value]) for value in used],
+    )
 
 
 def _count_batches(
@@ -1248,7 +1267,8 @@ class HistoryResult:
     ``prevalence``, ``ci_low``, ``ci_high``, ``n_history`` and ``weights`` are per target
     batch (in the order of the result's batches); ``candidate_mae`` is each candidate's mean
     absolute error over the past batches, each estimated as it would have been then
-    (``label_delay`` batches of labels late); ``history_batches`` the past batches read."""
+    (``label_delay`` batches of labels late); ``history_batches`` and ``history_rows`` the
+    past batches used (those fully labelled: the others are left out) and their rows."""
 
     source: str
     label_delay: int
@@ -1267,20 +1287,106 @@ class HistoryResult:
 
 
 @dataclass(frozen=True)
+class _FullyLabelled:
+    """Of a file's batches (in order): the codes of those whose every row is labelled
+    (ascending), their rows and true rates."""
+
+    used: IntArray
+    sizes: IntArray
+    truth: FloatArray
+
+
+def _fully_labelled(
+    request: EstimateShiftRequest,
+    name: str,
+    values: tuple[GroupValue, ...],
+    sizes: IntArray,
+    positives: FloatArray,
+    unlabelled: IntArray,
+    *,
+    option: Literal["--history", "--backtest"],
+    warn: Warn,
+) -> _FullyLabelled:
+    """The batches of ``--history`` or of ``--backtest``'s target that a job would have
+    labelled by now: those whose every row is labelled, by the rule of a target's true rate
+    (:func:`_target_truth`, shared by both engines).
+
+    Labels arrive late: the batches of one growing table of scored rows are labelled in
+    turn, its latest ones partly or not at all. A batch with a label missing is left out as
+    if absent (neither learnt from, scored nor counted; its labelled part is not a random
+    sample of it), with one warning naming how many and the first few; none left is refused.
+    """
+    truths = _target_truth(request, name, sizes, positives, unlabelled, ignore)
+    used = np.array(
+        [code for code, truth in enumerate(truths.truth) if truth is not None], dtype=np.int64
+    )
+    n_batches, left_out = len(values), len(values) - int(used.size)
+    what = "history batch" if option == "--history" else "batch"
+    if n_batches and not used.size:
+        why = (
+            "--history learns only from past batches whose every label has arrived: give it "
+            "some, or drop --history"
+            if option == "--history"
+            else "--backtest scores the methods on batches whose every label has arrived: "
+            "give a target with some"
+        )
+        raise InputError(
+            f"{name}: no {what} is fully labelled yet ({int(unlabelled.sum()):,} of "
+            f"{int(sizes.sum()):,} rows have no label); {why}"
+        )
+    if left_out:
+        out = np.flatnonzero(np.isin(np.arange(n_batches), used, invert=True))
+        shown = ", ".join(str(values[code]) for code in out[:_SHOWN_LEFT_OUT])
+        more = ", ..." if left_out > _SHOWN_LEFT_OUT else ""
+        where = "left out" if option == "--history" else "left out of the backtest"
+        warn(
+            f"{name}: {left_out} of {n_batches} {what}es are not fully labelled yet "
+            f"({int(sizes[out].sum()):,} rows): {where} ({shown}{more})"
+        )
+    return _FullyLabelled(
+        used=used,
+        sizes=sizes[used],
+        truth=np.array([truths.truth[code] for code in used], dtype=np.float64),
+    )
+
+
+#: Batch values a warning names of those left out (then "...").
+_SHOWN_LEFT_OUT = 4
+
+
+@dataclass(frozen=True)
 class _PastBatches:
     """Labelled batches (``--history``'s, or ``--backtest``'s target), checked before any
-    work: scores, batch codes and true rates."""
+    work: every row's scores and batch code (into the ``n_read`` batches read, in order), and
+    of the fully labelled batches (:func:`_fully_labelled`; ``used``, their codes) the
+    values, rows and true rates."""
 
     name: str
     scores: FloatArray
     codes: IntArray
+    n_read: int
+    used: IntArray
     values: tuple[GroupValue, ...]
+    sizes: IntArray
     truth: FloatArray
-    rows: int
+
+    @property
+    def rows(self) -> int:
+        """Rows of the batches used."""
+        return int(self.sizes.sum())
+
+    def counts(self, model: ReferenceModel) -> list[TargetCounts]:
+        """The used batches' fine-cell counts, counted over every row in chunks of file order
+        as the streaming engine counts them (so both give the same bits)."""
+        counted = _count_batches(model, self.scores, self.codes, self.n_read)
+        return [counted[code] for code in self.used]
 
 
-def _read_history(request: EstimateShiftRequest, path: str, batch_col: str) -> _PastBatches:
-    """Read and check ``--history`` (labels and the batch column required)."""
+def _read_history(
+    request: EstimateShiftRequest, path: str, batch_col: str, warn: Warn
+) -> _PastBatches:
+    """Read and check ``--history`` (labels and the batch column required; the batches not
+    fully labelled yet are left out)."""
     past = io.read_table(path, input_format=request.input_format)
     if past.n_rows == 0:
         raise InputError(f"{past.name}: --history has no rows; give the labelled past batches")
@@ -1290,23 +1396,34 @@ def _read_history(request: EstimateShiftRequest, path: str, batch_col: str) -> _
         batch_col,
         labels_for="--history needs the past batches' labels",
         place="past batch",
+        warn=warn,
     )
 
 
 def _labelled_batches(
-    request: EstimateShiftRequest, table: Table, batch_col: str, *, labels_for: str, place: str
+    request: EstimateShiftRequest,
+    table: Table,
+    batch_col: str,
+    *,
+    labels_for: str,
+    place: str,
+    warn: Warn,
 ) -> _PastBatches:
     """Scores, batch codes (in the batches' order) and true rates of a labelled file, for
     ``--backtest`` (the target) and ``--history``; ``labels_for`` and ``place`` word the
-    refusals (no label column; rows without a batch)."""
-    option = labels_for.split(" ", 1)[0]
+    refusals (no label column; rows without a batch). Labels may be missing (late labels:
+    :meth:`~calib_cli.io.table.Table.partial_labels`); the batches with one missing are left
+    out (:func:`_fully_labelled`)."""
+    option: Literal["--history", "--backtest"] = (
+        "--history" if labels_for.startswith("--history") else "--backtest"
+    )
     scores = table.scores(request.score_col, kind=request.score_kind)
     if not table.has_column(request.label_col):
         raise InputError(
             f"{table.name}: {labels_for}, and there is no column "
             f"'{request.label_col}' (name it with --label-col)"
         )
-    labels = table.labels(request.label_col, positive_label=request.positive_label)
+    labels = table.partial_labels(request.label_col, positive_label=request.positive_label)
     selections = list(groups(table, batch_col))
     codes = np.zeros(table.n_rows, dtype=np.int64)
     for code, (_, rows) in enumerate(selections):
@@ -1318,13 +1435,28 @@ def _labelled_batches(
             f"{table.name}: column '{batch_col}' has {int(sizes[values.index(MISSING_GROUP)])} "
             f"rows without a value; {option} needs every {place}'s place in time"
         )
+    missing = np.isnan(labels)
+    labelled = _fully_labelled(
+        request,
+        table.name,
+        values,
+        sizes,
+        np.bincount(codes, np.where(missing, 0.0, labels), minlength=len(values)).astype(
+            np.float64
+        ),
+        np.bincount(codes, missing, minlength=len(values)).astype(np.int64),
+        option=option,
+        warn=warn,
+    )
     return _PastBatches(
         name=table.name,
         scores=scores,
         codes=codes,
-        values=values,
-        truth=np.bincount(codes, labels, minlength=len(values)) / sizes,
-        rows=int(table.n_rows),
+        n_read=len(values),
+        used=labelled.used,
+        values=tuple(values[code] for code in labelled.used),
+        sizes=labelled.sizes,
+        truth=labelled.truth,
     )
 
 
@@ -1345,7 +1477,7 @@ def _history(
     past_estimates = [
         # only the points: the blend's interval is conformal
         _estimate(request, model, counts, method=request.method, n_bootstrap=0)
-        for counts in _count_batches(model, past.scores, past.codes, len(values))
+        for counts in past.counts(model)
     ]
     n_past, n_new = len(values), len(batches)
     schedule = history_schedule(n_past, n_new, label_delay=_delay(request))
