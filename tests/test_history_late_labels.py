@@ -203,7 +203,11 @@ def test_history_refusals(run_calib: RunCalib, lab: Path, tmp_path: Path) -> Non
 # ---------------------------------------------------------------------------- --backtest
 
 
-@pytest.mark.parametrize(("fmt", "engine"), [("parquet", "memory"), ("csv", "streaming")])
+@pytest.mark.parametrize(
+    ("fmt", "engine"),
+    # the engines' equality with unlabelled batches is in test_cli_backtest (make test)
+    [("parquet", "memory"), pytest.param("csv", "streaming", marks=pytest.mark.slow)],
+)
 def test_backtest_leaves_out_the_batches_not_fully_labelled(
     run_calib: RunCalib, lab: Path, tmp_path: Path, fmt: str, engine: str
 ) -> None:

@@ -29,6 +29,11 @@ from tests.conftest import RunCalib
 
 FAST = ["--bootstrap", "20", "--seed", "3"]
 ENGINES = ["memory", "streaming"]
+#: one engine in `make test`, the other in `make test-slow` (the engines give the same JSON on
+#: every case: test_shift_engines_and_standard_input_agree); alternated, so that each engine's
+#: own code runs in the default suite
+MEMORY_FIRST = ["memory", pytest.param("streaming", marks=pytest.mark.slow)]
+STREAMING_FIRST = [pytest.param("memory", marks=pytest.mark.slow), "streaming"]
 #: each format once and each engine once (the engines agree on every format: tested below)
 PAIRS = [("parquet", "memory"), ("csv", "streaming")]
 FORMATS = ["parquet", "csv"]
@@ -173,7 +178,7 @@ def test_shift_every_label_missing_is_an_unlabelled_target(
     assert _warnings(done) == [warning, *_warnings(unlabelled)]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_shift_one_batch_partly_labelled_has_no_true_rate(
     run_calib: RunCalib, lab: Path, engine: str
 ) -> None:
@@ -235,7 +240,7 @@ def test_shift_nan_labels_are_missing(
     assert _warnings(done) == _warnings(expected)
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", STREAMING_FIRST)
 def test_shift_positive_label_leaves_missing_labels_missing(
     run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
@@ -268,7 +273,7 @@ def test_shift_positive_label_leaves_missing_labels_missing(
     assert _json(done) == expected
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_shift_output_keeps_the_label_column_as_read(
     run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
@@ -295,7 +300,7 @@ def test_shift_output_keeps_the_label_column_as_read(
     assert written["label"].equals(pl.read_parquet(lab / "within.parquet")["label"])
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", STREAMING_FIRST)
 def test_shift_invalid_target_labels_and_incomplete_reference_still_refused(
     run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
@@ -405,7 +410,7 @@ def test_rerank_compares_on_the_labelled_rows(
         assert _warnings(piped) == [w.replace("within.csv", "stdin") for w in _warnings(done)]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_rerank_every_label_missing_is_an_unlabelled_target(
     run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
@@ -443,7 +448,7 @@ def test_rerank_every_label_missing_is_an_unlabelled_target(
     ]
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", STREAMING_FIRST)
 def test_rerank_labelled_rows_of_one_class_and_the_roc_picture(
     run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
@@ -469,7 +474,7 @@ def test_rerank_labelled_rows_of_one_class_and_the_roc_picture(
     assert report["comparison"] is not None and plot.stat().st_size > 0
 
 
-@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_rerank_reference_with_missing_labels_is_refused(
     run_calib: RunCalib, lab: Path, engine: str
 ) -> None:
