@@ -244,3 +244,40 @@ def test_backtest_leaves_out_the_batches_not_fully_labelled(
         "--backtest scores the methods on batches whose every label has arrived: give a "
         "target with some\n"
     )
+
+
+# ----------------------------------------------------------------- batches placed in time
+
+
+def test_dates_timestamps_and_iso_text_place_history_batches_alike(
+    run_calib: RunCalib, lab: Path, tmp_path: Path
+) -> None:
+    """A history of dates (Parquet) and a target of timestamps (a DuckDB TIMESTAMP): the
+    history's 2024-09-16 was compared with the target's 2024-09-16 00:00:00 as text, came
+    "before" it, and the target batch learnt from its own labels (one more past batch). A
+    date is its midnight now, and a CSV history's ISO dates are those dates, so every pairing
+    of date, timestamp and ISO text gives the same blend."""
+    weeks = pl.read_parquet(lab / "weeks.parquet")
+    target = weeks.filter(pl.col("week").is_in(WEEKS[2:4])).drop("label")
+    target.write_parquet(tmp_path / "t_date.parquet")
+    target.with_columns(pl.col("week").cast(pl.Datetime("us"))).write_parquet(
+        tmp_path / "t_time.parquet"
+    )
+    weeks.write_csv(tmp_path / "h.csv")  # the weeks as ISO text
+    reports = {}
+    for history in ("weeks.parquet", "h.csv"):
+        for target_file in ("t_date.parquet", "t_time.parquet"):
+            folder = lab if history == "weeks.parquet" else tmp_path
+            code, out, err = _run(
+                run_calib,
+                lab,
+                tmp_path,
+                ["--target", target_file, "--history", str(folder / history)],
+            )
+            assert code == 0, err
+            report = json.loads(out)["history"]
+            reports[history, target_file] = [
+                (entry["n_history"], entry["prevalence"]) for entry in report["batches"]
+            ]
+    assert reports["weeks.parquet", "t_date.parquet"][0][0] == 2  # weeks 0 and 1 only
+    assert len(set(map(tuple, reports.values()))) == 1, reports

@@ -124,6 +124,39 @@ def test_sampling_reads_positive_label_as_calib_does() -> None:
     assert sorted(row[0] for row in kept) == list(range(0, 50, 2))
 
 
+@pytest.mark.parametrize("positive", [None, "1"])
+@pytest.mark.parametrize(("sql_type", "nan"), [("DOUBLE", "'NaN'::DOUBLE"), ("VARCHAR", "'NaN'")])
+def test_a_nan_or_empty_label_is_left_out_as_a_null_one(
+    tmp_path: Path, sql_type: str, nan: str, positive: str | None
+) -> None:
+    """A missing label is not a negative: calib refuses NaN, an empty text and the text
+    ``NaN`` as missing (io.columns.label_missing), and the engine leaves them out as it leaves
+    out a NULL; they were counted as negatives (a float column whose unlabelled rows are NaN,
+    as Polars writes them). The engine's summary equals calib's of the labelled rows."""
+    scores = _scores()
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t (score DOUBLE, label {sql_type})")
+    labels = ["1" if i % 3 == 0 else "0" for i in range(N)]
+    con.executemany("INSERT INTO t VALUES (?, ?)", list(zip(scores, labels, strict=True)))
+    source = tmp_path / "labelled.parquet"
+    con.execute(f"COPY t TO '{source}' (FORMAT parquet)")  # the labelled rows only
+    missing = [nan, "NULL"] + (["''", "' '"] if sql_type == "VARCHAR" else [])
+    for value in missing:
+        con.execute(f"INSERT INTO t VALUES (0.5, {value})")
+    calib = _calib_summary(tmp_path, source, positive_label=positive)
+    engine = _engine_summary(
+        con, summary_sql(SummaryQuery(table="t", positive_label=positive), dialect_name="duckdb")
+    )
+    _assert_same_counts(engine, calib)
+    con.execute("ALTER TABLE t ADD COLUMN id BIGINT")
+    con.execute("UPDATE t SET id = rowid")
+    query = SamplingQuery(
+        table="t", key_col="id", positive_label=positive, rates=ClassRates(1.0, 1.0)
+    )
+    kept = con.sql(sampling_sql(query, dialect_name="duckdb")).fetchall()
+    assert len(kept) == N  # every labelled row, no missing one
+
+
 def test_non_finite_positive_label_is_refused() -> None:
     from calib_cli.errors import InputError
 

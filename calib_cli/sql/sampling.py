@@ -77,7 +77,7 @@ from calib_cli.sql.tree import (
     mul,
     render,
 )
-from calib_cli.sql.values import positive_label_node
+from calib_cli.sql.values import label_present_node, positive_label_node
 
 __all__ = ["TEXT_KEY_DIALECTS", "SamplingQuery", "sampling_sql"]
 
@@ -355,6 +355,8 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
     lines.append(
         f"SELECT t.*{extra} FROM {table} AS t JOIN _calib_hash AS h ON {render(key, d)} = h.k"
     )
+    # a row without a label is not returned (a NaN label was sampled as a negative)
+    keep = Binary("AND", label_present_node(Column(query.label_col, "t")), keep)
     lines.append(f"WHERE {render(keep, d)}")
     return "\n".join(lines)
 

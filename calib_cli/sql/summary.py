@@ -68,7 +68,7 @@ from calib_cli.sql.tree import (
     render,
     sub,
 )
-from calib_cli.sql.values import positive_label_node
+from calib_cli.sql.values import label_present_node, positive_label_node
 from calib_cli.summaries.grid import check_bin_edges, check_mantissa_bits, half_cell
 from calib_cli.summaries.summary import (
     DEFAULT_BIN_EDGES,
@@ -202,7 +202,7 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
         Cast(Null(), "string") if query.by is None else GroupText(Column(query.by), query.by)
     )
     p = Cast(score, "double")
-    present: Node = Binary("AND", Not(IsNull(score)), Not(IsNull(label)))
+    present: Node = Binary("AND", Not(IsNull(score)), label_present_node(label))
     if query.weight_col is not None:
         present = Binary("AND", present, Not(IsNull(Column(query.weight_col))))
     stage1 = _select(

@@ -37,17 +37,37 @@ from calib_cli.sql.tree import (
     Cast,
     FullMatch,
     Int,
+    IsNull,
     Node,
+    Not,
     NumberEquals,
     Text,
     if_else,
 )
 
-__all__ = ["NUMBER_PATTERN", "positive_label_node"]
+__all__ = ["NUMBER_PATTERN", "label_present_node", "positive_label_node"]
 
 #: A finite number's text as Polars reads it (``1``, ``-0``, ``1.``, ``.5``, ``+1e-3``);
 #: without backslashes, so that no dialect's string escapes change it.
 NUMBER_PATTERN = "[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
+
+
+def label_present_node(label: Node) -> Node:
+    """Whether the row has a label, by calib's rule of a missing one
+    (:func:`calib_cli.io.columns.label_missing`): not NULL, and its trimmed text neither empty
+    nor ``nan`` in any case (a double NaN is ``nan`` in DuckDB and BigQuery, ``NaN`` in Spark,
+    Snowflake and Postgres; a text ``NaN`` is how a CSV writer writes a missing float). A row
+    without a label is left out, as a NULL one was: a NaN was counted as a negative.
+
+    >>> from calib_cli.sql.dialects import dialect
+    >>> from calib_cli.sql.tree import Column, render
+    >>> print(render(label_present_node(Column("y")), dialect("duckdb")))
+    (((NOT ("y" IS NULL)) AND (LOWER(TRIM(CAST("y" AS VARCHAR))) <> '')) AND \
+(LOWER(TRIM(CAST("y" AS VARCHAR))) <> 'nan'))
+    """
+    text = Call("LOWER", (Call("TRIM", (Cast(label, "string"),)),))
+    present = Binary("AND", Not(IsNull(label)), Binary("<>", text, Text("")))
+    return Binary("AND", present, Binary("<>", text, Text("nan")))
 
 
 def _as_number(text: str) -> float | None:

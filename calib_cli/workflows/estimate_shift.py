@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import math
 import re
 from collections.abc import Callable, Iterator
@@ -1483,12 +1484,19 @@ def _history(
     schedule = history_schedule(n_past, n_new, label_delay=_delay(request))
     # a target batch learns only from the history's batches before it: never from its own
     # labels or later ones, should the history hold them
-    before = np.array([_batches_before(values, b.batch) for b in batches], dtype=np.int64)
+    before = np.array(
+        [
+            _batches_before(values, b.batch, past_name=past.name, batch_col=batch_col)
+            for b in batches
+        ],
+        dtype=np.int64,
+    )
     schedule[n_past:] = np.minimum(schedule[n_past:], before - 1)
     if n_new and before.min() < n_past:
         first = int(np.argmin(before))
         warn(
-            f"--history: {n_past - int(before.min())} of its {n_past} batches are not before "
+            f"--history: {n_past - int(before.min())} of its {n_past} batches "
+            f"{'is' if n_past - int(before.min()) == 1 else 'are'} not before "
             f"the target's batch {batches[first].batch}; each target batch learns only from "
             "the history's batches before it"
         )
@@ -1550,12 +1558,36 @@ _ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
 def _value_kind(value: GroupValue) -> str:
-    """What a batch value is, for the refusal: numbers, text or dates (times)."""
+    """What a batch value is, for the refusal: numbers, text or dates (times; ISO date or
+    date-time text, a CSV's dates, among them)."""
     if io.reads_as_number(value):  # 9, and "09" or "007" from a CSV
         return "numbers"
-    if isinstance(value, str):
+    if isinstance(value, str) and _as_time(value) is value:
         return "text"
     return "dates"
+
+
+def _as_time(value: GroupValue | dt.date) -> GroupValue | dt.date:
+    """A batch value placed in time: a date as its midnight, ISO date or date-time text (how
+    a CSV holds dates: ``2024-03-04``, ``2024-03-04 00:00:00``) as that date-time, so that a
+    Parquet history of dates and a target of timestamps, or a CSV history and a Parquet
+    target, place their batches alike; any other value as it is.
+
+    >>> _as_time(dt.date(2024, 3, 4)) == _as_time("2024-03-04 00:00:00")
+    True
+    >>> _as_time("d10"), _as_time(7)
+    ('d10', 7)
+    """
+    if isinstance(value, dt.datetime):
+        return value
+    if isinstance(value, dt.date):
+        return dt.datetime.combine(value, dt.time())
+    if isinstance(value, str) and _ISO_DATE.match(value):
+        try:
+            return dt.datetime.fromisoformat(value.strip())
+        except ValueError:
+            return value
+    return value
 
 
 def _shown(value: GroupValue) -> str:
@@ -1596,17 +1628,26 @@ def _warn_text_order(
         )
 
 
-def _batches_before(values: tuple[GroupValue, ...], value: GroupValue) -> int:
-    """How many of the history's batch ``values`` (ascending) come before a target batch's
-    ``value``, in the batch column's order (as text where they do not compare: dates against
-    date-times; other kinds are refused, :func:`_check_same_kind`); all of them for the
-    target's rows without a batch (not placed in time)."""
+def _batches_before(
+    values: tuple[GroupValue, ...], value: GroupValue, *, past_name: str = "", batch_col: str = ""
+) -> int:
+    """How many of the history's batch ``values`` come before a target batch's ``value`` in
+    time (:func:`_as_time`: a date is its midnight, so the history's 2024-03-04 is not before
+    the target's 2024-03-04 00:00, whose labels it holds; compared as text, it was); all of
+    them for the target's rows without a batch (not placed in time). Values of other kinds
+    are refused before (:func:`_check_same_kind`); date-times with a time zone against
+    date-times without one are refused here (exit 65)."""
     if value is None or value == MISSING_GROUP:
         return len(values)
+    key = io.order_key(_as_time(value))
     try:
-        return sum(1 for v in values if io.order_key(v) < io.order_key(value))
+        return sum(1 for v in values if io.order_key(_as_time(v)) < key)
     except TypeError:
-        return sum(1 for v in values if str(v) < str(value))
+        raise InputError(
+            f"{past_name}: column '{batch_col}' holds date-times that cannot be placed in time "
+            f"against the target's ({_shown(values[0])} and {_shown(value)}: one with a time "
+            "zone, one without); give both files the same type of batch values"
+        ) from None
 
 
 # ------------------------------------------------------------------------- from summaries
