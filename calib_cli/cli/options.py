@@ -71,11 +71,14 @@ def in_range(
     'Number of bins (1 to 10,000).'
     """
 
-    def check(value: float | None) -> float | None:
+    def check(param: typer.CallbackParam, value: float | None) -> float | None:
         if value is not None and not (
             (low is None or value >= low) and (high is None or value <= high)
         ):
-            raise typer.BadParameter(f"must be {range_phrase(low, high)} (got {value})")
+            name = next((o for o in param.opts if o.startswith("--")), param.opts[0])
+            raise typer.BadParameter(  # the hint given: some Click versions add "(env var: ...)"
+                f"must be {range_phrase(low, high)} (got {value})", param_hint=f"'{name}'"
+            )
         return value
 
     keywords: dict[str, Any] = {"callback": check}

@@ -78,7 +78,7 @@ def values_message(column: str, problem: str, count: int, row: int, shown: str) 
     if count == 1 and problem.startswith("that are "):
         problem = "that is " + problem.removeprefix("that are ")
         problem = _SINGULAR.get(problem, problem)
-    return f"column '{column}' has {count} {noun} {problem} (first at row {row}: {shown})"
+    return f"column '{column}' has {count:,} {noun} {problem} (first at row {row}: {shown})"
 
 
 #: Problems whose singular needs more than "that is" for "that are".
