@@ -122,8 +122,8 @@ def test_backtest_figures_by_hand_and_equal_to_estimate_shift(files: tuple[Path,
     assert warnings[:2] == [
         "history_blend: the interval of the first 8 batches is [0, 1] "
         "(a 95% conformal width needs 19 labelled batches before it)",
-        "history_blend: 8 of 8 intervals are [0, 1], which holds any rate; its coverage "
-        "(none) counts the other 0 batches only",
+        "history_blend: every one of its 8 intervals is [0, 1], which holds any rate: no "
+        "coverage to report",
     ]
     assert result.n_history.tolist() == [0, 0, 1, 2, 3, 4, 5, 6]
     payload = json.loads(dumps(backtest_payload(result)))

@@ -236,8 +236,8 @@ def rerank_strata(
         if result.streaming is not None:
             note = result.streaming
             session.info(
-                f"streaming engine: reference ROC at {note.reference_cells} score cells "
-                f"({note.exact_cells} of one distinct score), as in memory: the same rows and "
+                f"streaming engine: reference ROC at {note.reference_cells:,} score cells "
+                f"({note.exact_cells:,} of one distinct score), as in memory: the same rows and "
                 "ranks; the AUCs within the report's bounds (see its 'streaming')"
             )
         emit_report(session, rerank_strata_payload(result), as_json=False, report_path=report)

@@ -1159,10 +1159,17 @@ def run_backtest(
     for method in methods:
         with_interval = 0 if method.ci_low is None else int(np.sum(np.isfinite(method.ci_low)))
         if method.coverage_batches < with_interval:
+            wide = with_interval - method.coverage_batches
+            if method.coverage_batches == 0:
+                warn(
+                    f"{method.name}: every one of its {with_interval} intervals is [0, 1], "
+                    "which holds any rate: no coverage to report"
+                )
+                continue
             shown = "none" if method.coverage is None else f"{method.coverage:.0%}"
             warn(
-                f"{method.name}: {with_interval - method.coverage_batches} of "
-                f"{with_interval} intervals are [0, 1], which holds any rate; its coverage "
+                f"{method.name}: {wide} of {with_interval} intervals "
+                f"{'is' if wide == 1 else 'are'} [0, 1], which holds any rate; its coverage "
                 f"({shown}) counts the other {method.coverage_batches} batches only"
             )
     return BacktestResult(
