@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,18 +120,25 @@ def test_no_command_help_shows_a_bool_metavar(
         assert "<bool>" not in text, name
 
 
-def test_no_choice_list_is_folded_at_80_columns(
+def _helps_at_80_columns(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # long choice lists (formats, engines, score kinds) are named in the help instead: folded
-    # into the metavar column ("<csv|tsv|parquet|arr" / "ow|ndjson>") they read as garbage
+) -> Iterator[tuple[str, str]]:
+    """(command, its --help) at 80 columns, rendered in-process by the entry point's tree."""
     monkeypatch.setenv("COLUMNS", "80")
     monkeypatch.setenv("NO_COLOR", "1")
     command = typer.main.get_command(app)
     hide_flag_metavars(command)
     for name in command.commands:  # type: ignore[attr-defined]
         command.main([name, "--help"], prog_name="calib", standalone_mode=False)
-        text = capsys.readouterr().out
+        yield name, capsys.readouterr().out
+
+
+def test_no_choice_list_is_folded_at_80_columns(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # long choice lists (formats, engines, score kinds) are named in the help instead: folded
+    # into the metavar column ("<csv|tsv|parquet|arr" / "ow|ndjson>") they read as garbage
+    for name, text in _helps_at_80_columns(capsys, monkeypatch):
         assert not re.search(r"<\w*\|[\w|]*(\s|$)", text, re.MULTILINE), (name, text)
 
 
@@ -140,17 +148,11 @@ def test_no_option_name_is_cut_at_80_columns(
     # Typer wrote a range option's bounds in the metavar column ("<int range> [1<=x<=10000]"),
     # and rerank-strata's required marks took a column more: --estimate-target-prevalence
     # was shown as "--estimate-target-pr…" at 80 columns; the bounds are now in the help
-    monkeypatch.setenv("COLUMNS", "80")
-    monkeypatch.setenv("NO_COLOR", "1")
-    command = typer.main.get_command(app)
-    hide_flag_metavars(command)
-    for name in command.commands:  # type: ignore[attr-defined]
-        command.main([name, "--help"], prog_name="calib", standalone_mode=False)
-        text = capsys.readouterr().out
+    helps = dict(_helps_at_80_columns(capsys, monkeypatch))
+    for name, text in helps.items():
         assert "…" not in text, (name, text)
         assert "range>" not in text and "<=x" not in text and "x>=" not in text, (name, text)
-    command.main(["reliability", "--help"], prog_name="calib", standalone_mode=False)
-    assert "Number of bins (1 to 10,000)." in " ".join(capsys.readouterr().out.split())
+    assert "Number of bins (1 to 10,000)." in " ".join(helps["reliability"].split())
 
 
 @pytest.mark.parametrize(

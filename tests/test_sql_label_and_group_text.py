@@ -10,7 +10,6 @@ differs from Polars'.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -28,27 +27,18 @@ from calib_cli.sql.calibrators import calibrated_sql
 from calib_cli.sql.dialects import SQL_DIALECTS, dialect
 from calib_cli.sql.names import group_text
 from calib_cli.sql.sampling import SamplingQuery, sampling_sql
-from calib_cli.sql.summary import METADATA_COLUMN, SummaryQuery, summary_sql
+from calib_cli.sql.summary import SummaryQuery, summary_sql
 from calib_cli.summaries import ScoreSummary
 from calib_cli.summaries.summary import COUNT_COLUMNS, KEY_COLUMNS
 from calib_cli.workflows.export_sql import SummarizeSqlRequest, run_summarize_sql
 from calib_cli.workflows.summarize import SummarizeRequest, run_summarize
+from tests.test_sql_summary import summary_of_relation
 
 N = 300
 
 
 def _engine_summary(con: duckdb.DuckDBPyConnection, sql: str) -> ScoreSummary:
-    relation = con.sql(sql)
-    names, rows = relation.columns, relation.fetchall()
-    frame = {name: [row[i] for row in rows] for i, name in enumerate(names)}
-    (meta,) = set(frame.pop(METADATA_COLUMN))
-    columns: dict[str, Any] = {}
-    for name, values in frame.items():
-        if name == "group":
-            columns[name] = np.array([*values, None], dtype=object)[:-1]
-        else:
-            columns[name] = np.array([np.nan if v is None else v for v in values])
-    return ScoreSummary.from_columns(columns, json.loads(meta))
+    return summary_of_relation(con.sql(sql))
 
 
 def _calib_summary(tmp_path: Path, source: Path, **options: Any) -> ScoreSummary:

@@ -48,7 +48,11 @@ def _engine_summary(sql: str, rows: dict[str, Any]) -> ScoreSummary:
     _CON.register(
         "t", pa.table({k: pa.array(list(v) if k == "day" else v) for k, v in rows.items()})
     )
-    relation = _CON.sql(sql)
+    return summary_of_relation(_CON.sql(sql))
+
+
+def summary_of_relation(relation: duckdb.DuckDBPyRelation) -> ScoreSummary:
+    """The summary an engine's query returned (one metadata value on every row)."""
     names, rows_out = relation.columns, relation.fetchall()
     frame = {name: [row[i] for row in rows_out] for i, name in enumerate(names)}
     metas = set(frame.pop(METADATA_COLUMN))
