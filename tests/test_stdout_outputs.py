@@ -22,17 +22,44 @@ def data(scored_dir: Path) -> Path:
     return scored_dir
 
 
-@pytest.mark.parametrize("report", ["-", "/dev/stdout"])
+_COMMANDS = {
+    "reliability": ["reliability", "a.csv"],
+    "estimate-shift": [
+        "estimate-shift",
+        "--reference",
+        "a.csv",
+        "--target",
+        "a.csv",
+        "--bootstrap",
+        "0",
+    ],
+    "backtest": [
+        "estimate-shift",
+        "--reference",
+        "a.csv",
+        "--target",
+        "a.csv",
+        "--batch-col",
+        "stratum",
+        "--backtest",
+        "--label-delay",
+        "1",
+        "--bootstrap",
+        "0",
+    ],
+}
+
+
 @pytest.mark.parametrize("as_json", [False, True])
 @pytest.mark.parametrize(
-    "args",
+    ("args", "report"),
     [
-        ["reliability", "a.csv"],
-        ["estimate-shift", "--reference", "a.csv", "--target", "a.csv", "--bootstrap", "0"],
-        ["estimate-shift", "--reference", "a.csv", "--target", "a.csv", "--batch-col",
-         "stratum", "--backtest", "--label-delay", "1", "--bootstrap", "0"],
+        pytest.param(args, report, id=f"{name}-{report}",
+                     # one command names /dev/stdout in `make test`, every one in test-slow
+                     marks=[pytest.mark.slow] if report != "-" and name != "reliability" else [])
+        for name, args in _COMMANDS.items()
+        for report in ("-", "/dev/stdout")
     ],
-    ids=["reliability", "estimate-shift", "backtest"],
 )  # fmt: skip
 def test_a_report_on_stdout_is_the_one_json_document_there(
     data: Path, run_calib: RunCalib, args: list[str], as_json: bool, report: str

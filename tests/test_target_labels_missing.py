@@ -36,6 +36,9 @@ MEMORY_FIRST = ["memory", pytest.param("streaming", marks=pytest.mark.slow)]
 STREAMING_FIRST = [pytest.param("memory", marks=pytest.mark.slow), "streaming"]
 #: each format once and each engine once (the engines agree on every format: tested below)
 PAIRS = [("parquet", "memory"), ("csv", "streaming")]
+#: PAIRS, the second in `make test-slow` (estimate-shift's engines, CSV and standard input
+#: give the same JSON: test_shift_engines_and_standard_input_agree, in `make test`)
+SHIFT_PAIRS = [PAIRS[0], pytest.param(*PAIRS[1], marks=pytest.mark.slow)]
 FORMATS = ["parquet", "csv"]
 N_REF, N_TGT = 1200, 900
 
@@ -123,7 +126,7 @@ def _without_truth(payload: Any) -> Any:
 # ------------------------------------------------------------------------- estimate-shift
 
 
-@pytest.mark.parametrize(("fmt", "engine"), PAIRS)
+@pytest.mark.parametrize(("fmt", "engine"), SHIFT_PAIRS)
 @pytest.mark.parametrize("case", ["late", "within"])
 def test_shift_true_rates_of_fully_labelled_batches_only(
     run_calib: RunCalib, lab: Path, engine: str, fmt: str, case: str
@@ -161,7 +164,7 @@ def test_shift_true_rates_of_fully_labelled_batches_only(
     assert _without_truth(payload) == _without_truth(_json(unlabelled))
 
 
-@pytest.mark.parametrize(("fmt", "engine"), PAIRS)
+@pytest.mark.parametrize(("fmt", "engine"), SHIFT_PAIRS)
 def test_shift_every_label_missing_is_an_unlabelled_target(
     run_calib: RunCalib, lab: Path, engine: str, fmt: str
 ) -> None:
@@ -215,7 +218,7 @@ def test_shift_engines_and_standard_input_agree(run_calib: RunCalib, lab: Path) 
     assert [r is None for r in realised] == [False, True, True]
 
 
-@pytest.mark.parametrize(("fmt", "engine"), PAIRS)
+@pytest.mark.parametrize(("fmt", "engine"), SHIFT_PAIRS)
 def test_shift_nan_labels_are_missing(
     run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str, fmt: str
 ) -> None:
