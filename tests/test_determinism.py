@@ -322,6 +322,11 @@ def test_rerank_strata_pca_is_the_same_bytes_under_every_machine(tmp_path: Path,
     assert _all_equal(reports)
 
 
+# 40 runs of the installed calib (10 commands under 4 settings), 20 s: in `make test-slow`,
+# with the other long checks, so that `make test` stays under 3 minutes (its other tests run
+# each command under every machine setting, and `make test-kernels` runs the numeric tests
+# under each kernel)
+@pytest.mark.slow
 def test_fits_figures_and_outputs_are_the_same_bytes_under_every_vector_width(
     tmp_path: Path,
 ) -> None:
