@@ -87,6 +87,7 @@ from calib_cli.workflows.common import (
     refuse_row_options_without_rows,
     refuse_row_reading_options,
     refuse_shared_columns,
+    summary_groups,
     unit_interval_option,
 )
 from calib_cli.workflows.summarize import check_summary_weight_col, load_summaries, shown_field
@@ -1701,18 +1702,6 @@ def _summary_of(
     return summary, source
 
 
-def _summary_batches(summary: ScoreSummary) -> list[tuple[GroupValue, str | None]]:
-    """A summary's groups (text) as batch values in the order of rows' batches, by the rule
-    of :mod:`calib_cli.io.identity` (an integer's text as the integer, other text as itself);
-    the missing value last."""
-    present = [g for g in summary.groups if g is not None]
-    values: list[tuple[GroupValue, str | None]] = [(io.reported_value(g), g) for g in present]
-    values.sort(key=lambda pair: io.order_key(pair[0]))
-    if None in summary.groups:
-        values.append((MISSING_GROUP, None))
-    return values
-
-
 def _summary_reference(
     request: EstimateShiftRequest, warn: Warn
 ) -> tuple[ReferenceModel, CellBinning]:
@@ -1811,7 +1800,7 @@ def _run_with_summaries(
     parts: list[tuple[GroupValue, ScoreSummary]] = (
         [(None, summary.pooled())]
         if by is None
-        else [(value, summary.select_group(name)) for value, name in _summary_batches(summary)]
+        else [(value, summary.select_group(name)) for value, name in summary_groups(summary.groups)]
     )
     batches: list[BatchEstimate] = []
     target_binning: list[CellBinning] = []

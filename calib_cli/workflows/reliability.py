@@ -45,7 +45,6 @@ from calib_cli.types import (
     WeightKind,
 )
 from calib_cli.workflows.common import (
-    MISSING_GROUP,
     Progress,
     check_invalid_options,
     check_paths,
@@ -59,6 +58,7 @@ from calib_cli.workflows.common import (
     refuse_row_reading_options,
     refuse_shared_columns,
     rows_read,
+    summary_groups,
     unit_interval_option,
 )
 from calib_cli.workflows.summarize import (
@@ -326,23 +326,6 @@ def _result(
 # ------------------------------------------------------------------------- from summaries
 
 
-def _group_values(
-    names: Sequence[str | None], dtype: io.ColumnType | None = None
-) -> list[tuple[GroupValue, str | None]]:
-    """A summary's groups (text) as the values the in-memory path reports, by the rule of
-    :mod:`calib_cli.io.identity`: an integer's text as the integer, any other text as itself,
-    or, where the column's type is known (``dtype``: a streaming pass over a typed file), as
-    that type's value (:func:`calib_cli.io.typed_value`: floats, dates, datetimes); in
-    :func:`calib_cli.io.order_key` order; rows without a value last as "(missing)"."""
-    present = [n for n in names if n is not None]
-    values: list[tuple[GroupValue, str | None]] = sorted(
-        ((io.typed_value(n, dtype), n) for n in present), key=lambda pair: io.order_key(pair[0])
-    )
-    if None in names:
-        values.append((MISSING_GROUP, None))
-    return values
-
-
 def _parts(summary: ScoreSummary, by: str | None) -> Iterator[tuple[GroupValue, ScoreSummary]]:
     """All rows (group None), then with ``by`` each group of the summary."""
     return ((value, part) for value, part, _ in _parts_with_sub_cells(summary, None, by))
@@ -359,7 +342,7 @@ def _parts_with_sub_cells(
     summary and its sub-cells); ``by_dtype``: the ``by`` column's type, where known."""
     yield None, summary.pooled(), None if sub is None else sub.pooled()
     if by is not None:
-        for value, name in _group_values(summary.groups, by_dtype):
+        for value, name in summary_groups(summary.groups, by_dtype):
             part_sub = None if sub is None else sub.select_group(name)
             yield value, summary.select_group(name), part_sub
 
