@@ -38,26 +38,30 @@ demo: $(STAMP) ## Run the whole pipeline on sample_data/, printing what each ste
 # them (compileall writes it even under PYTHONDONTWRITEBYTECODE, which some shells and CI
 # images set), so that no subprocess compiles calib's modules again (0.03-0.05 s each).
 BYTECODE = $(BIN)/python -m compileall -q calib_cli
+# pytest likewise keeps the test modules it rewrites (for its assertion messages) as bytecode
+# in tests/__pycache__, unless PYTHONDONTWRITEBYTECODE is set: then every run rewrites them
+# again, 4-5 s in each worker. The test runs keep them whatever the shell says.
+PYTEST = PYTHONDONTWRITEBYTECODE= $(BIN)/pytest
 
 test: $(STAMP) ## Run the test suite (all but the slow checks, which test-slow runs)
 	@$(BYTECODE)
-	$(BIN)/pytest -q -n 2 --dist worksteal -m "not slow"
+	$(PYTEST) -q -n 2 --dist worksteal -m "not slow"
 
 test-slow: $(STAMP) ## Run the slow checks (interval coverage over many repetitions, big fits)
 	@$(BYTECODE)
-	$(BIN)/pytest -q -n 2 --dist worksteal -m slow
+	$(PYTEST) -q -n 2 --dist worksteal -m slow
 
 test-kernels: $(STAMP) ## The numeric tests under the Haswell and Prescott BLAS kernels, one thread, no AVX-512
 	@$(BYTECODE)
 	@if grep -qw avx2 /proc/cpuinfo 2>/dev/null; then \
-	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS) || exit 1; \
+	  echo "OPENBLAS_CORETYPE=Haswell"; OPENBLAS_CORETYPE=Haswell $(PYTEST) -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS) || exit 1; \
 	else echo "no AVX2 on this CPU: the Haswell kernel cannot run here"; fi
-	OPENBLAS_CORETYPE=Prescott $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
-	OPENBLAS_NUM_THREADS=1 $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
-	NPY_DISABLE_CPU_FEATURES="$$($(BIN)/python -c 'from tests.conftest import NO_AVX512; print(NO_AVX512)')" $(BIN)/pytest -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
+	OPENBLAS_CORETYPE=Prescott $(PYTEST) -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
+	OPENBLAS_NUM_THREADS=1 $(PYTEST) -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
+	NPY_DISABLE_CPU_FEATURES="$$($(BIN)/python -c 'from tests.conftest import NO_AVX512; print(NO_AVX512)')" $(PYTEST) -q -n 2 --dist worksteal -m "not slow" $(NUMERIC_TESTS)
 
 test-engines: $(STAMP) ## The emitted SQL in Spark local mode (pytest -m spark; needs Java 17)
-	$(BIN)/pytest -q -p no:cacheprovider -m spark
+	$(PYTEST) -q -p no:cacheprovider -m spark
 
 test-lowest: ## Run the tests at the lowest runtime versions pyproject.toml allows (own venv)
 	@test -x $(LOWEST)/bin/python || $(PYTHON) -m venv $(LOWEST)
@@ -65,7 +69,7 @@ test-lowest: ## Run the tests at the lowest runtime versions pyproject.toml allo
 	$(LOWEST)/bin/python -m pip install --quiet --upgrade pip -c $(LOCK)
 	$(LOWEST)/bin/python -m pip install --quiet -e '.[dev,plot]' -c $(LOWEST)/constraints.txt
 	$(LOWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(numpy|scipy|polars|typer|rich|threadpoolctl|matplotlib) '
-	$(LOWEST)/bin/pytest -q -n 2 --dist worksteal -p no:cacheprovider
+	PYTHONDONTWRITEBYTECODE= $(LOWEST)/bin/pytest -q -n 2 --dist worksteal -p no:cacheprovider
 
 lint: $(STAMP) ## ruff lint and format check
 	$(BIN)/ruff check calib_cli tests bench sample_data
