@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from rich.console import Console, RenderableType
+from rich.table import Table
 
 from calib_cli.report.payloads import dumps, reliability_payload
 from calib_cli.report.tables import (
@@ -213,6 +214,27 @@ def test_first_that_fits_falls_back_to_the_last_layout() -> None:
     assert "1" * 50 in render(FirstThatFits(long, short), 60)
     with pytest.raises(ValueError, match="as many cells"):
         LongTable([LongColumn("a", ["1"]), LongColumn("b", [])])
+
+
+def test_nested_layouts_measure_each_table_once_per_width() -> None:
+    """Rich asks a layout's width at every level of nesting and again to draw it; a table is
+    measured cell by cell, so a 3,000-bin report took seconds. Each layout's natural width is
+    measured once per console; what is drawn is unchanged."""
+    measured: list[str] = []
+
+    class Counted(LongTable):
+        def __rich_measure__(self, console: Any, options: Any) -> Any:
+            measured.append(self.columns[0].heading)
+            return super().__rich_measure__(console, options)
+
+    wide = Counted([LongColumn("wide", ["1" * 50])])
+    narrow = Counted([LongColumn("narrow", ["2" * 10])])
+    grid = Table.grid()  # measures its cells at several widths, then draws them
+    grid.add_row(FirstThatFits(wide, narrow), "|")
+    text = render(grid, 30)
+    assert "2" * 10 in text and "1" * 50 not in text
+    assert measured.count("wide") == 1  # its natural width, once
+    assert 1 <= measured.count("narrow") <= 2  # the layout drawn, at the grid's widths
 
 
 @settings(max_examples=40, deadline=None)

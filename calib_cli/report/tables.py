@@ -124,12 +124,22 @@ class FirstThatFits:
         if not layouts:
             raise ValueError("layouts: give at least one")
         self.layouts = layouts
+        # natural widths by (console, layout): Rich measures a table cell by cell, and asks
+        # for a layout's width at every level of nesting (a 3,000-bin table took seconds)
+        self._natural: dict[tuple[Console, int], int] = {}
+
+    def natural_width(self, console: Console, options: ConsoleOptions, index: int) -> int:
+        """The width of layout ``index`` on a console as wide as it likes."""
+        key = (console, index)
+        if key not in self._natural:
+            unbounded = options.update_width(UNBOUNDED_WIDTH)
+            self._natural[key] = Measurement.get(console, unbounded, self.layouts[index]).maximum
+        return self._natural[key]
 
     def choose(self, console: Console, options: ConsoleOptions) -> RenderableType:
         """The layout drawn at ``options.max_width``."""
-        unbounded = options.update_width(UNBOUNDED_WIDTH)
-        for layout in self.layouts[:-1]:
-            if Measurement.get(console, unbounded, layout).maximum <= options.max_width:
+        for index, layout in enumerate(self.layouts[:-1]):
+            if self.natural_width(console, options, index) <= options.max_width:
                 return layout
         return self.layouts[-1]
 
