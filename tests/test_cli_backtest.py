@@ -226,7 +226,11 @@ def test_backtest_end_to_end(run_calib: RunCalib, files: tuple[Path, Path], tmp_
     )
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
-    assert f"Backtest of {target}: 8 batches by week, labels 2 batches late" in text
+    best = json.loads(report.read_text())["best_method"]
+    assert (
+        f"Backtest of {target}: 8 batches by week, labels 2 batches late\nlowest MAE: {best}\n"
+        in text
+    )
     assert "Estimates per batch" in text
     assert "history_blend: the interval of the first 8 batches is [0, 1]" in done.stderr.decode()
     payload = json.loads(report.read_text())

@@ -1073,7 +1073,8 @@ def backtest_summary_table(result: BacktestResult) -> RenderableType:
     bold = frozenset(i for i, method in enumerate(result.methods) if method.name == best)
     title = (
         f"Backtest of {result.source}: {len(result.batches)} batches by {result.batch_col}, "
-        f"labels {result.label_delay} batch{'es' if result.label_delay > 1 else ''} late"
+        f"labels {result.label_delay} batch{'es' if result.label_delay > 1 else ''} late\n"
+        f"lowest MAE: {best}"  # in words too: the bold row is lost in a pipe
     )
     return row_table(
         title,
