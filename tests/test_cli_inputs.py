@@ -4,7 +4,8 @@ that conflict refused before any work.
 The reference for a European CSV (``;`` between fields, ``0,37`` for numbers) is the same rows
 written as a plain CSV: every command must give the same figures and the same rows, in both
 engines, from a file, a gzip file and standard input. In-process through the workflows, then a
-few runs of the installed ``calib``.
+few command lines, run in-process as well (``invoke_calib``: the same arguments, environment
+and file descriptors as the installed ``calib``).
 """
 
 from __future__ import annotations
@@ -369,7 +370,7 @@ def test_estimate_shift_and_rerank_strata_refuse_clashing_columns_before_work(
     )
 
 
-# ------------------------------------------------------------- the installed calib, end to end
+# ---------------------------------------------------------------- the command line, end to end
 
 
 def test_european_csv_end_to_end(invoke_calib: RunCalib, dirs: dict[str, Path]) -> None:
@@ -404,10 +405,10 @@ def test_european_csv_end_to_end(invoke_calib: RunCalib, dirs: dict[str, Path]) 
     )
 
 
-def test_max_invalid_end_to_end(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_max_invalid_end_to_end(invoke_calib: RunCalib, tmp_path: Path) -> None:
     bad = _bad_file(tmp_path / "bad.csv")
     out = tmp_path / "out.csv"
-    done = run_calib(
+    done = invoke_calib(
         [
             *("recalibrate", str(bad), "--cross-fit", "2"),
             *("-o", str(out), "--on-invalid", "drop"),
@@ -418,7 +419,7 @@ def test_max_invalid_end_to_end(run_calib: RunCalib, tmp_path: Path) -> None:
         f"error: {bad}: 12 of 200 rows invalid (score not a number: 10, label not 0/1: 2); "
         "above --max-invalid 1%, nothing written (raise it to drop them)\n"
     )
-    done = run_calib(
+    done = invoke_calib(
         ["reliability", str(bad), "--on-invalid", "drop", "--max-invalid", "6%", "--json"]
     )
     assert done.returncode == 0 and json.loads(done.stdout)["n"] == 188
@@ -561,7 +562,7 @@ def test_reasons_with_several_score_columns_agree_between_engines(tmp_path: Path
 
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_scores_and_weights_are_numbers_in_a_typed_output(
-    run_calib: RunCalib, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, tmp_path: Path, engine: str
 ) -> None:
     """A CSV score written 2.16301e-05 comes back from a float as 2.16301e-5, so the exact
     pass-through rule kept the column as text in Parquet, and the exported SQL then failed on
@@ -572,7 +573,7 @@ def test_scores_and_weights_are_numbers_in_a_typed_output(
         for i in range(40)
     )
     (tmp_path / "s.csv").write_text("id,score,label,w\n" + rows)
-    done = run_calib(
+    done = invoke_calib(
         ["recalibrate", "s.csv", "--negative-rate", "0.5", "--weight-col", "w", "--engine",
          engine, "-o", "o.parquet", "-q"],
         cwd=tmp_path,
@@ -586,12 +587,12 @@ def test_scores_and_weights_are_numbers_in_a_typed_output(
 
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_a_value_just_outside_the_range_is_shown_with_every_digit(
-    tmp_path: Path, run_calib: RunCalib, engine: str
+    tmp_path: Path, invoke_calib: RunCalib, engine: str
 ) -> None:
     """Ten digits showed 1.0000000000000002 "outside [0, 1]" as 1 (every reader)."""
     path = tmp_path / "s.csv"
     path.write_text("score,label\n0.5,1\n1.0000000000000002,0\n0.25,0\n")
-    done = run_calib(["reliability", str(path), "--engine", engine])
+    done = invoke_calib(["reliability", str(path), "--engine", engine])
     assert done.returncode == 65
     assert done.stderr.decode() == (
         f"error: {path}: column 'score' has 1 value outside [0, 1] (first at row 2: "

@@ -2,8 +2,10 @@
 any work, changes no figure of the report, is the same from every engine, and opens as what it
 claims.
 
-Most checks run in-process (the Typer-free workflow, then the figure function); one end-to-end
-``calib ... --plot`` run per command checks the wiring (matplotlib costs a second a process).
+Most checks run in-process (the Typer-free workflow, then the figure function); one
+``calib ... --plot`` command line per command checks the wiring: reliability's runs the installed
+command in a subprocess (a fresh process imports matplotlib and picks its backend), the others
+run in-process (``invoke_calib``: matplotlib costs a second a process).
 """
 
 from __future__ import annotations
@@ -427,12 +429,12 @@ def test_calib_reliability_plot_writes_a_png_and_the_same_json(
 
 
 def test_calib_estimate_shift_plot_writes_a_pdf_and_the_same_report(
-    run_calib: RunCalib, data: dict[str, str], tmp_path: Path
+    invoke_calib: RunCalib, data: dict[str, str], tmp_path: Path
 ) -> None:
     picture, report = tmp_path / "s.pdf", tmp_path / "s.json"
     args = ["--reference", data["reference"], "--target", data["target"], "--batch-col", "day"]
     args += ["--bootstrap", "20", "--plot", str(picture), "--report", str(report), "-q"]
-    done = run_calib(["estimate-shift", *args])
+    done = invoke_calib(["estimate-shift", *args])
     assert done.returncode == 0, done.stderr
     expected = dumps(estimate_shift_payload(run_estimate_shift(_shift(data, batch_col="day"))))
     assert _loaded(report.read_text()) == _loaded(expected)
@@ -443,12 +445,12 @@ def test_calib_estimate_shift_plot_writes_a_pdf_and_the_same_report(
 
 
 def test_calib_rerank_strata_plot_writes_an_svg_and_the_same_report(
-    run_calib: RunCalib, data: dict[str, str], tmp_path: Path
+    invoke_calib: RunCalib, data: dict[str, str], tmp_path: Path
 ) -> None:
     picture, report = tmp_path / "r.svg", tmp_path / "r.json"
     args = ["--reference", data["strata_reference"], "--target", data["strata_target"]]
     args += ["--strata-col", "stratum", "-o", str(tmp_path / "out.csv"), "--report", str(report)]
-    done = run_calib(["rerank-strata", *args, "--plot", str(picture), "-q"])
+    done = invoke_calib(["rerank-strata", *args, "--plot", str(picture), "-q"])
     assert done.returncode == 0, done.stderr
     again = _rerank(data, tmp_path, output=str(tmp_path / "again.csv"))
     expected = rerank_strata_payload(run_rerank_strata(again))

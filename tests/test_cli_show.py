@@ -1,8 +1,10 @@
 """``calib show``: a saved calibrator or sampling record as a table, JSON, or a picture.
 
 Every kind's table and every kind's map on both scales are checked in-process in
-test_workflows_show.py; here the installed command prints them, and its pictures are byte for
-byte the ones drawn in-process (the same bytes on every run, in any process).
+test_workflows_show.py; here the command line prints them. One test runs the installed
+command, whose picture, drawn in a fresh process, is byte for byte the one drawn in this
+process (the same bytes on every run, in any process); the others run the same command line
+in-process (``invoke_calib``: the same arguments, environment and file descriptors).
 """
 
 from __future__ import annotations
@@ -72,7 +74,7 @@ def test_show_refuses_a_bad_artifact_and_a_bad_picture_path(
     assert done.returncode == 66
 
 
-def test_show_writes_counts_in_full_with_separators(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_show_writes_counts_in_full_with_separators(invoke_calib: RunCalib, tmp_path: Path) -> None:
     """``rows 20000`` had no separator, and a weighted count of 26,300 printed as 2.63e+04."""
     from calib_cli.artifacts import Artifact, save_artifact
 
@@ -81,7 +83,7 @@ def test_show_writes_counts_in_full_with_separators(run_calib: RunCalib, tmp_pat
                  "before": {"rows": 1234567, "positives": 12.5}}  # fmt: skip
     params = {"log_odds_shift": -1.0}
     save_artifact(str(record), Artifact(kind="prior", params=params, fitted_on=fitted_on))
-    done = run_calib(["show", str(record)])
+    done = invoke_calib(["show", str(record)])
     assert done.returncode == 0, done.stderr
     text = done.stdout.decode()
     assert "20,000" in text and "26,300" in text and "rows: 1,234,567, positives: 12.50" in text
@@ -89,22 +91,22 @@ def test_show_writes_counts_in_full_with_separators(run_calib: RunCalib, tmp_pat
 
 
 def test_an_artifact_on_standard_input_and_a_report_given_as_one(
-    run_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path
+    invoke_calib: RunCalib, artifacts: dict[str, Path], tmp_path: Path
 ) -> None:
     """'-' was a file named '-' ("-: no such file") for show, export-sql and --model; and a
     JSON report was refused field by field ("auc is not a field of this artifact")."""
     model = artifacts["isotonic"].read_bytes()
-    shown = run_calib(["show", "-"], stdin=model)
+    shown = invoke_calib(["show", "-"], stdin=model)
     assert shown.returncode == 0 and b"isotonic" in shown.stdout, shown.stderr
-    sql = run_calib(["export-sql", "-", "--dialect", "duckdb"], stdin=model)
+    sql = invoke_calib(["export-sql", "-", "--dialect", "duckdb"], stdin=model)
     assert sql.returncode == 0 and sql.stdout.startswith(b"CASE WHEN"), sql.stderr
-    twice = run_calib(["recalibrate", "-", "--model", "-"], stdin=model)
+    twice = invoke_calib(["recalibrate", "-", "--model", "-"], stdin=model)
     assert twice.returncode == 2 and b"can be read only once" in twice.stderr
-    bad = run_calib(["show", "-"], stdin=b"garbage")
+    bad = invoke_calib(["show", "-"], stdin=b"garbage")
     assert bad.returncode == 65 and bad.stderr.startswith(b"error: stdin: not valid JSON")
     report = tmp_path / "report.json"
     report.write_text(json.dumps({"auc": 0.8, "entries": []}))
-    done = run_calib(["show", str(report)])
+    done = invoke_calib(["show", str(report)])
     assert done.returncode == 65
     assert done.stderr.decode() == (
         f"error: {report}: the document is not a saved calibrator or sampling record (no "

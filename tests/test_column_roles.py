@@ -184,8 +184,8 @@ def test_distinct_columns_and_one_role_named_explicitly_are_accepted(data: Path)
     assert explicit.entries
 
 
-def test_the_installed_command_exits_2_where_it_crashed(data: Path, run_calib: RunCalib) -> None:
-    done = run_calib(
+def test_the_command_exits_2_where_it_crashed(data: Path, invoke_calib: RunCalib) -> None:
+    done = invoke_calib(
         ["summarize", str(data / "a.csv"), "--weight-col", "score", "-o", "s.parquet"], cwd=data
     )
     assert done.returncode == ExitCode.USAGE, done.stderr
@@ -195,18 +195,18 @@ def test_the_installed_command_exits_2_where_it_crashed(data: Path, run_calib: R
     assert not (data / "s.parquet").exists()
 
 
-def test_reliability_counts_its_default_score_column(data: Path, run_calib: RunCalib) -> None:
+def test_reliability_counts_its_default_score_column(data: Path, invoke_calib: RunCalib) -> None:
     """The command passes no --score-col when none is given: the default 'score' was not
     counted, so --weight-col score weighed rows by their own scores (exit 0), and --by score
     made a group per score, where every other command refused both."""
     for option in ("--weight-col", "--by"):
-        done = run_calib(["reliability", str(data / "a.csv"), option, "score", "--json"])
+        done = invoke_calib(["reliability", str(data / "a.csv"), option, "score", "--json"])
         assert done.returncode == ExitCode.USAGE and done.stdout == b"", option
         assert done.stderr.decode() == (
             f"error: --score-col (by default) and {option} both name the column 'score', "
             f"{ONE_ROLE}\n"
         )
-    twice = run_calib(["reliability", str(data / "a.csv"), "--score-col", "score",
+    twice = invoke_calib(["reliability", str(data / "a.csv"), "--score-col", "score",
                        "--score-col", "score", "-q"])  # fmt: skip
     assert twice.returncode == ExitCode.USAGE
     assert twice.stderr == b"error: --score-col names the column 'score' twice: give it once\n"

@@ -30,11 +30,11 @@ ROWS = "".join(f"{(i % 9 + 1) / 10},{i % 2},a,b\n" for i in range(40))
 )  # fmt: skip
 @pytest.mark.parametrize("stdin", [False, True])
 def test_a_column_named_twice_is_refused(
-    tmp_path: Path, run_calib: RunCalib, args: list[str], stdin: bool
+    tmp_path: Path, invoke_calib: RunCalib, args: list[str], stdin: bool
 ) -> None:
     (tmp_path / "d.csv").write_text(HEADER + ROWS)
     name = "-" if stdin else "d.csv"
-    done = run_calib(
+    done = invoke_calib(
         [a.format(f=name) for a in args],
         cwd=tmp_path,
         stdin=(HEADER + ROWS).encode() if stdin else None,
@@ -48,10 +48,10 @@ def test_a_column_named_twice_is_refused(
 
 
 def test_a_column_whose_name_only_looks_renamed_is_read(
-    tmp_path: Path, run_calib: RunCalib
+    tmp_path: Path, invoke_calib: RunCalib
 ) -> None:
     (tmp_path / "d.csv").write_text("score,label,x_duplicated_0\n" + ROWS.replace(",a,b", ",a"))
-    done = run_calib(["reliability", "d.csv", "--json"], cwd=tmp_path)
+    done = invoke_calib(["reliability", "d.csv", "--json"], cwd=tmp_path)
     assert done.returncode == 0, done.stderr
 
 
@@ -66,14 +66,14 @@ def test_the_count_is_of_the_one_name_repeated() -> None:
 
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_a_quoted_header_with_doubled_quotes_reads_and_writes_back_the_same(
-    tmp_path: Path, run_calib: RunCalib, engine: str
+    tmp_path: Path, invoke_calib: RunCalib, engine: str
 ) -> None:
     """A quoted header cell with its quotes doubled is the name s "x": the parser kept the
     doubled quotes, so the column was reachable only so, and each CSV written doubled them
     again."""
     header = '"s ""x""",label\n'
     (tmp_path / "q.csv").write_text(header + ROWS.replace(",a,b", ""))
-    done = run_calib(
+    done = invoke_calib(
         ["recalibrate", "q.csv", "--negative-rate", "0.5", "--score-col", 's "x"', "--engine",
          engine, "-o", "o.csv", "-q"],
         cwd=tmp_path,
@@ -84,13 +84,13 @@ def test_a_quoted_header_with_doubled_quotes_reads_and_writes_back_the_same(
 
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_names_equal_once_the_quotes_are_undone_are_refused(
-    tmp_path: Path, run_calib: RunCalib, engine: str
+    tmp_path: Path, invoke_calib: RunCalib, engine: str
 ) -> None:
     """A column a"b and a quoted cell that undoes to a"b would be one name: refused in both
     readers (the scan's rename failed inside Polars)."""
     header = 'score,label,a"b,"a""b"\n'
     (tmp_path / "q.csv").write_text(header + ROWS)
-    done = run_calib(["reliability", "q.csv", "--engine", engine], cwd=tmp_path)
+    done = invoke_calib(["reliability", "q.csv", "--engine", engine], cwd=tmp_path)
     assert done.returncode == ExitCode.DATA_ERROR, done.stderr
     assert done.stderr.decode().strip().splitlines()[-1] == (
         "error: q.csv: the header names column 'a\"b' 2 times; give each column its own name"

@@ -52,9 +52,9 @@ def nested(tmp_path: Path) -> Path:
     ids=lambda args: "-".join(a for a in args if a.startswith(("r", "e", "m", "s")))[:40],
 )  # fmt: skip
 def test_a_nested_grouping_column_is_bad_input_in_every_command_and_engine(
-    nested: Path, run_calib: RunCalib, args: list[str], kind: str
+    nested: Path, invoke_calib: RunCalib, args: list[str], kind: str
 ) -> None:
-    done = run_calib([*args, f"g_{kind}"], cwd=nested)
+    done = invoke_calib([*args, f"g_{kind}"], cwd=nested)
     option = args[-1]
     assert done.returncode == ExitCode.DATA_ERROR, done.stderr
     lines = done.stderr.decode().strip().splitlines()
@@ -65,11 +65,11 @@ def test_a_nested_grouping_column_is_bad_input_in_every_command_and_engine(
 
 
 def test_boolean_groups_are_the_same_text_in_every_engine(
-    nested: Path, run_calib: RunCalib
+    nested: Path, invoke_calib: RunCalib
 ) -> None:
     groups = {}
     for engine in ("memory", "streaming"):
-        done = run_calib(
+        done = invoke_calib(
             ["reliability", "t.parquet", "--by", "flag", "--engine", engine, "--json"], cwd=nested
         )
         assert done.returncode == 0, done.stderr
@@ -91,7 +91,7 @@ def test_boolean_groups_are_the_same_text_in_every_engine(
     ids=["float", "date", "datetime", "int"],
 )
 def test_typed_groups_are_the_same_values_in_every_engine(
-    tmp_path: Path, run_calib: RunCalib, values: list[object], expected: list[object]
+    tmp_path: Path, invoke_calib: RunCalib, values: list[object], expected: list[object]
 ) -> None:
     """The streaming pass groups by the column's text (Polars' cast to String), and reported
     that text: a float column's groups were JSON strings ("1.5") where the in-memory engine
@@ -109,7 +109,7 @@ def test_typed_groups_are_the_same_values_in_every_engine(
     ).write_parquet(tmp_path / "t.parquet")
     reports = {}
     for engine in ("memory", "streaming"):
-        done = run_calib(
+        done = invoke_calib(
             ["reliability", "t.parquet", "--by", "g", "--engine", engine, "--json"], cwd=tmp_path
         )
         assert done.returncode == 0, done.stderr

@@ -5,7 +5,9 @@ its latest batches have no labels yet, or only some. Both options leave such a b
 it were absent (neither learnt from, estimated, scored nor counted), with one warning, so a
 run on the table equals, to the byte, the run on the table without those batches; labels
 present must still be labels, rows without a batch are still refused, and a table with no
-fully labelled batch is refused (exit 65). The installed ``calib`` on Parquet (date batches)
+fully labelled batch is refused (exit 65). The ``calib`` command line in-process
+(``invoke_calib``: the same arguments, environment and file descriptors as the installed
+command, without its start-up; the process is not the point here) on Parquet (date batches)
 and CSV (numbered batches, a missing label an empty field), in both engines.
 """
 
@@ -74,10 +76,10 @@ def _unlabel(frame: pl.DataFrame, rows: pl.Expr) -> pl.DataFrame:
     return frame.with_columns(pl.when(rows).then(None).otherwise(pl.col("label")).alias("label"))
 
 
-def _run(run_calib: RunCalib, lab: Path, folder: Path, args: list[str]) -> tuple[int, str, str]:
+def _run(calib: RunCalib, lab: Path, folder: Path, args: list[str]) -> tuple[int, str, str]:
     """``estimate-shift --json`` in ``folder`` (whose files are named alike in every case, so
     the reports compare): exit code, stdout, stderr."""
-    done = run_calib(
+    done = calib(
         [
             "estimate-shift",
             *("--reference", str(lab / "ref.parquet"), "--batch-col", "week"),
@@ -103,7 +105,13 @@ def _run(run_calib: RunCalib, lab: Path, folder: Path, args: list[str]) -> tuple
     ],
 )
 def test_history_leaves_out_the_batches_not_fully_labelled(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, fmt: str, unlabelled: str, shown: str, rows: str
+    invoke_calib: RunCalib,
+    lab: Path,
+    tmp_path: Path,
+    fmt: str,
+    unlabelled: str,
+    shown: str,
+    rows: str,
 ) -> None:
     full = (
         pl.read_parquet(lab / "weeks.parquet")
@@ -124,8 +132,8 @@ def test_history_leaves_out_the_batches_not_fully_labelled(
     target = tmp_path / f"this_week.{fmt}"
     _write(full.filter(week == _week(fmt, 5)).drop("label"), target)
     args = ["--target", str(target), "--history", name]
-    code, report, warnings = _run(run_calib, lab, tmp_path / "late", args)
-    code_kept, report_kept, warnings_kept = _run(run_calib, lab, tmp_path / "kept", args)
+    code, report, warnings = _run(invoke_calib, lab, tmp_path / "late", args)
+    code_kept, report_kept, warnings_kept = _run(invoke_calib, lab, tmp_path / "kept", args)
     assert (code, code_kept) == (0, 0), warnings
     assert report == report_kept  # the left-out batches are absent: counts include
     left_out = (
@@ -137,7 +145,7 @@ def test_history_leaves_out_the_batches_not_fully_labelled(
     assert (history["past_batches"], history["past_rows"]) == (kept["week"].n_unique(), kept.height)
 
 
-def test_history_refusals(run_calib: RunCalib, lab: Path, tmp_path: Path) -> None:
+def test_history_refusals(invoke_calib: RunCalib, lab: Path, tmp_path: Path) -> None:
     """No fully labelled batch, a label present that is not one, a row without a batch: exit
     65 with one line, nothing on stdout."""
     full = pl.read_csv(lab / "weeks.csv")
@@ -194,7 +202,7 @@ def test_history_refusals(run_calib: RunCalib, lab: Path, tmp_path: Path) -> Non
     ]
     for name, extra, message in cases:
         code, report, warnings = _run(
-            run_calib, lab, tmp_path, ["--target", str(target), "--history", name, *extra]
+            invoke_calib, lab, tmp_path, ["--target", str(target), "--history", name, *extra]
         )
         assert (code, report) == (65, ""), warnings
         assert warnings == message
@@ -209,7 +217,7 @@ def test_history_refusals(run_calib: RunCalib, lab: Path, tmp_path: Path) -> Non
     [("parquet", "memory"), pytest.param("csv", "streaming", marks=pytest.mark.slow)],
 )
 def test_backtest_leaves_out_the_batches_not_fully_labelled(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, fmt: str, engine: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, fmt: str, engine: str
 ) -> None:
     """The latest two weeks unlabelled and a week in the middle partly: the backtest equals the
     one on the file without them (``--label-delay`` counts the batches that remain), the same
@@ -227,8 +235,8 @@ def test_backtest_leaves_out_the_batches_not_fully_labelled(
     _write(late, tmp_path / "late" / name)
     _write(kept, tmp_path / "kept" / name)
     args = ["--target", name, "--backtest", "--label-delay", "1", "--engine", engine]
-    code, report, warnings = _run(run_calib, lab, tmp_path / "late", args)
-    code_kept, report_kept, warnings_kept = _run(run_calib, lab, tmp_path / "kept", args)
+    code, report, warnings = _run(invoke_calib, lab, tmp_path / "late", args)
+    code_kept, report_kept, warnings_kept = _run(invoke_calib, lab, tmp_path / "kept", args)
     assert (code, code_kept) == (0, 0), warnings
     assert report == report_kept
     shown = "2024-09-09, 2024-09-30, 2024-10-07" if fmt == "parquet" else "1, 4, 5"
@@ -237,7 +245,7 @@ def test_backtest_leaves_out_the_batches_not_fully_labelled(
         f"the backtest ({shown})\n" + warnings_kept
     )
     _write(_unlabel(full, week >= _week(fmt, 0)), tmp_path / "none" / name)
-    code, report, warnings = _run(run_calib, lab, tmp_path / "none", args)
+    code, report, warnings = _run(invoke_calib, lab, tmp_path / "none", args)
     assert (code, report) == (65, "")
     assert warnings == (
         f"error: {name}: no batch is fully labelled yet (900 of 900 rows have no label); "
@@ -250,7 +258,7 @@ def test_backtest_leaves_out_the_batches_not_fully_labelled(
 
 
 def test_dates_timestamps_and_iso_text_place_history_batches_alike(
-    run_calib: RunCalib, lab: Path, tmp_path: Path
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path
 ) -> None:
     """A history of dates (Parquet) and a target of timestamps (a DuckDB TIMESTAMP): the
     history's 2024-09-16 was compared with the target's 2024-09-16 00:00:00 as text, came
@@ -269,7 +277,7 @@ def test_dates_timestamps_and_iso_text_place_history_batches_alike(
         for target_file in ("t_date.parquet", "t_time.parquet"):
             folder = lab if history == "weeks.parquet" else tmp_path
             code, out, err = _run(
-                run_calib,
+                invoke_calib,
                 lab,
                 tmp_path,
                 ["--target", target_file, "--history", str(folder / history)],

@@ -9,7 +9,9 @@ so a cron job's groups changed as its file grew); "007" and "7" were one group o
 zip code "02134" was reported as 2134; and one text id among integer ids ("X1") made
 ``resample --key-col`` hash every key as text, re-drawing two thirds of a daily sample.
 
-Every test runs the installed ``calib`` in a subprocess, in both engines where there are two.
+Every test runs the command line in-process (``invoke_calib``: the same arguments, environment
+and file descriptors as the installed ``calib``, without its start-up), in both engines where
+there are two.
 """
 
 from __future__ import annotations
@@ -49,9 +51,9 @@ def _json(done: Any) -> Any:
     return json.loads(done.stdout)
 
 
-def _reliability(run_calib: RunCalib, path: Path, *args: str) -> list[dict[str, Any]]:
+def _reliability(invoke_calib: RunCalib, path: Path, *args: str) -> list[dict[str, Any]]:
     report: list[dict[str, Any]] = _json(
-        run_calib(["reliability", str(path), "--by", "g", "--json", "-q", *args])
+        invoke_calib(["reliability", str(path), "--by", "g", "--json", "-q", *args])
     )
     return report
 
@@ -59,31 +61,31 @@ def _reliability(run_calib: RunCalib, path: Path, *args: str) -> list[dict[str, 
 # ----------------------------------------------------------------- groups: reliability --by
 
 
-def test_csv_groups_keep_their_text_in_memory(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_csv_groups_keep_their_text_in_memory(invoke_calib: RunCalib, tmp_path: Path) -> None:
     """Groups "1" and "1.0" are two (were one, 1.0, of all their rows), "007" is not 7,
     "02134" keeps its zero; integers' texts are numbers, everything ordered by value."""
     path = _scored_csv(tmp_path / "g.csv", "g", GROUP_TEXTS)
-    report = _reliability(run_calib, path, "--engine", "memory")
+    report = _reliability(invoke_calib, path, "--engine", "memory")
     assert [entry["group"] for entry in report] == [None, *GROUP_VALUES]
     assert [entry["n"] for entry in report[1:]] == [600] * len(GROUP_TEXTS)
 
 
 @pytest.mark.parametrize("engine", ["streaming", "summary"])
 def test_both_engines_and_summaries_report_the_same_groups(
-    run_calib: RunCalib, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, tmp_path: Path, engine: str
 ) -> None:
     """The streaming engine (and --from-summary) report the groups, their rows and figures
     of the in-memory engine: ``--engine auto`` may switch engines as a file grows."""
     path = _scored_csv(tmp_path / "g.csv", "g", GROUP_TEXTS)
-    memory = _reliability(run_calib, path, "--engine", "memory")
+    memory = _reliability(invoke_calib, path, "--engine", "memory")
     if engine == "streaming":
-        other = _reliability(run_calib, path, "--engine", "streaming")
+        other = _reliability(invoke_calib, path, "--engine", "streaming")
     else:
         summary = tmp_path / "g.summary.parquet"
-        done = run_calib(["summarize", str(path), "--by", "g", "-o", str(summary), "-q"])
+        done = invoke_calib(["summarize", str(path), "--by", "g", "-o", str(summary), "-q"])
         assert done.returncode == 0, done.stderr.decode()
         other = _json(
-            run_calib(["reliability", "--from-summary", str(summary), "--by", "g", "--json"])
+            invoke_calib(["reliability", "--from-summary", str(summary), "--by", "g", "--json"])
         )
     assert [e["group"] for e in other] == [e["group"] for e in memory]
     for mine, theirs in zip(memory, other, strict=True):
@@ -95,9 +97,9 @@ def test_both_engines_and_summaries_report_the_same_groups(
 # ---------------------------------------------------------- batches: estimate-shift --batch-col
 
 
-def _batches(run_calib: RunCalib, path: Path, column: str, *args: str) -> list[tuple[Any, int]]:
+def _batches(invoke_calib: RunCalib, path: Path, column: str, *args: str) -> list[tuple[Any, int]]:
     report = _json(
-        run_calib(
+        invoke_calib(
             ["estimate-shift", "--reference", str(path), "--target", str(path),
              "--batch-col", column, "--bootstrap", "0", "--json", "-q", *args]
         )
@@ -110,24 +112,24 @@ WEEKS = [f"{w:02d}" for w in range(1, 13)]  # "01" ... "12": zero-padded weeks
 
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_batches_keep_their_text_and_order_by_value(
-    run_calib: RunCalib, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, tmp_path: Path, engine: str
 ) -> None:
     """Batches "007" and "7" are two batches (were one, 7); weeks order by value: "9" before "10",
     "09" before 10, in both engines."""
     mixed = _scored_csv(tmp_path / "b.csv", "b", GROUP_TEXTS)
-    assert _batches(run_calib, mixed, "b", "--engine", engine) == [
+    assert _batches(invoke_calib, mixed, "b", "--engine", engine) == [
         (value, 600) for value in GROUP_VALUES
     ]
     weeks = _scored_csv(tmp_path / "w.csv", "week", WEEKS, n=2400)
     expected = [(w if w.startswith("0") else int(w), 200) for w in WEEKS]
-    assert _batches(run_calib, weeks, "week", "--engine", engine) == expected
+    assert _batches(invoke_calib, weeks, "week", "--engine", engine) == expected
 
 
 # -------------------------------------------------- strata and batches in a typed output
 
 
 def test_resample_strata_keep_their_text_in_a_parquet_output(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """A Parquet output made a CSV strata column of "1", "1.0" and "2" floats: "1" and "1.0"
     became one stratum "1.0" and "2" became "2.0", unlike the same run with a CSV output."""
@@ -135,7 +137,7 @@ def test_resample_strata_keep_their_text_in_a_parquet_output(
     strata = []
     for out in ("o.csv", "o.parquet"):
         report = _json(
-            run_calib(
+            invoke_calib(
                 ["resample", str(path), "-o", str(tmp_path / out), "--strata-col", "g",
                  "--target-positive-rate", "0.6", "--report", "-", "-q"]
             )
@@ -146,7 +148,7 @@ def test_resample_strata_keep_their_text_in_a_parquet_output(
 
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_typed_outputs_keep_strata_and_batches(
-    run_calib: RunCalib, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, tmp_path: Path, engine: str
 ) -> None:
     """rerank-strata and estimate-shift with a Parquet output report the strata and batches
     of a CSV output (before: "2.0" for "2", "1" and "1.0" merged or refused)."""
@@ -154,7 +156,7 @@ def test_typed_outputs_keep_strata_and_batches(
     for suffix in ("csv", "parquet"):
         out = str(tmp_path / f"r.{suffix}")
         report = _json(
-            run_calib(
+            invoke_calib(
                 ["rerank-strata", "--reference", str(path), "--target", str(path), "-o", out,
                  "--strata-col", "g", "--engine", engine, "--report", "-", "-q"]
             )
@@ -163,7 +165,7 @@ def test_typed_outputs_keep_strata_and_batches(
             ("1", 300), ("1.0", 300), ("2", 300),
         ]  # fmt: skip
         out = str(tmp_path / f"e.{suffix}")
-        batches = _batches(run_calib, path, "g", "--engine", engine, "-o", out)
+        batches = _batches(invoke_calib, path, "g", "--engine", engine, "-o", out)
         assert batches == [(1, 300), ("1.0", 300), (2, 300)]
 
 
@@ -203,8 +205,8 @@ def _expected_ids(ids: list[str], labels: list[int], rate: float, seed: int) -> 
     ]
 
 
-def _resample(run_calib: RunCalib, source: Path, out: Path, *args: str) -> list[str]:
-    done = run_calib(
+def _resample(invoke_calib: RunCalib, source: Path, out: Path, *args: str) -> list[str]:
+    done = invoke_calib(
         ["resample", str(source), "-o", str(out), "--key-col", "id", "--negative-rate", "0.3",
          "-q", *args]
     )  # fmt: skip
@@ -212,7 +214,7 @@ def _resample(run_calib: RunCalib, source: Path, out: Path, *args: str) -> list[
     return pl.read_csv(out, infer_schema=False)["id"].to_list()
 
 
-def test_one_text_id_redraws_no_other_row(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_one_text_id_redraws_no_other_row(invoke_calib: RunCalib, tmp_path: Path) -> None:
     """The review's case: the first 1,000 rows of sample_data/train.csv, then the same rows
     and one id "X1": the sample of the 1,000 is the same (it kept 113 of ~322 rows), and it is
     the rows the integer ids drew before (integers keep their hashes)."""
@@ -223,8 +225,8 @@ def test_one_text_id_redraws_no_other_row(run_calib: RunCalib, tmp_path: Path) -
     plain.write_text("\n".join([header, *rows]) + "\n")
     extra = ",".join(["X1", *rows[0].split(",")[1:]])
     grown.write_text("\n".join([header, *rows, extra]) + "\n")
-    before = _resample(run_calib, plain, tmp_path / "s1.csv")
-    after = _resample(run_calib, grown, tmp_path / "s2.csv")
+    before = _resample(invoke_calib, plain, tmp_path / "s1.csv")
+    after = _resample(invoke_calib, grown, tmp_path / "s2.csv")
     assert [key for key in after if key != "X1"] == before
     ids = [row.split(",")[0] for row in rows]
     labels = [int(row.split(",")[-1]) for row in rows]
@@ -234,7 +236,7 @@ def test_one_text_id_redraws_no_other_row(run_calib: RunCalib, tmp_path: Path) -
 
 
 def test_each_key_hashes_by_its_own_text_in_calib_and_in_duckdb(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """Key "7" in CSV and 7 in Parquet are one key; "007", " 7" and "+7" are keys of their own;
     the rows kept follow the specification key by key, and the SQL of --emit-sql keeps the
@@ -249,14 +251,14 @@ def test_each_key_hashes_by_its_own_text_in_calib_and_in_duckdb(
         "n,id,label\n"
         + "".join(f'{n},"{i}",{y}\n' for n, (i, y) in enumerate(zip(ids, labels, strict=True)))
     )
-    kept = _resample(run_calib, source, tmp_path / "o.csv", "--seed", "5")
+    kept = _resample(invoke_calib, source, tmp_path / "o.csv", "--seed", "5")
     assert kept == _expected_ids(ids, labels, 0.3, seed=5)
     # integer ids from Parquet keep the rows their text keeps from CSV
     typed = tmp_path / "k.parquet"
     pl.DataFrame({"id": [int(i) for i in numbers], "label": labels[: len(numbers)]}).write_parquet(
         typed
     )
-    done = run_calib(
+    done = invoke_calib(
         ["resample", str(typed), "-o", str(tmp_path / "p.csv"), "--key-col", "id",
          "--negative-rate", "0.3", "--seed", "5", "-q"]
     )  # fmt: skip
@@ -264,7 +266,7 @@ def test_each_key_hashes_by_its_own_text_in_calib_and_in_duckdb(
     from_parquet = pl.read_csv(tmp_path / "p.csv", infer_schema=False)["id"].to_list()
     assert from_parquet == [key for key in kept if key in set(numbers)]
     # the emitted SQL, run in DuckDB on the CSV read as text
-    sql = run_calib(
+    sql = invoke_calib(
         ["resample", "--emit-sql", "--dialect", "duckdb", "--table", "t", "--key-col", "id",
          "--negative-rate", "0.3", "--seed", "5"]
     )  # fmt: skip
@@ -276,9 +278,9 @@ def test_each_key_hashes_by_its_own_text_in_calib_and_in_duckdb(
     assert [row[0] for row in got] == kept
 
 
-def test_the_record_names_the_new_rule(run_calib: RunCalib, tmp_path: Path) -> None:
+def test_the_record_names_the_new_rule(invoke_calib: RunCalib, tmp_path: Path) -> None:
     source = tmp_path / "k.csv"
     source.write_text("id,label\n" + "".join(f"{i},{i % 2}\n" for i in range(50)))
-    _resample(run_calib, source, tmp_path / "o.csv")
+    _resample(invoke_calib, source, tmp_path / "o.csv")
     record = json.loads(Path(f"{tmp_path / 'o.csv'}.sampling.json").read_text())
     assert record["params"]["hash"] == "calib-hash64-v2"

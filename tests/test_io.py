@@ -514,14 +514,14 @@ def test_a_row_with_more_fields_than_the_header_names_the_separator(tmp_path: Pa
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 @pytest.mark.parametrize("column", ["score", "w"])
 def test_one_value_that_is_not_a_number_reads_well_in_every_engine(
-    tmp_path: Path, run_calib: RunCalib, engine: str, column: str
+    tmp_path: Path, invoke_calib: RunCalib, engine: str, column: str
 ) -> None:
     """One message for bad values in every reader (core.checks.values_message): "1 value
     that is not a number", where some said "1 value that is not numbers"."""
     rows = [f"{(i % 9 + 1) / 10},{i % 2},1" for i in range(30)]
     rows[3] = "abc,1,1" if column == "score" else "0.5,1,abc"
     (tmp_path / "s.csv").write_text("score,label,w\n" + "\n".join(rows) + "\n")
-    done = run_calib(
+    done = invoke_calib(
         ["reliability", "s.csv", "--weight-col", "w", "--engine", engine], cwd=tmp_path
     )
     assert done.returncode == 65
@@ -531,14 +531,14 @@ def test_one_value_that_is_not_a_number_reads_well_in_every_engine(
     )
 
 
-def test_both_engines_name_the_same_first_problem(tmp_path: Path, run_calib: RunCalib) -> None:
+def test_both_engines_name_the_same_first_problem(tmp_path: Path, invoke_calib: RunCalib) -> None:
     """A NaN score at row 4 and a label 2 at row 20: the scores are checked first in every
     engine (the in-memory engine named the label)."""
     rows = [f"{(i % 9 + 1) / 10},{i % 2}" for i in range(30)]
     rows[3], rows[19] = "NaN,1", "0.5,2"
     (tmp_path / "s.csv").write_text("score,label\n" + "\n".join(rows) + "\n")
     lines = {
-        engine: run_calib(["reliability", "s.csv", "--engine", engine], cwd=tmp_path).stderr
+        engine: invoke_calib(["reliability", "s.csv", "--engine", engine], cwd=tmp_path).stderr
         for engine in ("memory", "streaming")
     }
     assert lines["memory"] == lines["streaming"]
@@ -555,14 +555,14 @@ def test_both_engines_name_the_same_first_problem(tmp_path: Path, run_calib: Run
     ids=["reliability-streaming", "summarize", "resample"],
 )
 def test_a_ragged_row_streamed_is_bad_input_with_the_hint(
-    tmp_path: Path, run_calib: RunCalib, args: list[str]
+    tmp_path: Path, invoke_calib: RunCalib, args: list[str]
 ) -> None:
     """A row with more fields than the header: the summary's pass crashed (exit 70), and
     resample's sink named no file and gave no hint."""
     rows = [f"{(i % 9 + 1) / 10},{i % 2}" for i in range(40)]
     rows[1] += ",5"
     (tmp_path / "m.csv").write_text("score,label\n" + "\n".join(rows) + "\n")
-    done = run_calib(args, cwd=tmp_path)
+    done = invoke_calib(args, cwd=tmp_path)
     assert done.returncode == 65, done.stderr
     line = done.stderr.decode().strip().splitlines()[-1]
     assert line.startswith("error: m.csv: cannot ")

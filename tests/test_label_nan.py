@@ -60,9 +60,11 @@ COMMANDS = {
         for command in COMMANDS
     ],
 )
-def test_a_nan_label_is_missing(files: Path, run_calib: RunCalib, command: str, name: str) -> None:
+def test_a_nan_label_is_missing(
+    files: Path, invoke_calib: RunCalib, command: str, name: str
+) -> None:
     arguments = [a.replace("{f}", name) for a in COMMANDS[command]] + ["--positive-label", "1"]
-    done = run_calib(arguments, cwd=files)
+    done = invoke_calib(arguments, cwd=files)
     assert done.returncode == ExitCode.DATA_ERROR, done.stderr
     message = done.stderr.decode()
     assert "column 'label' has" in message and "values missing (first at row" in message, message
@@ -70,8 +72,8 @@ def test_a_nan_label_is_missing(files: Path, run_calib: RunCalib, command: str, 
 
 @pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_a_nan_label_is_missing_without_positive_label(
-    files: Path, run_calib: RunCalib, engine: str
+    files: Path, invoke_calib: RunCalib, engine: str
 ) -> None:
-    done = run_calib(["reliability", "t.parquet", "--engine", engine], cwd=files)
+    done = invoke_calib(["reliability", "t.parquet", "--engine", engine], cwd=files)
     assert done.returncode == ExitCode.DATA_ERROR, done.stderr
     assert "column 'label' has" in done.stderr.decode() and "values missing" in done.stderr.decode()

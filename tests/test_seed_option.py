@@ -29,9 +29,9 @@ def data(scored_dir: Path) -> Path:
 @pytest.mark.parametrize("seed", [-5, 2**64, 10**23])
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_a_seed_outside_64_bits_is_refused_before_any_work(
-    data: Path, run_calib: RunCalib, command: str, seed: int
+    data: Path, invoke_calib: RunCalib, command: str, seed: int
 ) -> None:
-    done = run_calib([*COMMANDS[command], "--seed", str(seed)], cwd=data)
+    done = invoke_calib([*COMMANDS[command], "--seed", str(seed)], cwd=data)
     assert done.returncode == ExitCode.USAGE, done.stderr
     assert done.stderr.decode() == (
         f"error: calib {command}: invalid value for '--seed': a seed is a whole number from 0 "
@@ -41,7 +41,7 @@ def test_a_seed_outside_64_bits_is_refused_before_any_work(
 
 
 @pytest.mark.parametrize("command", ["resample", "rerank-strata"])
-def test_the_largest_seed_is_accepted(data: Path, run_calib: RunCalib, command: str) -> None:
-    done = run_calib([*COMMANDS[command], "--seed", str(2**64 - 1), "-q"], cwd=data)
+def test_the_largest_seed_is_accepted(data: Path, invoke_calib: RunCalib, command: str) -> None:
+    done = invoke_calib([*COMMANDS[command], "--seed", str(2**64 - 1), "-q"], cwd=data)
     assert done.returncode == 0, done.stderr
     assert (data / "o.csv").exists()

@@ -182,9 +182,10 @@ def test_prior_then_map_on_a_score_grid_equals_calib_bit_for_bit(method: str) ->
 
 
 def test_prior_then_histogram_end_to_end_equals_calibs_output(
-    tmp_path: Path, run_calib: RunCalib
+    tmp_path: Path, invoke_calib: RunCalib
 ) -> None:
-    """The reviewer's case with the installed command: fit, apply with --model, export-sql."""
+    """The reviewer's case on the command line (in-process): fit, apply with --model,
+    export-sql."""
     rng = np.random.default_rng(7)
     scores = np.round(rng.beta(0.8, 3.0, 20_000), 2)
     labels = (rng.random(scores.size) < scores).astype(np.int64)
@@ -192,17 +193,17 @@ def test_prior_then_histogram_end_to_end_equals_calibs_output(
     pl.DataFrame({"score": scores, "label": labels}).write_parquet(rows)
     fit = ["recalibrate", "--fit", str(rows), "--negative-rate", "0.2", "--method", "histogram",
            "--bins", "20", "--save-model", str(model), "-q"]  # fmt: skip
-    assert run_calib(fit).returncode == 0
-    assert run_calib(["recalibrate", str(rows), "--model", str(model), "-o", str(out),
-                      "-q"]).returncode == 0  # fmt: skip
-    sql = run_calib(["export-sql", str(model), "--dialect", "duckdb"]).stdout.decode()
+    assert invoke_calib(fit).returncode == 0
+    assert invoke_calib(["recalibrate", str(rows), "--model", str(model), "-o", str(out),
+                         "-q"]).returncode == 0  # fmt: skip
+    sql = invoke_calib(["export-sql", str(model), "--dialect", "duckdb"]).stdout.decode()
     got = _CON.execute(f"SELECT {sql} FROM read_parquet('{rows}')").fetchnumpy()
     np.testing.assert_array_equal(next(iter(got.values())), pl.read_parquet(out)["calibrated"])
 
 
 @pytest.mark.parametrize("method", ["prior", "platt"])
 def test_a_calibrator_fitted_on_logits_is_exported_for_logits(
-    tmp_path: Path, run_calib: RunCalib, method: str
+    tmp_path: Path, invoke_calib: RunCalib, method: str
 ) -> None:
     """A prior (or prior then Platt) fitted with --score-kind logit records the kind only in
     fitted_on; the SQL read probabilities: 36,983 of 40,000 rows NULL, the rest off by 0.8."""
@@ -214,11 +215,11 @@ def test_a_calibrator_fitted_on_logits_is_exported_for_logits(
     source = ["--fit", str(rows)] if method == "platt" else [str(rows), "-o", str(out)]
     fit = ["recalibrate", *source, "--score-col", "lg", "--score-kind", "logit", "--negative-rate",
            "0.1", "--method", method, "--save-model", str(model), "-q"]  # fmt: skip
-    assert run_calib(fit).returncode == 0
+    assert invoke_calib(fit).returncode == 0
     apply = ["recalibrate", str(rows), "--model", str(model), "--score-col", "lg",
              "--score-kind", "logit", "-o", str(out), "-q"]  # fmt: skip
-    assert run_calib(apply).returncode == 0
-    done = run_calib(["export-sql", str(model), "--dialect", "duckdb", "--score-col", "lg"])
+    assert invoke_calib(apply).returncode == 0
+    done = invoke_calib(["export-sql", str(model), "--dialect", "duckdb", "--score-col", "lg"])
     if method == "prior":  # the kind came from fitted_on: said, as a column of probabilities
         assert "reads logit scores, as" in done.stderr.decode()  # would be all NULL
     got = _CON.execute(f"SELECT {done.stdout.decode()} FROM read_parquet('{rows}')").fetchnumpy()
@@ -226,11 +227,11 @@ def test_a_calibrator_fitted_on_logits_is_exported_for_logits(
         next(iter(got.values())), pl.read_parquet(out)["calibrated"], rtol=1e-14, atol=0
     )
     # applying it to the logits read as probabilities is allowed for a prior, but said
-    probabilities = run_calib(["recalibrate", str(rows), "--model", str(model), "--score-col",
-                               "lg", "-o", str(out)])  # fmt: skip
+    probabilities = invoke_calib(["recalibrate", str(rows), "--model", str(model), "--score-col",
+                                  "lg", "-o", str(out)])  # fmt: skip
     assert f"{model} was fitted on logit scores" in probabilities.stderr.decode()
     explicit = ["export-sql", str(model), "--dialect", "duckdb", "--score-kind", "probability"]
-    assert run_calib(explicit).returncode == 0  # a prior first reads either kind
+    assert invoke_calib(explicit).returncode == 0  # a prior first reads either kind
 
 
 #: Scores calib refuses as probabilities, and the ones it refuses as logit or raw scores.

@@ -2,7 +2,9 @@
 or without ``--json``, standard output is one JSON report and nothing else (it held the
 JSON, then the human tables, or two JSON documents back to back). Two outputs on standard
 output, such as rows and a report, are refused before any work (the report was appended to
-the CSV rows)."""
+the CSV rows). The command line runs in-process (``invoke_calib``: the same arguments,
+environment and file descriptors as the installed ``calib``); ``/dev/stdout`` is a name of
+standard output, recognised as one without opening it."""
 
 from __future__ import annotations
 
@@ -62,11 +64,11 @@ _COMMANDS = {
     ],
 )  # fmt: skip
 def test_a_report_on_stdout_is_the_one_json_document_there(
-    data: Path, run_calib: RunCalib, args: list[str], as_json: bool, report: str
+    data: Path, invoke_calib: RunCalib, args: list[str], as_json: bool, report: str
 ) -> None:
-    done = run_calib([*args, "--report", report, *(["--json"] if as_json else [])], cwd=data)
+    done = invoke_calib([*args, "--report", report, *(["--json"] if as_json else [])], cwd=data)
     assert done.returncode == 0, done.stderr
-    alone = run_calib([*args, "--json"], cwd=data)
+    alone = invoke_calib([*args, "--json"], cwd=data)
     assert json.loads(done.stdout) == json.loads(alone.stdout)  # one document, the same
 
 
@@ -82,9 +84,9 @@ def test_a_report_on_stdout_is_the_one_json_document_there(
     ids=["recalibrate", "recalibrate-default", "resample", "rerank-strata"],
 )  # fmt: skip
 def test_rows_and_a_report_on_stdout_are_refused_before_any_work(
-    data: Path, run_calib: RunCalib, args: list[str]
+    data: Path, invoke_calib: RunCalib, args: list[str]
 ) -> None:
-    done = run_calib([*args, "--report", "-"], cwd=data)
+    done = invoke_calib([*args, "--report", "-"], cwd=data)
     assert done.returncode == ExitCode.USAGE, done.stderr
     assert done.stderr.decode().strip() == TWO
     assert done.stdout == b""
@@ -92,8 +94,8 @@ def test_rows_and_a_report_on_stdout_are_refused_before_any_work(
 
 
 @pytest.mark.parametrize("rows", ["-", "/dev/stdout"])
-def test_rows_and_json_on_stdout_are_refused(data: Path, run_calib: RunCalib, rows: str) -> None:
-    done = run_calib(
+def test_rows_and_json_on_stdout_are_refused(data: Path, invoke_calib: RunCalib, rows: str) -> None:
+    done = invoke_calib(
         ["estimate-shift", "--reference", "a.csv", "--target", "a.csv", "-o", rows, "--json"],
         cwd=data,
     )

@@ -1,6 +1,7 @@
 """Fixes from a user review of summaries, each checked where the user saw the bug: the
-installed ``calib`` in a subprocess (DuckDB in-process for the engine's side, as in
-test_sql_summary.py).
+``calib`` command line, run in-process (``invoke_calib``: the same arguments, environment and
+file descriptors as the installed command), and DuckDB in-process for the engine's side, as
+in test_sql_summary.py.
 
 1. The positive-label rule is recorded in every summary (``calib summarize``, and the engine's
    ``--emit-sql`` query), summaries of different rules are refused together, and a refinement
@@ -69,19 +70,19 @@ def _knots(model: Path) -> tuple[list[float], list[float]]:
 
 
 def test_summaries_record_their_positive_label_native_and_in_the_engine(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     rows = _rows(tmp_path / "rows.parquet")
     native = tmp_path / "zero.parquet"
-    _ok(run_calib(["summarize", str(rows), "--positive-label", " 0 ", "-o", str(native), "-q"]))
+    _ok(invoke_calib(["summarize", str(rows), "--positive-label", " 0 ", "-o", str(native), "-q"]))
     meta = json.loads(pl.read_parquet_metadata(native)["calib.summary"])
     assert meta["positive_label"] == "0"  # trimmed, as both engines compare it
     default = summarize(rows, output=tmp_path / "default.json")
     assert json.loads(default.read_text())["positive_label"] is None
     # the engine's query records it in its metadata column, and computes the same summary
     sql = tmp_path / "summary.sql"
-    _ok(run_calib(["summarize", "--emit-sql", "--dialect", "duckdb", "--table", "t",
-                   "--positive-label", "0", "-o", str(sql)]))  # fmt: skip
+    _ok(invoke_calib(["summarize", "--emit-sql", "--dialect", "duckdb", "--table", "t",
+                      "--positive-label", "0", "-o", str(sql)]))  # fmt: skip
     engine = _in_duckdb(sql.read_text(), rows, tmp_path / "engine.parquet")
     (column,) = set(pl.read_parquet(engine)["calib_summary"].to_list())
     assert json.loads(column)["positive_label"] == "0"
@@ -94,14 +95,14 @@ def test_summaries_record_their_positive_label_native_and_in_the_engine(
 
 
 def test_summaries_whose_labels_mean_different_things_are_not_merged(
-    run_calib: RunCalib, invoke_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """The reviewer's AUC of 0.501: a default summary and a ``--positive-label 0`` one merged.
     Refused (exit 65), naming both files and both rules; from the engine's query too."""
     rows = _rows(tmp_path / "rows.parquet")
     default = summarize(rows, output=tmp_path / "default.parquet")
     zero = summarize(rows, output=tmp_path / "zero.parquet", positive_label="0")
-    done = run_calib(["reliability", "--from-summary", str(default), str(zero)])
+    done = invoke_calib(["reliability", "--from-summary", str(default), str(zero)])
     assert done.returncode == 65 and done.stdout == b""
     assert done.stderr.decode() == (
         f"error: {zero}: summary field 'positive_label' is {ZERO_RULE}, but {default} has "
@@ -119,7 +120,7 @@ def test_summaries_whose_labels_mean_different_things_are_not_merged(
 
 @pytest.mark.parametrize("method", ["isotonic", "histogram"])
 def test_a_refinement_summary_of_another_label_rule_is_refused(
-    run_calib: RunCalib, tmp_path: Path, method: str
+    invoke_calib: RunCalib, tmp_path: Path, method: str
 ) -> None:
     """Flipped labels leave every cell's weight as it was, so only the recorded rule can tell
     them: a refinement made with the default rule of a ``--positive-label 0`` summary is
@@ -129,7 +130,7 @@ def test_a_refinement_summary_of_another_label_rule_is_refused(
     fine = SummaryQuery(table="t", mantissa_bits=30)  # every row, the default rule
     flipped = _in_duckdb(summary_sql(fine, dialect_name="duckdb"), rows, tmp_path / "r0.parquet")
     fit = ["recalibrate", "--fit-summary", str(coarse), "--method", method, "-q"]
-    done = run_calib(
+    done = invoke_calib(
         [*fit, "--refine-summary", str(flipped), "--save-model", str(tmp_path / "m0.json")]
     )
     assert done.returncode == 65 and done.stdout == b""
@@ -141,29 +142,30 @@ def test_a_refinement_summary_of_another_label_rule_is_refused(
     same = SummaryQuery.refining(io.read_summary(str(coarse)), table="t", mantissa_bits=30)
     refined = _in_duckdb(summary_sql(same, dialect_name="duckdb"), rows, tmp_path / "r.parquet")
     model = tmp_path / "m.json"
-    _ok(run_calib([*fit, "--refine-summary", str(refined), "--save-model", str(model)]))
+    _ok(invoke_calib([*fit, "--refine-summary", str(refined), "--save-model", str(model)]))
     assert json.loads(model.read_text())["fitted_on"]["engine"]["exact"] is True
 
 
 def test_the_refine_sql_reads_the_labels_by_the_summary_s_rule(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """``--positive-label Y`` on Y/N labels: the refine query failed in DuckDB ("Could not
     convert string 'N' to DOUBLE"; on 0/1 labels it flipped them). With the recorded rule its
     result refines the summary, and the fit is the fit on the rows."""
     rows = _rows(tmp_path / "rows.parquet", text_labels=True)
     coarse = tmp_path / "s.parquet"
-    _ok(run_calib(["summarize", str(rows), "--positive-label", "Y", "-o", str(coarse), "-q"]))
+    _ok(invoke_calib(["summarize", str(rows), "--positive-label", "Y", "-o", str(coarse), "-q"]))
     sql = tmp_path / "r.sql"
     fit = ["recalibrate", "--fit-summary", str(coarse), "--method", "isotonic", "-q"]
     first = ["--save-model", str(tmp_path / "first.json")]
-    _ok(run_calib([*fit, *first, "--refine-sql", str(sql), "--dialect", "duckdb", "--table", "t"]))
+    refine_sql = ["--refine-sql", str(sql), "--dialect", "duckdb", "--table", "t"]
+    _ok(invoke_calib([*fit, *first, *refine_sql]))
     refined = _in_duckdb(sql.read_text(), rows, tmp_path / "r.parquet")
     assert io.read_summary(str(refined)).positive_label == "Y"
     on_summary, on_rows = tmp_path / "summary.json", tmp_path / "rows.json"
-    _ok(run_calib([*fit, "--refine-summary", str(refined), "--save-model", str(on_summary)]))
-    _ok(run_calib(["recalibrate", "--fit", str(rows), "--positive-label", "Y", "--method",
-                   "isotonic", "--save-model", str(on_rows), "-q"]))  # fmt: skip
+    _ok(invoke_calib([*fit, "--refine-summary", str(refined), "--save-model", str(on_summary)]))
+    _ok(invoke_calib(["recalibrate", "--fit", str(rows), "--positive-label", "Y", "--method",
+                      "isotonic", "--save-model", str(on_rows), "-q"]))  # fmt: skip
     (x, y), (x_rows, y_rows) = _knots(on_summary), _knots(on_rows)
     assert x == x_rows
     np.testing.assert_allclose(y, y_rows, rtol=1e-12, atol=1e-15)
@@ -173,13 +175,13 @@ def test_the_refine_sql_reads_the_labels_by_the_summary_s_rule(
 
 
 def test_summarize_writes_a_summary_of_no_rows_for_an_empty_file(
-    run_calib: RunCalib, invoke_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     rows = _rows(tmp_path / "part0.parquet")
     empty = tmp_path / "empty.parquet"
     pl.read_parquet(rows).head(0).write_parquet(empty)
     alone = tmp_path / "alone.parquet"
-    done = run_calib(["summarize", str(empty), "-o", str(alone)])
+    done = invoke_calib(["summarize", str(empty), "-o", str(alone)])
     assert done.returncode == 0, done.stderr
     assert done.stderr.decode().splitlines() == [
         f"warning: {empty}: no data rows: the summary written holds no rows",
@@ -188,7 +190,7 @@ def test_summarize_writes_a_summary_of_no_rows_for_an_empty_file(
     nothing = io.read_summary(str(alone))
     assert nothing.n_keys == 0 and nothing.label_column == "label"
     both = tmp_path / "both.parquet"
-    done = run_calib(["summarize", str(rows), str(empty), "-o", str(both)])
+    done = invoke_calib(["summarize", str(rows), str(empty), "-o", str(both)])
     assert done.returncode == 0 and done.stdout == b""
     lines = done.stderr.decode().splitlines()
     assert lines[0] == f"warning: {empty}: no data rows: left out of the summary"
@@ -209,7 +211,7 @@ def test_summarize_writes_a_summary_of_no_rows_for_an_empty_file(
 
 
 def test_readers_of_several_summaries_leave_out_an_engine_s_empty_partition(
-    run_calib: RunCalib, invoke_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """Spark writes a file of no rows for an empty partition: the summary's columns, no row,
     so no metadata. Left out (with a warning) when other files hold rows."""
@@ -220,7 +222,7 @@ def test_readers_of_several_summaries_leave_out_an_engine_s_empty_partition(
     assert pl.read_parquet(empty).height == 0 and "calib.summary" not in (
         pl.read_parquet_metadata(empty)
     )
-    done = run_calib(["reliability", "--from-summary", str(full), str(empty), "--json"])
+    done = invoke_calib(["reliability", "--from-summary", str(full), str(empty), "--json"])
     said = f"warning: {empty}: no rows, so no summary metadata (an empty table or partition)"
     assert said in done.stderr.decode()  # every reader passes its warnings on
     both = _ok(done)
@@ -241,7 +243,7 @@ def test_readers_of_several_summaries_leave_out_an_engine_s_empty_partition(
                 f"KV_METADATA {{'calib.summary': '{meta}'}})")  # fmt: skip
     assert load_summaries([str(with_meta), str(full)])["score"][0].n_keys > 0
     # every file without rows: refused as before, naming the file
-    done = run_calib(["reliability", "--from-summary", str(empty)])
+    done = invoke_calib(["reliability", "--from-summary", str(empty)])
     assert done.returncode == 65
     assert done.stderr.decode() == (
         f"error: {empty}: holds no rows, so no summary metadata: the query that wrote it found "
@@ -256,7 +258,7 @@ def test_readers_of_several_summaries_leave_out_an_engine_s_empty_partition(
 
 
 def test_summarize_refuses_an_output_name_it_cannot_write_before_any_work(
-    run_calib: RunCalib, invoke_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """``-o out.csv`` wrote Parquet under that name (exit 0). The input's rows are bad, so a
     refusal made after reading them would be exit 65."""
@@ -265,7 +267,7 @@ def test_summarize_refuses_an_output_name_it_cannot_write_before_any_work(
     expected = "end the -o name in one of them ('-': Parquet on standard output)\n"
     listed = "a summary is written as Parquet (.parquet, .pq) or JSON (.json)"
     out = tmp_path / "out.csv"
-    done = run_calib(["summarize", str(bad), "-o", str(out)])
+    done = invoke_calib(["summarize", str(bad), "-o", str(out)])
     assert done.returncode == 2 and done.stdout == b"" and not out.exists()
     assert done.stderr.decode() == f"error: {out}: {listed}, not .csv: {expected}"
     for name, ending in (("s.json.gz", "not .gz"), ("s.ndjson", "not .ndjson"),
@@ -284,7 +286,7 @@ def test_summarize_refuses_an_output_name_it_cannot_write_before_any_work(
 
 
 def test_from_summary_takes_a_directory_of_part_files_and_a_quoted_glob(
-    run_calib: RunCalib, invoke_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     """As ``--fit-summary`` and ``--reference-summary`` do (one function resolves them)."""
     parts = tmp_path / "parts"
@@ -296,8 +298,8 @@ def test_from_summary_takes_a_directory_of_part_files_and_a_quoted_glob(
     (parts / ".part-00001.parquet.crc").write_bytes(b"crc")
     files = [str(parts / "part-00001.parquet"), str(parts / "part-00002.parquet")]
     expected = _ok(invoke_calib(["reliability", "--from-summary", *files, "--json"]))
-    directory = _ok(run_calib(["reliability", "--from-summary", f"{parts}/", "--json"]))
-    pattern = _ok(run_calib(["reliability", "--from-summary", f"{parts}/part-*", "--json"]))
+    directory = _ok(invoke_calib(["reliability", "--from-summary", f"{parts}/", "--json"]))
+    pattern = _ok(invoke_calib(["reliability", "--from-summary", f"{parts}/part-*", "--json"]))
     for got in (directory, pattern):
         assert got["n"] == 12000
         close(got, expected, (*EXACT, "auc"))
@@ -311,7 +313,7 @@ def test_from_summary_takes_a_directory_of_part_files_and_a_quoted_glob(
     pq.mkdir()
     for seed in (1, 2):
         (parts / f"part-0000{seed}.parquet").rename(pq / f"part-0000{seed}.pq")
-    named = _ok(run_calib(["reliability", "--from-summary", f"{pq}/", "--json"]))
+    named = _ok(invoke_calib(["reliability", "--from-summary", f"{pq}/", "--json"]))
     close(named, expected, (*EXACT, "auc"))
 
 

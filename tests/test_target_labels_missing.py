@@ -1,4 +1,4 @@
-"""A target whose labels arrive late: `estimate-shift` and `rerank-strata` end to end.
+"""A target whose labels arrive late: `estimate-shift` and `rerank-strata` on the command line.
 
 Chargebacks and defaults label a target's rows weeks late, so its label column often has the
 latest rows empty (null, NaN, an empty CSV field), or every row. A target's labels serve only
@@ -13,6 +13,10 @@ commands take such a target, in both engines, from Parquet, CSV and standard inp
 The estimates, rows and ranks never depend on the target's labels. The reference still
 needs every label (``--history`` and ``--backtest`` leave out the batches not fully labelled:
 tests/test_history_late_labels.py).
+
+Each command line runs in-process (``invoke_calib``: the same arguments, standard input,
+environment and file descriptors as the installed command, without its start-up): the process
+is not the point here.
 """
 
 from __future__ import annotations
@@ -99,8 +103,8 @@ def _warnings(done: Any) -> list[str]:
     return [line for line in done.stderr.decode().splitlines() if line.startswith("warning:")]
 
 
-def _shift(run_calib: RunCalib, lab: Path, target: str, *extra: str, engine: str = "memory") -> Any:
-    return run_calib(
+def _shift(calib: RunCalib, lab: Path, target: str, *extra: str, engine: str = "memory") -> Any:
+    return calib(
         [
             "estimate-shift",
             "--reference",
@@ -129,12 +133,12 @@ def _without_truth(payload: Any) -> Any:
 @pytest.mark.parametrize(("fmt", "engine"), SHIFT_PAIRS)
 @pytest.mark.parametrize("case", ["late", "within"])
 def test_shift_true_rates_of_fully_labelled_batches_only(
-    run_calib: RunCalib, lab: Path, engine: str, fmt: str, case: str
+    invoke_calib: RunCalib, lab: Path, engine: str, fmt: str, case: str
 ) -> None:
     """Batches with every label get their labelled rate (computed here by hand) and error;
     the others ``null``; one warning counts them; the estimates are those of the target
     without its label column."""
-    done = _shift(run_calib, lab, f"{case}.{fmt}", "--batch-col", "day", engine=engine)
+    done = _shift(invoke_calib, lab, f"{case}.{fmt}", "--batch-col", "day", engine=engine)
     payload = _json(done)
     frame = pl.read_parquet(lab / f"{case}.parquet")
     day = frame["day"].to_numpy()
@@ -160,18 +164,18 @@ def test_shift_true_rates_of_fully_labelled_batches_only(
         )
         == 1
     )
-    unlabelled = _shift(run_calib, lab, f"nolabel.{fmt}", "--batch-col", "day", engine=engine)
+    unlabelled = _shift(invoke_calib, lab, f"nolabel.{fmt}", "--batch-col", "day", engine=engine)
     assert _without_truth(payload) == _without_truth(_json(unlabelled))
 
 
 @pytest.mark.parametrize(("fmt", "engine"), SHIFT_PAIRS)
 def test_shift_every_label_missing_is_an_unlabelled_target(
-    run_calib: RunCalib, lab: Path, engine: str, fmt: str
+    invoke_calib: RunCalib, lab: Path, engine: str, fmt: str
 ) -> None:
     """A label column without any label: the report of the target without the column, and
     one warning more."""
-    done = _shift(run_calib, lab, f"none.{fmt}", "--batch-col", "day", engine=engine)
-    unlabelled = _shift(run_calib, lab, f"nolabel.{fmt}", "--batch-col", "day", engine=engine)
+    done = _shift(invoke_calib, lab, f"none.{fmt}", "--batch-col", "day", engine=engine)
+    unlabelled = _shift(invoke_calib, lab, f"nolabel.{fmt}", "--batch-col", "day", engine=engine)
     assert _json(done) == _json(unlabelled)
     assert all("true_prevalence" not in b for b in _json(done)["batches"])
     warning = (
@@ -183,10 +187,10 @@ def test_shift_every_label_missing_is_an_unlabelled_target(
 
 @pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_shift_one_batch_partly_labelled_has_no_true_rate(
-    run_calib: RunCalib, lab: Path, engine: str
+    invoke_calib: RunCalib, lab: Path, engine: str
 ) -> None:
     """Without --batch-col the target is one batch: some labels missing, no true rate."""
-    done = _shift(run_calib, lab, "late.parquet", engine=engine)
+    done = _shift(invoke_calib, lab, "late.parquet", engine=engine)
     payload = _json(done)
     assert payload["true_prevalence"] is None and payload["error"] is None
     missing = int(pl.read_parquet(lab / "late.parquet")["label"].null_count())
@@ -194,17 +198,17 @@ def test_shift_one_batch_partly_labelled_has_no_true_rate(
         f"warning: late.parquet: {missing:,} of {N_TGT:,} rows have no label: no true rate or "
         "error reported"
     ) in _warnings(done)
-    full = _json(_shift(run_calib, lab, "full.parquet", engine=engine))
+    full = _json(_shift(invoke_calib, lab, "full.parquet", engine=engine))
     assert full["true_prevalence"] == pl.read_parquet(lab / "full.parquet")["label"].mean()
     assert _without_truth(payload) == _without_truth(full)
 
 
-def test_shift_engines_and_standard_input_agree(run_calib: RunCalib, lab: Path) -> None:
+def test_shift_engines_and_standard_input_agree(invoke_calib: RunCalib, lab: Path) -> None:
     """The same report and warnings in memory, streaming, and from standard input (CSV)."""
     args = ["--batch-col", "day", "--costs", "1:5"]
-    memory = _shift(run_calib, lab, "within.csv", *args, engine="memory")
-    streaming = _shift(run_calib, lab, "within.csv", *args, engine="streaming")
-    piped = run_calib(
+    memory = _shift(invoke_calib, lab, "within.csv", *args, engine="memory")
+    streaming = _shift(invoke_calib, lab, "within.csv", *args, engine="streaming")
+    piped = invoke_calib(
         ["estimate-shift", "--reference", "ref.csv", "--target", "-", "--json", *FAST, *args],
         stdin=(lab / "within.csv").read_bytes(),
         cwd=lab,
@@ -220,7 +224,7 @@ def test_shift_engines_and_standard_input_agree(run_calib: RunCalib, lab: Path) 
 
 @pytest.mark.parametrize(("fmt", "engine"), SHIFT_PAIRS)
 def test_shift_nan_labels_are_missing(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str, fmt: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, engine: str, fmt: str
 ) -> None:
     """NaN in a float label column (``NaN`` in a CSV file) is a missing label, as null is."""
     frame = pl.read_parquet(lab / "late.parquet")
@@ -230,7 +234,7 @@ def test_shift_nan_labels_are_missing(
         assert ",NaN," in (tmp_path / "late.csv").read_text()
     else:
         nan.write_parquet(tmp_path / "late.parquet")
-    done = run_calib(
+    done = invoke_calib(
         [
             "estimate-shift",
             *("--reference", str(lab / f"ref.{fmt}"), "--target", f"late.{fmt}"),
@@ -238,14 +242,14 @@ def test_shift_nan_labels_are_missing(
         ],
         cwd=tmp_path,
     )
-    expected = _shift(run_calib, lab, f"late.{fmt}", "--batch-col", "day", engine=engine)
+    expected = _shift(invoke_calib, lab, f"late.{fmt}", "--batch-col", "day", engine=engine)
     assert _json(done) == _json(expected)
     assert _warnings(done) == _warnings(expected)
 
 
 @pytest.mark.parametrize("engine", STREAMING_FIRST)
 def test_shift_positive_label_leaves_missing_labels_missing(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
     """With --positive-label a missing label (an empty field) is missing, not a negative:
     the batch holding one has no true rate; the others have their rate of the positive."""
@@ -254,7 +258,7 @@ def test_shift_positive_label_leaves_missing_labels_missing(
         frame.with_columns(
             pl.col("label").replace_strict({1: "fraud", 0: "ok"}, return_dtype=pl.String)
         ).write_csv(tmp_path / f"{name}.csv")
-    done = run_calib(
+    done = invoke_calib(
         [
             "estimate-shift",
             "--reference",
@@ -272,17 +276,17 @@ def test_shift_positive_label_leaves_missing_labels_missing(
         ],
         cwd=tmp_path,
     )
-    expected = _json(_shift(run_calib, lab, "within.csv", "--batch-col", "day", engine=engine))
+    expected = _json(_shift(invoke_calib, lab, "within.csv", "--batch-col", "day", engine=engine))
     assert _json(done) == expected
 
 
 @pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_shift_output_keeps_the_label_column_as_read(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
     """-o writes the target's columns as read: its missing labels stay missing."""
     out = tmp_path / "out.parquet"
-    done = run_calib(
+    done = invoke_calib(
         [
             "estimate-shift",
             "--reference",
@@ -305,7 +309,7 @@ def test_shift_output_keeps_the_label_column_as_read(
 
 @pytest.mark.parametrize("engine", STREAMING_FIRST)
 def test_shift_invalid_target_labels_and_incomplete_reference_still_refused(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
     """A label present but not a label is refused as before (missing ones beside it are
     not counted); a reference needs every label (--history and --backtest leave out the
@@ -314,7 +318,7 @@ def test_shift_invalid_target_labels_and_incomplete_reference_still_refused(
     frame.with_columns(
         pl.when(pl.int_range(pl.len()) == 4).then(2).otherwise(pl.col("label")).alias("label")
     ).write_parquet(tmp_path / "bad.parquet")
-    bad = run_calib(
+    bad = invoke_calib(
         [
             "estimate-shift",
             *("--reference", str(lab / "ref.parquet"), "--target", "bad.parquet"),
@@ -331,7 +335,7 @@ def test_shift_invalid_target_labels_and_incomplete_reference_still_refused(
     first = int(np.flatnonzero(frame["label"].is_null().to_numpy())[0]) + 1
     refused = f"column 'label' has {missing} values missing (first at row {first}: nan)\n"
     args = ["--reference", "late.parquet", "--target", "full.parquet"]
-    done = run_calib(["estimate-shift", *args, "--engine", engine, *FAST], cwd=lab)
+    done = invoke_calib(["estimate-shift", *args, "--engine", engine, *FAST], cwd=lab)
     assert done.returncode == 65, done.stderr.decode()
     assert done.stderr.decode() == f"error: late.parquet: {refused}"
 
@@ -340,12 +344,12 @@ def test_shift_invalid_target_labels_and_incomplete_reference_still_refused(
 
 
 def _rerank(
-    run_calib: RunCalib, lab: Path, target: str, out: Path, *extra: str, engine: str
+    calib: RunCalib, lab: Path, target: str, out: Path, *extra: str, engine: str
 ) -> tuple[Any, Any, pl.DataFrame]:
     """The run, its report and its rows."""
     report = out.with_suffix(".json")
     fmt = Path(target).suffix[1:]
-    done = run_calib(
+    done = calib(
         [
             "rerank-strata",
             "--reference",
@@ -370,20 +374,20 @@ def _rerank(
 
 @pytest.mark.parametrize(("fmt", "engine"), PAIRS)
 def test_rerank_compares_on_the_labelled_rows(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str, fmt: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, engine: str, fmt: str
 ) -> None:
     """Rows without a label are left out of the (weighted) comparison: exactly the comparison
     of a target of the labelled rows only, with one warning; the rows and ranks are those of
     the target without its label column, and the label column is written as read."""
     weights = ("--weight-col", "w")
     done, report, rows = _rerank(
-        run_calib, lab, f"within.{fmt}", tmp_path / "a.parquet", *weights, engine=engine
+        invoke_calib, lab, f"within.{fmt}", tmp_path / "a.parquet", *weights, engine=engine
     )
     _, kept, _ = _rerank(
-        run_calib, lab, f"within_kept.{fmt}", tmp_path / "b.parquet", *weights, engine=engine
+        invoke_calib, lab, f"within_kept.{fmt}", tmp_path / "b.parquet", *weights, engine=engine
     )
     _, unlabelled, plain = _rerank(
-        run_calib, lab, f"nolabel.{fmt}", tmp_path / "c.parquet", *weights, engine=engine
+        invoke_calib, lab, f"nolabel.{fmt}", tmp_path / "c.parquet", *weights, engine=engine
     )
     assert report["comparison"] == kept["comparison"]
     if engine == "streaming":
@@ -399,7 +403,7 @@ def test_rerank_compares_on_the_labelled_rows(
         f"compared on the {N_TGT - n_missing:,} labelled rows"
     ]
     if fmt == "csv" and engine == "memory":  # standard input: the same report and warning
-        piped = run_calib(
+        piped = invoke_calib(
             [
                 "rerank-strata",
                 *("--reference", "ref.csv", "--target", "-", "--strata-col", "day", *weights),
@@ -415,7 +419,7 @@ def test_rerank_compares_on_the_labelled_rows(
 
 @pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_rerank_every_label_missing_is_an_unlabelled_target(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
     """No label at all: the report of a target without labels, one warning, and no warning
     that the target lacks the weight column (its weights serve the comparison only)."""
@@ -425,10 +429,10 @@ def test_rerank_every_label_missing_is_an_unlabelled_target(
     frame.drop("label").write_parquet(tmp_path / "nolabel.parquet")
     (tmp_path / "ref.parquet").write_bytes((lab / "ref.parquet").read_bytes())
     done, report, _ = _rerank(
-        run_calib, tmp_path, "none.parquet", tmp_path / "a.parquet", *args, engine=engine
+        invoke_calib, tmp_path, "none.parquet", tmp_path / "a.parquet", *args, engine=engine
     )
     plain, unlabelled, _ = _rerank(
-        run_calib, tmp_path, "nolabel.parquet", tmp_path / "b.parquet", *args, engine=engine
+        invoke_calib, tmp_path, "nolabel.parquet", tmp_path / "b.parquet", *args, engine=engine
     )
     assert report == unlabelled
     assert _warnings(plain) == []
@@ -440,7 +444,7 @@ def test_rerank_every_label_missing_is_an_unlabelled_target(
     late = pl.read_parquet(lab / "late.parquet").drop("w")
     late.write_parquet(tmp_path / "late.parquet")
     partial, _, _ = _rerank(
-        run_calib, tmp_path, "late.parquet", tmp_path / "c.parquet", *args, engine=engine
+        invoke_calib, tmp_path, "late.parquet", tmp_path / "c.parquet", *args, engine=engine
     )
     missing = int(late["label"].null_count())
     assert _warnings(partial) == [
@@ -453,7 +457,7 @@ def test_rerank_every_label_missing_is_an_unlabelled_target(
 
 @pytest.mark.parametrize("engine", STREAMING_FIRST)
 def test_rerank_labelled_rows_of_one_class_and_the_roc_picture(
-    run_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
+    invoke_calib: RunCalib, lab: Path, tmp_path: Path, engine: str
 ) -> None:
     """Labelled rows of one class: the usual warning, no comparison; with --plot, the ROC
     picture of the labelled rows (drawn from the comparison of those rows)."""
@@ -463,7 +467,7 @@ def test_rerank_labelled_rows_of_one_class_and_the_roc_picture(
     ).write_parquet(tmp_path / "negatives.parquet")
     (tmp_path / "ref.parquet").write_bytes((lab / "ref.parquet").read_bytes())
     done, report, _ = _rerank(
-        run_calib, tmp_path, "negatives.parquet", tmp_path / "a.parquet", engine=engine
+        invoke_calib, tmp_path, "negatives.parquet", tmp_path / "a.parquet", engine=engine
     )
     assert report.get("comparison") is None
     assert _warnings(done)[-1] == (
@@ -472,17 +476,23 @@ def test_rerank_labelled_rows_of_one_class_and_the_roc_picture(
     )
     plot = tmp_path / "roc.svg"
     _, report, _ = _rerank(
-        run_calib, lab, "late.parquet", tmp_path / "b.parquet", "--plot", str(plot), engine=engine
+        invoke_calib,
+        lab,
+        "late.parquet",
+        tmp_path / "b.parquet",
+        "--plot",
+        str(plot),
+        engine=engine,
     )
     assert report["comparison"] is not None and plot.stat().st_size > 0
 
 
 @pytest.mark.parametrize("engine", MEMORY_FIRST)
 def test_rerank_reference_with_missing_labels_is_refused(
-    run_calib: RunCalib, lab: Path, engine: str
+    invoke_calib: RunCalib, lab: Path, engine: str
 ) -> None:
     """The reference's labels fit the slopes: every one is needed (exit 65)."""
-    done = run_calib(
+    done = invoke_calib(
         [
             "rerank-strata",
             *("--reference", "late.parquet", "--target", "full.parquet"),

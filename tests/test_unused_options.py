@@ -2,7 +2,9 @@
 ignored: a method's own options with another method, row options on a call that writes or
 reads no rows, the CSV dialect where nothing is CSV, ``--plot-scale`` without ``--plot``.
 The same options where they apply are accepted. Last, an input whose nested columns the
-text output cannot hold is refused before the work too, not after it."""
+text output cannot hold is refused before the work too, not after it. The workflows are
+called directly; one test runs the installed ``calib``, the other command lines run
+in-process (``invoke_calib``: the same arguments, environment and file descriptors)."""
 
 from __future__ import annotations
 
@@ -479,9 +481,9 @@ def test_a_column_option_that_names_nothing_is_a_data_error(
     ],
 )
 def test_emit_sql_refuses_the_options_of_a_run_on_files(
-    run_calib: RunCalib, args: list[str], option: str
+    invoke_calib: RunCalib, args: list[str], option: str
 ) -> None:
-    done = run_calib([*args, "--emit-sql", "--dialect", "duckdb", "--table", "t"])
+    done = invoke_calib([*args, "--emit-sql", "--dialect", "duckdb", "--table", "t"])
     assert done.returncode == 2
     assert done.stdout == b""
     assert done.stderr.decode() == (
@@ -498,12 +500,12 @@ def test_emit_sql_refuses_the_options_of_a_run_on_files(
     ],
 )
 def test_a_dialect_shapes_the_csv_rows_written_to_standard_output(
-    run_calib: RunCalib, files: Path, args: list[str]
+    invoke_calib: RunCalib, files: Path, args: list[str]
 ) -> None:
-    """Parquet in, rows to a pipe (no -o): the rows are CSV, so --separator applies (a review
-    found it refused)."""
+    """Parquet in, rows to standard output, not a terminal (no -o): the rows are CSV, so
+    --separator applies (a review found it refused)."""
     extra = ["--strata-col", "stratum"] if args[0] == "rerank-strata" else []
-    done = run_calib([a.format(d=files) for a in args] + extra + ["--separator", ";", "-q"])
+    done = invoke_calib([a.format(d=files) for a in args] + extra + ["--separator", ";", "-q"])
     assert done.returncode == 0, done.stderr.decode()
     assert done.stdout.decode().splitlines()[0].startswith("score;label;stratum;w;")
 
@@ -521,19 +523,19 @@ def test_a_dialect_shapes_the_csv_rows_written_to_standard_output(
     ids=["estimate-shift", "reliability", "recalibrate", "rerank-strata"],
 )  # fmt: skip
 def test_standard_input_with_engine_streaming_says_it_is_read_into_memory(
-    run_calib: RunCalib, files: Path, args: list[str]
+    invoke_calib: RunCalib, files: Path, args: list[str]
 ) -> None:
     """Every command says so (only estimate-shift did). estimate-shift then runs in memory,
     with the same output; the others stream the rows read (their summaries' figures)."""
     batch = (files / "ref.csv").read_bytes()
     args = [a.format(d=files) for a in args]
-    done = run_calib([*args, "--engine", "streaming"], stdin=batch)
+    done = invoke_calib([*args, "--engine", "streaming"], stdin=batch)
     assert done.returncode == 0, done.stderr.decode()
     assert (
         "warning: standard input is read into memory first (it cannot be read twice): "
         "--engine streaming keeps memory bounded for files only"
     ) in done.stderr.decode()
-    quiet = run_calib(args, stdin=batch)
+    quiet = invoke_calib(args, stdin=batch)
     assert "standard input is read into memory" not in quiet.stderr.decode()
     if args[0] == "estimate-shift":
         assert quiet.stdout == done.stdout

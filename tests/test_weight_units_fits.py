@@ -247,11 +247,12 @@ BETA_WARNING = (
 
 
 def test_separable_beta_warns_and_saves_separable_end_to_end(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
-    """The installed command: beta on separable data warns as Platt does (worded for beta) and
-    records ``separable: true``; weights normalised to sum to 1 give the map of the weights
-    scaled to a mean of 1; a beta artifact saved before the field existed still applies."""
+    """The command line (in-process): beta on separable data warns as Platt does (worded for
+    beta) and records ``separable: true``; weights normalised to sum to 1 give the map of the
+    weights scaled to a mean of 1; a beta artifact saved before the field existed still
+    applies."""
     rng = np.random.default_rng(1)
     n = 200
     w = rng.integers(1, 4, n).astype(np.float64)
@@ -267,7 +268,7 @@ def test_separable_beta_warns_and_saves_separable_end_to_end(
     params = {}
     for column in ("wm", "wn"):
         model = tmp_path / f"{column}.json"
-        done = run_calib(
+        done = invoke_calib(
             ["recalibrate", "--fit", str(source), "--method", "beta", "--weight-col", column,
              "--save-model", str(model), ]
         )  # fmt: skip
@@ -282,7 +283,7 @@ def test_separable_beta_warns_and_saves_separable_end_to_end(
     old = json.loads((tmp_path / "wm.json").read_text())
     del old["params"]["separable"]
     (tmp_path / "old.json").write_text(json.dumps(old))
-    done = run_calib(
+    done = invoke_calib(
         ["recalibrate", str(source), "--model", str(tmp_path / "old.json"),
          "-o", str(tmp_path / "out.csv"), ]
     )  # fmt: skip
@@ -291,7 +292,7 @@ def test_separable_beta_warns_and_saves_separable_end_to_end(
 
 
 def test_beta_on_data_that_do_not_separate_says_nothing(
-    run_calib: RunCalib, tmp_path: Path
+    invoke_calib: RunCalib, tmp_path: Path
 ) -> None:
     rng = np.random.default_rng(2)
     scores = rng.uniform(0.01, 0.99, 300)
@@ -300,7 +301,7 @@ def test_beta_on_data_that_do_not_separate_says_nothing(
         source
     )
     model = tmp_path / "m.json"
-    done = run_calib(
+    done = invoke_calib(
         ["recalibrate", "--fit", str(source), "--method", "beta", "--save-model", str(model)]
     )
     assert done.returncode == 0, done.stderr
