@@ -100,6 +100,47 @@ def test_positive_label_of_every_type_equals_calibs(
     assert n_positive in (N // 3, N - N // 3)  # the rule picked one class, not none
 
 
+#: (SQL type, positive value, negative value) calib reads without --positive-label
+DEFAULT_LABEL_CASES = [
+    ("DOUBLE", 1.0, 0.0),
+    ("INTEGER", 1, 0),
+    ("DECIMAL(4,2)", "1.00", "0.00"),  # text 1.00 in DuckDB: a number's text
+    ("BOOLEAN", True, False),
+    ("VARCHAR", "yes", "no"),  # failed: could not convert string 'yes' to DOUBLE
+    ("VARCHAR", " Y ", "n"),
+    ("VARCHAR", "TRUE", "False"),
+    ("VARCHAR", "t", "f"),
+    ("VARCHAR", "1.0", "0"),
+]
+
+
+@pytest.mark.parametrize(("sql_type", "yes", "no"), DEFAULT_LABEL_CASES)
+def test_labels_without_positive_label_are_read_by_calibs_rule(
+    tmp_path: Path, sql_type: str, yes: Any, no: Any
+) -> None:
+    """Without --positive-label the SQL reads a label as calib does (true, 1, yes, y, t in any
+    case): the summary and the rows sampling keeps are calib's. Before, it cast the label to a
+    double, which failed on text labels."""
+    scores = _scores()
+    labels = [yes if i % 3 == 0 else no for i in range(N)]
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t (id BIGINT, score DOUBLE, label {sql_type})")
+    con.executemany(
+        "INSERT INTO t VALUES (?, ?, ?)",
+        [(i, s, y) for i, (s, y) in enumerate(zip(scores, labels, strict=True))],
+    )
+    source = tmp_path / "rows.parquet"
+    con.execute(f"COPY t TO '{source}' (FORMAT parquet)")
+    calib = _calib_summary(tmp_path, source)
+    engine = _engine_summary(con, summary_sql(SummaryQuery(table="t"), dialect_name="duckdb"))
+    _assert_same_counts(engine, calib)
+    assert int(np.sum(calib.column("n_rows")[calib.column("label") == 1])) == N // 3
+    rates = ClassRates(2.0**-60, 1.0)  # every positive, in effect no negative
+    query = SamplingQuery(table="t", key_col="id", rates=rates)
+    kept = con.sql(sampling_sql(query, dialect_name="duckdb"))
+    assert sorted(row[0] for row in kept.fetchall()) == list(range(0, N, 3))
+
+
 def test_sampling_reads_positive_label_as_calib_does() -> None:
     """A double label column with --positive-label 0: every label-0 row is a positive, so at
     rates (positive 1, negative 2**-60: in effect none) exactly those rows are kept."""

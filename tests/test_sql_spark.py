@@ -194,8 +194,15 @@ def _same_counts(engine: Any, calib: Any) -> None:
 
 def test_positive_label_in_spark_equals_calibs(spark: Any, tmp_path: Any) -> None:
     """--positive-label on double, integer, boolean and text labels (0 on a double column
-    matches 0.0; numeric text compares as numbers; 1d stays text), as calib reads them."""
-    cases = [
+    matches 0.0; numeric text compares as numbers; 1d stays text), and calib's rule without
+    one (true, 1, yes, Y: the SQL cast the label to a double, which fails on text in ANSI
+    mode), as calib reads them."""
+    cases: list[tuple[str, str | None]] = [
+        ("CAST(id % 3 = 0 AS DOUBLE)", None),
+        ("CAST(id % 3 = 0 AS DECIMAL(4, 2))", None),
+        ("id % 3 = 0", None),
+        ("CASE WHEN id % 3 = 0 THEN 'yes' ELSE 'no' END", None),
+        ("CASE WHEN id % 3 = 0 THEN ' Y ' ELSE 'False' END", None),
         ("CAST(id % 3 = 0 AS DOUBLE)", "0"),
         ("CAST(id % 3 = 0 AS DOUBLE)", "1"),
         ("CAST(id % 3 = 0 AS BIGINT)", "1.0"),

@@ -59,6 +59,12 @@ def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.Ar
     return values_message(column, problem, count, row, shown_value(value))
 
 
+#: A text label's values without --positive-label, trimmed and in lower case: positive, then
+#: negative (the readers' rule, io.columns.positive_label_expr, and the SQL's,
+#: sql.values.positive_label_node).
+TRUE_LABEL_TEXT = frozenset({"1", "1.0", "true", "t", "yes", "y"})
+FALSE_LABEL_TEXT = frozenset({"0", "0.0", "false", "f", "no", "n"})
+
 #: The end of a message about label values a label column cannot hold: the fix, where one
 #: is (a present value: an empty cell names no value; with --positive-label, any value reads).
 POSITIVE_LABEL_HINT = "; name the positive value with --positive-label"

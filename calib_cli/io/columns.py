@@ -10,14 +10,15 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from calib_cli.core.checks import POSITIVE_LABEL_HINT, bad_values_message
+from calib_cli.core.checks import (
+    FALSE_LABEL_TEXT,
+    POSITIVE_LABEL_HINT,
+    TRUE_LABEL_TEXT,
+    bad_values_message,
+)
 from calib_cli.errors import InputError
 from calib_cli.io.dialect import number_text
 from calib_cli.types import FloatArray
-
-_TRUE_TEXT = frozenset({"1", "1.0", "true", "t", "yes", "y"})
-_FALSE_TEXT = frozenset({"0", "0.0", "false", "f", "no", "n"})
-
 
 _FIRST_ROW = re.compile(r"(first at row )(\d+)")
 
@@ -240,4 +241,6 @@ def positive_label_expr(
         value = col.cast(pl.Float64)
         return value == 1.0, present & ((value == 0.0) | (value == 1.0))
     text = col.cast(pl.String).str.strip_chars().str.to_lowercase()
-    return text.is_in(list(_TRUE_TEXT)), text.is_in(list(_TRUE_TEXT | _FALSE_TEXT))
+    return text.is_in(sorted(TRUE_LABEL_TEXT)), text.is_in(
+        sorted(TRUE_LABEL_TEXT | FALSE_LABEL_TEXT)
+    )

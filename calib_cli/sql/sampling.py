@@ -39,12 +39,10 @@ and joins the hashes back to the table, so rows sharing a key are kept or droppe
 Limits, against ``calib resample`` on a file: the row-number key (a table has no row order) is
 not emitted; text keys only in DuckDB; elsewhere keys beyond the int64 range are refused by
 the cast. Rows whose key or label is NULL, or whose stratum has no rates, are not returned
-(``calib resample`` refuses such input). The label is positive where
-``CAST(label AS DOUBLE) = 1`` (0/1 integers or doubles; booleans too in DuckDB, Spark and
-Snowflake, while BigQuery and Postgres cast no boolean to a double: there pass
-``--positive-label true``); with ``--positive-label V``, by calib's rule
-(:func:`calib_cli.sql.values.positive_label_node`: as a number where ``V`` and the label's
-trimmed text are numbers' text, so ``0`` matches a double column's ``0.0``; else as text).
+(``calib resample`` refuses such input). The label is positive by calib's rule, with or
+without ``--positive-label V`` (:func:`calib_cli.sql.values.positive_label_node`: as a number
+where the label's trimmed text is a number's text, so ``0`` matches a double column's ``0.0``;
+else as text, ``yes`` or ``true`` without ``V``).
 """
 
 from __future__ import annotations
@@ -277,10 +275,7 @@ def _class_test(positive: Node, hi: Node, lo: Node, rates: ClassRates) -> Node:
 
 
 def _positive(query: SamplingQuery) -> Node:
-    label = Column(query.label_col, "t")
-    if query.positive_label is None:
-        return Binary("=", Cast(label, "double"), Double(1.0))
-    return positive_label_node(label, query.positive_label)
+    return positive_label_node(Column(query.label_col, "t"), query.positive_label)
 
 
 def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:

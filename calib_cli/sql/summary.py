@@ -21,9 +21,9 @@ exact; sums differ from calib's only by the order of summation (about 1e-16 rela
 term), far inside the 1e-9 the figures are compared at.
 
 Rows whose score, label or weight is NULL are left out (calib refuses them); a label is
-positive where ``CAST(label AS DOUBLE) = 1`` (as in :mod:`calib_cli.sql.sampling`;
-``positive_label``: by calib's rule, :func:`calib_cli.sql.values.positive_label_node`, as a
-number where the value is a number's text, else as text; recorded in the metadata so that
+positive by calib's rule, with or without ``positive_label`` (as in :mod:`calib_cli.sql.sampling`;
+:func:`calib_cli.sql.values.positive_label_node`, as a number where the label's text is a
+number's text, else as text; ``positive_label`` is recorded in the metadata so that
 readers merge only summaries whose labels mean the same, and a refinement query,
 :meth:`SummaryQuery.refining`, reads them alike), any other value counts as negative; the
 group is the ``by`` column's text as calib writes it (:mod:`calib_cli.sql.names`: timestamps
@@ -191,10 +191,7 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
     # stage 1: the row's values
     score = Column(query.score_col)
     label = Column(query.label_col)
-    if query.positive_label is None:
-        positive: Node = Binary("=", Cast(label, "double"), Double(1.0))
-    else:
-        positive = positive_label_node(label, query.positive_label)
+    positive = positive_label_node(label, query.positive_label)
     weight: Node = (
         Double(1.0) if query.weight_col is None else Cast(Column(query.weight_col), "double")
     )

@@ -11,6 +11,18 @@ for every type the column may have. calib's rule
   ``1``), otherwise as text (``t == V.strip()``, case-sensitive: booleans are ``true`` and
   ``false``).
 
+Without ``--positive-label`` a boolean is positive where true, a number where it is 1, and a
+text where, trimmed and in lower case, it is ``1``, ``1.0``, ``true``, ``t``, ``yes`` or ``y``.
+In SQL ``LOWER(t)`` is compared with calib's texts first (true ``1``, ``1.0``, ``true``, ``t``,
+``yes``, ``y``; false ``0``, ``0.0``, ``false``, ``f``, ``no``, ``n``), which settles 0/1
+integers and doubles (their text in every engine), booleans (``true``/``false``) and text
+labels with a few comparisons; any other number's text (a decimal's ``1.00``, ``1E0``) is
+positive where it reads as 1: the same rows as calib's on every label calib accepts. (The
+SQL cast the label to a double: a text label ``yes``/``no`` failed in DuckDB and was NULL, so
+never positive, in Spark without ANSI mode, and Postgres cannot cast a boolean to a double.)
+calib refuses a label outside its rule (``2``, ``maybe``); SQL cannot stop a query, so there
+such a row counts as a negative (``1.00`` as text, which calib refuses, as a positive).
+
 In SQL, every column is read as its trimmed text ``t = TRIM(CAST(label AS <string>))``, which
 serves both cases: a numeric column's text is a number's text in every engine
 (DuckDB ``1.0``, Spark ``1.0E10``, Postgres ``1e+16``) that reads back as the same double, and
@@ -28,8 +40,10 @@ comparison only for texts of more than 17 significant digits (``1.00000000000000
 
 from __future__ import annotations
 
+import functools
 import math
 
+from calib_cli.core.checks import FALSE_LABEL_TEXT, TRUE_LABEL_TEXT
 from calib_cli.errors import OptionError
 from calib_cli.sql.tree import (
     Binary,
@@ -42,6 +56,7 @@ from calib_cli.sql.tree import (
     Not,
     NumberEquals,
     Text,
+    case,
     if_else,
 )
 
@@ -77,8 +92,13 @@ def _as_number(text: str) -> float | None:
         return None
 
 
-def positive_label_node(label: Node, positive_label: str) -> Node:
-    """Whether the row's ``label`` is ``positive_label`` by calib's rule (module docstring).
+#: True and false in every dialect (BigQuery and Postgres have no boolean cast of numbers).
+_TRUE, _FALSE = Binary("=", Int(1), Int(1)), Binary("=", Int(1), Int(0))
+
+
+def positive_label_node(label: Node, positive_label: str | None) -> Node:
+    """Whether the row's ``label`` is ``positive_label`` by calib's rule, or is positive by
+    calib's rule without one (``None``; module docstring).
 
     >>> from calib_cli.sql.dialects import dialect
     >>> from calib_cli.sql.tree import Column, render
@@ -90,9 +110,22 @@ def positive_label_node(label: Node, positive_label: str) -> Node:
     calib_cli.errors.OptionError: --positive-label 'nan' is not a finite number: the SQL takes \
 a finite number (0, 1) or a label's text (yes)
     """
+    trimmed = Call("TRIM", (Cast(label, "string"),))
+    if positive_label is None:
+        # calib's text rule first: it settles 0/1 integers and doubles, booleans and yes/no
+        # with a few comparisons; other numbers' text (a decimal's 1.00) is read as a number
+        lower = Call("LOWER", (trimmed,))
+
+        def any_of(texts: frozenset[str]) -> Node:
+            equal = [Binary("=", lower, Text(text)) for text in sorted(texts)]
+            return functools.reduce(lambda a, b: Binary("OR", a, b), equal)
+
+        return case(
+            [(any_of(TRUE_LABEL_TEXT), _TRUE), (any_of(FALSE_LABEL_TEXT), _FALSE)],
+            _number_or_text(trimmed, 1.0, _FALSE),
+        )
     text = positive_label.strip()
     value = _as_number(text)
-    trimmed = Call("TRIM", (Cast(label, "string"),))
     if value is None:
         return Binary("=", trimmed, Text(text))
     if not math.isfinite(value):
@@ -100,12 +133,13 @@ a finite number (0, 1) or a label's text (yes)
             f"--positive-label {positive_label!r} is not a finite number: the SQL takes a "
             "finite number (0, 1) or a label's text (yes)"
         )
+    return _number_or_text(trimmed, value, Binary("=", trimmed, Text(text)))
+
+
+def _number_or_text(trimmed: Node, value: float, otherwise: Node) -> Node:
+    """Where ``trimmed`` is a number's text, whether it reads as ``value``; elsewhere
+    ``otherwise``."""
     number = FullMatch(trimmed, NUMBER_PATTERN)
-    true, false = Binary("=", Int(1), Int(1)), Binary("=", Int(1), Int(0))
     # nested CASEs, never AND: Postgres may evaluate both sides of an AND, and its cast of
     # text that is not a number raises; never NULL for a label present
-    return if_else(
-        number,
-        if_else(NumberEquals(trimmed, value), true, false),
-        Binary("=", trimmed, Text(text)),
-    )
+    return if_else(number, if_else(NumberEquals(trimmed, value), _TRUE, _FALSE), otherwise)
