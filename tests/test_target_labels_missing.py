@@ -402,6 +402,8 @@ def test_rerank_compares_on_the_labelled_rows(
         f"warning: within.{fmt}: {n_missing:,} of {N_TGT:,} rows have no label: rankings "
         f"compared on the {N_TGT - n_missing:,} labelled rows"
     ]
+    assert report["comparison"]["rows"] == N_TGT - n_missing  # the rows compared, in JSON
+    assert f"Ranking on the labelled target ({N_TGT - n_missing:,} rows)" in done.stderr.decode()
     if fmt == "csv" and engine == "memory":  # standard input: the same report and warning
         piped = invoke_calib(
             [

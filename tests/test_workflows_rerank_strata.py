@@ -52,6 +52,8 @@ def test_strata_from_a_column_with_reference_odds(tmp_path: Path) -> None:
     assert sorted(frame["rerank_rank"].to_list()) == list(range(1, frame.height + 1))
     payload = rerank_strata_payload(result)
     assert list(payload) == ["seed", "smoothing", "odds_source", "strata", "comparison"]
+    assert list(payload["comparison"])[:3] == ["rows", "auc_raw", "auc_reranked"]
+    assert payload["comparison"]["rows"] == frame.height == result.comparison_rows
 
 
 def test_pca_strata_add_their_column_and_report(tmp_path: Path) -> None:

@@ -232,7 +232,7 @@ def rerank_strata(
         if weights_note is not None:
             session.info(weights_note)
         if result.comparison is not None:
-            session.info(ranking_comparison_table(result.comparison))
+            session.info(ranking_comparison_table(result.comparison, result.comparison_rows))
         if result.streaming is not None:
             note = result.streaming
             session.info(

@@ -326,7 +326,11 @@ def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
     payload["odds_source"] = result.odds_source
     payload["strata"] = to_jsonable(result.strata)
     if result.comparison is not None:
-        payload["comparison"] = to_json_object(result.comparison)
+        # the labelled rows compared first: with late labels, fewer than the target's
+        payload["comparison"] = {
+            "rows": result.comparison_rows,
+            **to_json_object(result.comparison),
+        }
     if result.streaming is not None:
         payload["streaming"] = to_json_object(result.streaming)
     return payload

@@ -854,14 +854,20 @@ def strata_table(summary: Sequence[StratumSummary], *, source: str) -> Renderabl
     return row_table(f"Strata (odds: {source})", headings, rows)
 
 
-def ranking_comparison_table(comparison: RankingComparison) -> RenderableType:
-    """AUC and TPR at fixed FPRs, raw pooled scores against the re-ranked order."""
-    rows = [["AUC", fmt(comparison.auc_raw), fmt(comparison.auc_reranked)]]
+def ranking_comparison_table(
+    comparison: RankingComparison, rows: int | None = None
+) -> RenderableType:
+    """AUC and TPR at fixed FPRs, raw pooled scores against the re-ranked order, on ``rows``
+    labelled target rows."""
+    figures = [["AUC", fmt(comparison.auc_raw), fmt(comparison.auc_reranked)]]
     for fpr, raw, reranked in zip(
         comparison.fpr, comparison.tpr_raw, comparison.tpr_reranked, strict=True
     ):
-        rows.append([f"TPR at FPR {float(fpr):g}", fmt(raw), fmt(reranked)])
-    return row_table("Ranking on the labelled target", ("figure", "raw scores", "reranked"), rows)
+        figures.append([f"TPR at FPR {float(fpr):g}", fmt(raw), fmt(reranked)])
+    title = "Ranking on the labelled target"
+    if rows is not None:
+        title += f" ({fmt_count(rows)} rows)"
+    return row_table(title, ("figure", "raw scores", "reranked"), figures)
 
 
 def stratum_prevalence_table(prevalences: Mapping[str, ShiftEstimate]) -> RenderableType:

@@ -173,6 +173,8 @@ class RerankStrataResult:
     roc: RankingComparison | None = None
     #: what the weights meant (``--weight-kind``; None without ``--weight-col``)
     weight_kind: WeightKind | None = None
+    #: the target rows the comparison is on: those with a label (None without a comparison)
+    comparison_rows: int | None = None
 
 
 def _added_columns(request: RerankStrataRequest) -> list[str]:
@@ -317,6 +319,7 @@ def run_rerank_strata(
         odds_source = "reference"
     result = rerank(tgt_scores, tgt_strata, slopes, odds)
     comparison = roc = None
+    comparison_rows: int | None = None
     if tgt_labels is not None:
         # the rows whose label is missing (late labels) are left out of the comparison
         known = ~np.isnan(tgt_labels)
@@ -326,6 +329,7 @@ def run_rerank_strata(
         negatives = float(np.sum(w[y == 0.0]))
         if _both_classes(positives, negatives, io.display_name(request.target), warn):
             comparison = compare_rankings(y, raw, reranked, sample_weight=w)
+            comparison_rows = int(y.size)
             if request.plot is not None:
                 roc = compare_rankings(y, raw, reranked, sample_weight=w, fprs=ROC_FPRS)
     added.update(
@@ -353,6 +357,7 @@ def run_rerank_strata(
         slopes=slopes,
         roc=roc,
         weight_kind=request.weight_kind if request.weight_col is not None else None,
+        comparison_rows=comparison_rows,
     )
 
 
@@ -638,6 +643,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         mantissa_bits=REFERENCE_MANTISSA_BITS,
     )
     comparison = roc = None
+    comparison_rows: int | None = None
     raw_bound = reranked_bound = None
     if counts is not None and _both_classes(
         float(np.sum(counts.raw_positives)), float(np.sum(counts.raw_negatives)), tgt_name, warn
@@ -648,6 +654,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
             counts.reranked_positives,
             counts.reranked_negatives,
         )
+        comparison_rows = target.rows - target.missing_labels
         with io.naming(tgt_name):
             comparison, raw_bound, reranked_bound = compare_rankings_from_counts(*ranked)
             if request.plot is not None:
@@ -667,6 +674,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         slopes=slopes,
         roc=roc,
         weight_kind=request.weight_kind if request.weight_col is not None else None,
+        comparison_rows=comparison_rows,
     )
 
 
