@@ -46,6 +46,8 @@ JsonObject: TypeAlias = dict[str, "JsonValue"]
 #: The value of a group (``--by``, ``--batch-col``) as read: numbers stay numbers; None for
 #: all rows.
 GroupValue: TypeAlias = str | int | float | bool | None
+#: The group of rows without a value in a --by or --batch-col column.
+MISSING_GROUP = "(missing)"
 #: A histogram of scores for a picture: bin edges, shape (k + 1,), and weighted counts, (k,).
 ScoreHistogram: TypeAlias = tuple[FloatArray, FloatArray]
 #: Scores within this of 0 or 1 (exact 0s and 1s among them) have no place on a picture's

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from calib_cli.errors import InputError, UsageError
-from calib_cli.types import DEFAULT_MAX_INVALID
+from calib_cli.types import DEFAULT_MAX_INVALID, GroupValue
 
 __all__ = [
     "InvalidRows",
@@ -33,6 +33,9 @@ class InvalidRows:
     rows: int
     dropped: int
     by_reason: Mapping[str, int] = field(default_factory=dict)
+    #: with a grouping column (``--by``): (group, rows read, rows dropped) for each group, in
+    #: the groups' order (:func:`~calib_cli.io.identity.order_key`; missing, None, last)
+    by_group: tuple[tuple[GroupValue, int, int], ...] = ()
 
     @property
     def kept(self) -> int:

@@ -28,9 +28,10 @@ from calib_cli.io.columns import (
     present_label_text,
 )
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
+from calib_cli.io.identity import order_key, typed_value
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.io.scan import ROW_INDEX, collect
-from calib_cli.types import OnInvalid
+from calib_cli.types import GroupValue, OnInvalid
 
 __all__ = ["FLAG_COLUMN", "ScoredScan", "scored_scan"]
 
@@ -142,11 +143,14 @@ def scored_scan(
         checks.append((weight_col, "that are negative", weight < 0.0))
         checks.append((weight_col, WEIGHT_RANGE_PROBLEM, outside_weight_range(weight)))
         clean.append(weight.alias(weight_col))
-    if by is not None and by not in (*score_cols, label_col, weight_col):
+    group_text: tuple[pl.Expr, pl.DataType] | None = None
+    if by is not None:
         group = pl.col(by)
         if schema[by].is_float():
             group = group.fill_nan(None)
-        clean.append(group.cast(pl.String).alias(by))
+        group_text = (group.cast(pl.String), schema[by])
+        if by not in (*score_cols, label_col, weight_col):
+            clean.append(group_text[0].alias(by))
 
     if defer and on_invalid == "error" and positive_label is None:
         flag = pl.any_horizontal([expr.fill_null(False) for _, _, expr in checks])
@@ -172,6 +176,7 @@ def scored_scan(
         max_invalid,
         positive_label,
         is_positive,
+        group_text,
     )
     out = lazy
     if bad_rows:
@@ -198,9 +203,11 @@ def _tally(
     max_invalid: float | None,
     positive_label: str | None,
     is_positive: pl.Expr | None = None,
+    group: tuple[pl.Expr, pl.DataType] | None = None,
 ) -> tuple[int, int, InvalidRows | None]:
-    """The checking pass: the rows, the bad rows and (``"drop"``) what is dropped; with
-    ``"error"``, the first bad column's error."""
+    """The checking pass: the rows, the bad rows and (``"drop"``) what is dropped, by group
+    too where ``group`` gives the grouping column's text and type; with ``"error"``, the first
+    bad column's error."""
     flags = [expr.fill_null(False).alias(f"_bad{i}") for i, (_, _, expr) in enumerate(checks)]
     counts = [pl.col(f"_bad{i}").sum().alias(f"_bad{i}") for i in range(len(checks))]
     any_bad = pl.any_horizontal([pl.col(f"_bad{i}") for i in range(len(checks))])
@@ -215,6 +222,12 @@ def _tally(
     queries = [
         flagged.select(*counts, *firsts, any_bad.sum().alias("_any"), pl.len().alias("_rows"))
     ]
+    if on_invalid == "drop" and group is not None:
+        queries.append(
+            lazy.select(group[0].alias("_group"), *flags)
+            .group_by("_group")
+            .agg(pl.len().alias("_rows"), any_bad.sum().alias("_dropped"))
+        )
     if positive_label is not None and is_positive is not None:
         text = present_label_text(label_col, schema[label_col])
         queries.append(
@@ -224,7 +237,11 @@ def _tally(
                 is_positive.fill_null(False).any().alias("any_positive"),
             )
         )
-    tallies, *distinct = collect(lambda: pl.collect_all(queries, engine="streaming"), name)
+    tallies, *others = collect(lambda: pl.collect_all(queries, engine="streaming"), name)
+    by_group = None
+    if on_invalid == "drop" and group is not None:
+        by_group, *others = others
+    distinct = others
     rows = int(tallies["_rows"][0])
     bad_rows = int(tallies["_any"][0])
     if distinct:
@@ -256,9 +273,27 @@ def _tally(
             if count:
                 why = reason(column, problem)
                 by_reason[why] = by_reason.get(why, 0) + count
-        invalid = InvalidRows(name, rows, bad_rows, by_reason)
+        invalid = InvalidRows(
+            name,
+            rows,
+            bad_rows,
+            by_reason,
+            () if by_group is None or group is None else _group_drops(by_group, group[1]),
+        )
         invalid.check(max_invalid)
     return rows, bad_rows, invalid
+
+
+def _group_drops(
+    frame: pl.DataFrame, dtype: pl.DataType
+) -> tuple[tuple[GroupValue, int, int], ...]:
+    """(group, rows read, rows dropped) from the checking pass's group-by, with the in-memory
+    reader's values and order (:meth:`~calib_cli.io.table.Table.groups`)."""
+    found = [
+        (None if text is None else typed_value(text, dtype), int(rows), int(dropped))
+        for text, rows, dropped in frame.iter_rows()
+    ]
+    return tuple(sorted(found, key=lambda entry: order_key(entry[0])))
 
 
 def _check_two_values(

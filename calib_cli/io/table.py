@@ -28,7 +28,7 @@ from calib_cli.io.columns import (
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
 from calib_cli.io.identity import order_key, reported_value
 from calib_cli.io.invalid import InvalidRows, reason
-from calib_cli.types import FloatArray, InputFormat, ScoreKind
+from calib_cli.types import FloatArray, GroupValue, InputFormat, ScoreKind
 
 
 @dataclass(frozen=True)
@@ -257,9 +257,11 @@ def drop_invalid_rows(
     positive_label: str | None,
     weight_col: str | None,
     max_invalid: float | None = None,
+    by: str | None = None,
 ) -> tuple[Table, InvalidRows]:
     """Drop rows whose score, label or weight would be refused; return the table and what
-    was dropped, by reason (each row under its first problem: scores, label, weight).
+    was dropped, by reason (each row under its first problem: scores, label, weight) and, with
+    a grouping column ``by``, by group (:meth:`Table.groups`' values and order).
 
     Raises InputError when more rows are invalid than ``max_invalid`` allows (a fraction
     below 1, else a count; None: 1%), or when no valid row is left.
@@ -284,7 +286,15 @@ def drop_invalid_rows(
             by_reason[why] = by_reason.get(why, 0) + int(first.sum())
         keep &= ~bad
     dropped = int(table.n_rows - keep.sum())
-    invalid = InvalidRows(table.name, table.n_rows, dropped, by_reason)
+    by_group: tuple[tuple[GroupValue, int, int], ...] = ()
+    if by is not None:
+        values, codes = table.groups(by, option="--by")
+        read = np.bincount(codes, minlength=len(values))
+        lost = np.bincount(codes[~keep], minlength=len(values))
+        by_group = tuple(
+            (value, int(n), int(d)) for value, n, d in zip(values, read, lost, strict=True)
+        )
+    invalid = InvalidRows(table.name, table.n_rows, dropped, by_reason, by_group)
     invalid.check(max_invalid)
     if dropped == table.n_rows:
         raise InputError(f"{table.name}: no valid rows left after dropping {dropped} invalid rows")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calib_cli.types import JsonObject, JsonValue
+from calib_cli.types import MISSING_GROUP, JsonObject, JsonValue
 
 if TYPE_CHECKING:
     from calib_cli.io import InvalidRows
@@ -230,13 +230,25 @@ def reliability_entry_payload(
 
 def invalid_rows_payload(invalid: InvalidRows) -> JsonObject:
     """``--on-invalid drop``: ``file``, ``rows_read``, ``dropped`` and ``by_reason`` (reason ->
-    rows, each dropped row counted once, under its first problem)."""
-    return {
+    rows, each dropped row counted once, under its first problem) and, with ``--by``,
+    ``by_group``: each group's ``group``, ``rows_read`` and ``dropped``, in the entries' order
+    and with their group values."""
+    payload: JsonObject = {
         "file": invalid.name,
         "rows_read": invalid.rows,
         "dropped": invalid.dropped,
         "by_reason": dict(invalid.by_reason),
     }
+    if invalid.by_group:
+        payload["by_group"] = [
+            {
+                "group": to_jsonable(MISSING_GROUP if value is None else value),
+                "rows_read": read,
+                "dropped": lost,
+            }
+            for value, read, lost in invalid.by_group
+        ]
+    return payload
 
 
 def reliability_payload(result: ReliabilityResult) -> JsonValue:

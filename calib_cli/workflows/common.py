@@ -19,6 +19,7 @@ from calib_cli.io.invalid import check_max_invalid_option
 from calib_cli.io.pictures import PLOT_NEEDS, plot_format
 from calib_cli.types import (
     DEFAULT_DIALECT,
+    MISSING_GROUP,
     BoolArray,
     CsvDialect,
     Engine,
@@ -28,10 +29,6 @@ from calib_cli.types import (
     ScoreKind,
     Warn,
 )
-
-#: The group of rows without a value in a --by or --batch-col column.
-MISSING_GROUP = "(missing)"
-
 
 #: ``--engine auto`` streams inputs of more rows than this; below it every figure is exact.
 STREAMING_ROWS = 2_000_000
@@ -416,10 +413,12 @@ def read_scored_table(
     typed: bool = False,
     warn: Warn = ignore,
     max_invalid: float | None = None,
+    by: str | None = None,
 ) -> tuple[Table, InvalidRows | None]:
     """Read a table and, with ``--on-invalid drop``, drop rows whose score, label or weight is
-    invalid (saying how many, and why), refusing more than ``max_invalid`` of them. Returns
-    the table and what was dropped (None without ``--on-invalid drop``)."""
+    invalid (saying how many, and why, and with ``by`` how many of each group), refusing more
+    than ``max_invalid`` of them. Returns the table and what was dropped (None without
+    ``--on-invalid drop``)."""
     table = io.read_table(path, input_format=input_format, typed=typed)
     if on_invalid != "drop":
         return table, None
@@ -431,10 +430,41 @@ def read_scored_table(
         positive_label=positive_label,
         weight_col=weight_col,
         max_invalid=max_invalid,
+        by=by,
     )
-    if invalid.dropped:
-        warn(invalid.warning())
+    warn_dropped(invalid, by, warn)
     return table, invalid
+
+
+#: Groups named in the warning of rows dropped by group, the most affected first.
+DROPPED_GROUPS_SHOWN = 5
+
+
+def warn_dropped(invalid: InvalidRows | None, by: str | None, warn: Warn) -> None:
+    """Say what ``--on-invalid drop`` dropped: how many rows and why and, with ``--by``, how
+    many of each group (a group's figures are of the rows it kept: rows dropped from one
+    group more than others, such as its late labels, make it less like its rows)."""
+    if invalid is None or not invalid.dropped:
+        return
+    warn(invalid.warning())
+    if by is None or not invalid.by_group:
+        return
+    hit = sorted((g for g in invalid.by_group if g[2]), key=lambda g: -g[2] / g[1])
+    shown = [
+        f"{MISSING_GROUP if value is None else value} {lost:,} of {read:,} ({lost / read:.1%})"
+        for value, read, lost in hit[:DROPPED_GROUPS_SHOWN]
+    ]
+    parts = [", ".join(shown)]
+    if len(hit) > DROPPED_GROUPS_SHOWN:
+        more = len(hit) - DROPPED_GROUPS_SHOWN
+        parts[0] += f" and {more:,} more group{'s' if more > 1 else ''} (the report's invalid_rows)"
+    spared = len(invalid.by_group) - len(hit)
+    if spared:
+        parts.append(f"none from {spared:,} other group{'s' if spared > 1 else ''}")
+    warn(
+        f"{invalid.name}: dropped rows by {by}: {'; '.join(parts)}; each group's figures are "
+        "of the rows it kept"
+    )
 
 
 def check_invalid_options(on_invalid: OnInvalid, max_invalid: float | None) -> None:

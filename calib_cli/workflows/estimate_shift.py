@@ -60,6 +60,7 @@ from calib_cli.io.table import Table
 from calib_cli.summaries import ScoreSummary
 from calib_cli.types import (
     DEFAULT_DIALECT,
+    MISSING_GROUP,
     CiMethod,
     CsvDialect,
     Engine,
@@ -73,7 +74,6 @@ from calib_cli.types import (
     WeightKind,
 )
 from calib_cli.workflows.common import (
-    MISSING_GROUP,
     Progress,
     check_paths,
     check_plot,

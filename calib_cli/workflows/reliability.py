@@ -212,6 +212,7 @@ def run_reliability(
         on_invalid=request.on_invalid,
         warn=warn,
         max_invalid=request.max_invalid,
+        by=request.by,
     )
     return replace(assess_table(table, request, warn=warn), invalid_rows=invalid)
 

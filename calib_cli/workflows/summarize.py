@@ -35,6 +35,7 @@ from calib_cli.workflows.common import (
     in_dialect,
     refuse_shared_columns,
     rows_read,
+    warn_dropped,
 )
 from calib_cli.workflows.summary_paths import expand_summary_paths
 
@@ -154,8 +155,7 @@ def summarize_scan(
         max_invalid=max_invalid,
         defer=True,  # checked in the summary's pass: one read of the rows, not two
     )
-    if scan.invalid is not None and scan.invalid.dropped:
-        warn(scan.invalid.warning())
+    warn_dropped(scan.invalid, by, warn)
     try:
         with io.naming(name):  # every score column in one streaming run over the rows
             # a row the parser cannot read fails mid-run: bad input naming the file (io.collect)

@@ -1,0 +1,158 @@
+"""``--on-invalid drop`` with ``--by``: how many rows each group lost, in both engines.
+
+A group's figures are of the rows it kept, so rows dropped from one group more than the
+others (its labels arrive late, its scores are broken) make it less like its rows. The count
+by group is checked against numpy on the file's own columns, the two engines against each
+other (the same values, order and warning), for integer, float (NaN: the missing group),
+text and datetime groups. The command lines run in-process (``invoke_calib``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import polars as pl
+import pytest
+
+from calib_cli.io import InvalidRows
+from calib_cli.workflows.common import warn_dropped
+from tests.conftest import RunCalib
+
+N = 3000
+
+#: the --by column's values of each type, the last of each missing
+GROUPS: dict[str, list[Any]] = {
+    "int": [3, 11, 7, None],
+    "float": [0.5, 2.0, -1.25, float("nan")],
+    "text": ["north", "007", "7", None],
+    "datetime": [dt.datetime(2024, 1, d) for d in (1, 3, 2)] + [None],
+}
+
+
+def _rows(kind: str) -> pl.DataFrame:
+    """Scores with labels, a quarter of group 1's labels missing and every score of group 2
+    above 1 in a tenth of its rows; the other groups lose nothing."""
+    rng = np.random.default_rng(5)
+    values = GROUPS[kind]
+    code = rng.integers(0, len(values), N)
+    score = rng.uniform(0.01, 0.99, N)
+    label = (rng.random(N) < score).astype(np.float64)
+    label[(code == 1) & (rng.random(N) < 0.25)] = np.nan
+    score[(code == 2) & (rng.random(N) < 0.1)] = 1.5
+    group = pl.Series("g", [values[c] for c in code], strict=False)
+    return pl.DataFrame({"score": score, "label": label}).with_columns(group)
+
+
+def _expected(frame: pl.DataFrame) -> dict[Any, tuple[int, int]]:
+    """(rows read, rows dropped) per group by numpy, keyed by the group's text."""
+    bad = frame["label"].is_nan().to_numpy() | (frame["score"].to_numpy() > 1.0)
+    group = frame["g"]
+    if group.dtype.is_float():
+        group = group.fill_nan(None)
+    text = group.cast(pl.String).fill_null("(missing)").to_numpy()
+    return {t: (int(np.sum(text == t)), int(np.sum(bad & (text == t)))) for t in set(text)}
+
+
+def _run(invoke_calib: RunCalib, path: Path, engine: str, *extra: str) -> Any:
+    done = invoke_calib(
+        [
+            "reliability",
+            str(path),
+            "--by",
+            "g",
+            "--on-invalid",
+            "drop",
+            "--max-invalid",
+            "0.5",
+            "--engine",
+            engine,
+            "--json",
+            *extra,
+        ]
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    return done
+
+
+@pytest.mark.parametrize("kind", list(GROUPS))
+def test_both_engines_count_each_group_s_dropped_rows(
+    invoke_calib: RunCalib, tmp_path: Path, kind: str
+) -> None:
+    frame = _rows(kind)
+    path = tmp_path / "rows.parquet"
+    frame.write_parquet(path)
+    reports, warnings = [], []
+    for engine in ("memory", "streaming"):
+        done = _run(invoke_calib, path, engine)
+        reports.append(json.loads(done.stdout))
+        warnings.append(done.stderr.decode().splitlines())
+    assert reports[0][0]["invalid_rows"] == reports[1][0]["invalid_rows"]
+    assert warnings[0] == warnings[1]
+    by_group = reports[0][0]["invalid_rows"]["by_group"]
+    # the entries' groups, in their order, and the counts numpy finds
+    assert [g["group"] for g in by_group] == [entry["group"] for entry in reports[0][1:]]
+    expected = _expected(frame)
+    texts = [str(e["group"]) for e in by_group]
+    if kind == "datetime":
+        texts = [t if t == "(missing)" else t + ".000000" for t in texts]
+    counts = {t: (g["rows_read"], g["dropped"]) for t, g in zip(texts, by_group, strict=True)}
+    assert counts == expected
+    for entry in reports[0][1:]:  # each group's figures are of its kept rows
+        group = next(g for g in by_group if g["group"] == entry["group"])
+        assert entry["n"] == group["rows_read"] - group["dropped"]
+    lost = sorted(
+        (g for g in by_group if g["dropped"]), key=lambda g: -g["dropped"] / g["rows_read"]
+    )
+    assert warnings[0][1].startswith(
+        f"warning: {path}: dropped rows by g: {lost[0]['group']} {lost[0]['dropped']:,} of "
+    )
+    assert warnings[0][1].endswith(
+        "; none from 2 other groups; each group's figures are of the rows it kept"
+    )
+
+
+def test_summarize_says_it_too_and_no_by_no_groups(invoke_calib: RunCalib, tmp_path: Path) -> None:
+    path = tmp_path / "rows.parquet"
+    _rows("text").write_parquet(path)
+    done = invoke_calib(
+        [
+            "summarize",
+            str(path),
+            "--by",
+            "g",
+            "--on-invalid",
+            "drop",
+            "--max-invalid",
+            "0.5",
+            "-o",
+            str(tmp_path / "s.parquet"),
+        ]
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    reliability = _run(invoke_calib, path, "streaming")
+    said = [line for line in done.stderr.decode().splitlines() if "dropped rows by g" in line]
+    assert said == [reliability.stderr.decode().splitlines()[1]]
+    plain = invoke_calib(
+        ["reliability", str(path), "--on-invalid", "drop", "--max-invalid", "0.5", "--json"]
+    )
+    assert "by_group" not in json.loads(plain.stdout)["invalid_rows"]
+    assert "dropped rows by" not in plain.stderr.decode()
+
+
+def test_the_warning_names_the_most_affected_groups_first() -> None:
+    by_group = (*((f"g{i}", 100, i) for i in range(9)), (None, 50, 50))
+    said: list[str] = []
+    warn_dropped(InvalidRows("f.csv", 950, 86, {"label missing": 86}, by_group), "g", said.append)
+    assert said == [
+        "f.csv: dropped 86 invalid rows of 950 (label missing: 86)",
+        "f.csv: dropped rows by g: (missing) 50 of 50 (100.0%), g8 8 of 100 (8.0%), g7 7 of 100 "
+        "(7.0%), g6 6 of 100 (6.0%), g5 5 of 100 (5.0%) and 4 more groups (the report's "
+        "invalid_rows); none from 1 other group; each group's figures are of the rows it kept",
+    ]
+    said.clear()
+    warn_dropped(InvalidRows("f.csv", 950, 86, {"label missing": 86}, by_group), None, said.append)
+    assert len(said) == 1
