@@ -78,6 +78,8 @@ LABEL_CASES = [
     ("VARCHAR", "1.0", "0", "1"),  # numeric text: compared as numbers, as calib does
     ("VARCHAR", "1", "0", "0.0"),
     ("VARCHAR", "1_0", "x", "1_0"),  # not a number's text to Polars: compared as text
+    ("VARCHAR", "fraud\r", "\tok", "fraud"),  # white space other than spaces: trimmed
+    ("VARCHAR", "1\r", "0\n", "1"),
 ]
 
 
@@ -111,6 +113,8 @@ DEFAULT_LABEL_CASES = [
     ("VARCHAR", "TRUE", "False"),
     ("VARCHAR", "t", "f"),
     ("VARCHAR", "1.0", "0"),
+    ("VARCHAR", "yes\r", "no\r"),  # a CRLF file loaded as LF: TRIM took spaces only
+    ("VARCHAR", "\tY ", "\x0bn\x0c"),
 ]
 
 

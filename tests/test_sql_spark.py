@@ -203,6 +203,9 @@ def test_positive_label_in_spark_equals_calibs(spark: Any, tmp_path: Any) -> Non
         ("id % 3 = 0", None),
         ("CASE WHEN id % 3 = 0 THEN 'yes' ELSE 'no' END", None),
         ("CASE WHEN id % 3 = 0 THEN ' Y ' ELSE 'False' END", None),
+        # a CRLF file loaded as LF, tabs: white space besides spaces is trimmed too
+        ("CASE WHEN id % 3 = 0 THEN concat('yes', chr(13)) ELSE concat(chr(9), 'no') END", None),
+        ("CASE WHEN id % 3 = 0 THEN concat('fraud', chr(13)) ELSE 'ok' END", "fraud"),
         ("CAST(id % 3 = 0 AS DOUBLE)", "0"),
         ("CAST(id % 3 = 0 AS DOUBLE)", "1"),
         ("CAST(id % 3 = 0 AS BIGINT)", "1.0"),

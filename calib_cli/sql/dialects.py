@@ -50,6 +50,10 @@ _RESERVED = frozenset(
 )  # fmt: skip
 
 
+#: The code points of the ASCII white space (:meth:`Dialect.trim`).
+_WHITE_SPACE_CODES = (9, 10, 11, 12, 13, 32)
+
+
 @dataclass(frozen=True)
 class Dialect:
     """How one engine spells the few things that differ."""
@@ -120,6 +124,26 @@ class Dialect:
         if self.name == "snowflake":
             return f"REGEXP_LIKE({text}, {self.string(pattern)})"
         return f"({text} ~ {anchored})"
+
+    def trim(self, text: str) -> str:
+        """``text`` without the white space around it that calib strips from a label: the
+        ASCII tab, line feed, vertical tab, form feed, carriage return and space (a label
+        ``yes\r`` from a CRLF file loaded as LF is ``yes``; plain ``TRIM`` strips spaces
+        only), written by code so that no literal holds a control character. BigQuery's
+        ``TRIM`` strips every Unicode white space already, as calib does (Polars
+        ``strip_chars``); the others leave a non-breaking space, which calib strips.
+
+        >>> dialect("postgres").trim("t")
+        'BTRIM(t, CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || CHR(32))'
+        """
+        if self.name == "bigquery":
+            return f"TRIM({text})"
+        codes = " || ".join(f"CHR({code})" for code in _WHITE_SPACE_CODES)
+        if self.name == "spark":
+            return f"TRIM(BOTH ({codes}) FROM {text})"
+        if self.name == "postgres":
+            return f"BTRIM({text}, {codes})"
+        return f"TRIM({text}, {codes})"
 
     def number_equals(self, text: str, value: float) -> str:
         """Whether ``text`` (a number's text, checked by the caller) read as a number equals

@@ -118,6 +118,14 @@ class FullMatch:
 
 
 @dataclass(frozen=True)
+class Trimmed:
+    """The text ``operand`` without the white space calib strips around a value:
+    :meth:`~calib_cli.sql.dialects.Dialect.trim`."""
+
+    operand: Node
+
+
+@dataclass(frozen=True)
 class NumberEquals:
     """Whether the text ``operand``, a number's text, read as a number equals ``value``:
     :meth:`~calib_cli.sql.dialects.Dialect.number_equals`."""
@@ -179,6 +187,7 @@ Node = (
     | BitAnd
     | ShiftRight
     | FullMatch
+    | Trimmed
     | NumberEquals
     | GroupText
     | Var
@@ -295,6 +304,8 @@ def _render(node: Node, d: Dialect, env: dict[str, str]) -> str:
         return d.shift_right(render(node.operand, d), node.bits)
     if isinstance(node, FullMatch):
         return d.full_match(render(node.operand, d), node.pattern)
+    if isinstance(node, Trimmed):
+        return d.trim(render(node.operand, d))
     if isinstance(node, NumberEquals):
         return d.number_equals(render(node.operand, d), node.value)
     if isinstance(node, GroupText):

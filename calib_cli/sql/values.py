@@ -21,9 +21,11 @@ positive where it reads as 1: the same rows as calib's on every label calib acce
 SQL cast the label to a double: a text label ``yes``/``no`` failed in DuckDB and was NULL, so
 never positive, in Spark without ANSI mode, and Postgres cannot cast a boolean to a double.)
 calib refuses a label outside its rule (``2``, ``maybe``); SQL cannot stop a query, so there
-such a row counts as a negative (``1.00`` as text, which calib refuses, as a positive).
+such a row counts as a negative, or as a positive where its text reads as the number 1
+(``1.00``, ``1e0`` as text).
 
-In SQL, every column is read as its trimmed text ``t = TRIM(CAST(label AS <string>))``, which
+In SQL, every column is read as its trimmed text ``t`` (``CAST(label AS <string>)`` without
+the white space around it: :meth:`~calib_cli.sql.dialects.Dialect.trim`), which
 serves both cases: a numeric column's text is a number's text in every engine
 (DuckDB ``1.0``, Spark ``1.0E10``, Postgres ``1e+16``) that reads back as the same double, and
 a boolean's is ``true``/``false`` (never a number's text, as in calib: a boolean column with
@@ -35,7 +37,10 @@ where ``t`` is not a number's text and equals ``V``; when ``V`` is other text, w
 equals it. Postgres has no cast that returns NULL instead of an error, so there a number's
 text is compared as an exact decimal (``NUMERIC``), which differs from calib's double
 comparison only for texts of more than 17 significant digits (``1.00000000000000000001``).
-``TRIM`` removes spaces, where calib strips every whitespace character (tabs, newlines).
+The text is trimmed of ASCII white space (tabs, carriage returns: a CRLF file loaded as LF
+ends each label in ``\r``), where calib strips every Unicode white space; BigQuery strips
+those too. A text that is a number's text too large for Postgres' ``NUMERIC`` (``1e99999``,
+a label calib refuses) fails the query there.
 """
 
 from __future__ import annotations
@@ -56,6 +61,7 @@ from calib_cli.sql.tree import (
     Not,
     NumberEquals,
     Text,
+    Trimmed,
     case,
     if_else,
 )
@@ -76,13 +82,29 @@ def label_present_node(label: Node) -> Node:
 
     >>> from calib_cli.sql.dialects import dialect
     >>> from calib_cli.sql.tree import Column, render
-    >>> print(render(label_present_node(Column("y")), dialect("duckdb")))
-    (((NOT ("y" IS NULL)) AND (LOWER(TRIM(CAST("y" AS VARCHAR))) <> '')) AND \
-(LOWER(TRIM(CAST("y" AS VARCHAR))) <> 'nan'))
+    >>> print(render(label_present_node(Column("y")), dialect("postgres")))  # doctest: +ELLIPSIS
+    ((NOT ("y" IS NULL)) AND CASE WHEN ((((((((((((LOWER(TRIM(CAST("y" AS TEXT))) = '0') OR ...
     """
-    text = Call("LOWER", (Call("TRIM", (Cast(label, "string"),)),))
-    present = Binary("AND", Not(IsNull(label)), Binary("<>", text, Text("")))
-    return Binary("AND", present, Binary("<>", text, Text("nan")))
+    quick, full = _label_texts(label)
+    lower = Call("LOWER", (full,))
+    has_text = Binary("AND", Binary("<>", lower, Text("")), Binary("<>", lower, Text("nan")))
+    known = _any_of(Call("LOWER", (quick,)), TRUE_LABEL_TEXT | FALSE_LABEL_TEXT)
+    return Binary("AND", Not(IsNull(label)), if_else(known, _TRUE, has_text))
+
+
+def _label_texts(label: Node) -> tuple[Node, Node]:
+    """The label's text without the spaces around it, and without any white space around it
+    (:meth:`~calib_cli.sql.dialects.Dialect.trim`). Most labels are settled by the first,
+    which engines trim at a fraction of the cost (0/1 numbers, booleans, ``yes``/``no``: one
+    of calib's texts once spaces are gone); the rest are read from the second."""
+    text = Cast(label, "string")
+    return Call("TRIM", (text,)), Trimmed(text)
+
+
+def _any_of(text: Node, texts: frozenset[str]) -> Node:
+    """Whether ``text`` is one of ``texts``."""
+    equal = [Binary("=", text, Text(one)) for one in sorted(texts)]
+    return functools.reduce(lambda a, b: Binary("OR", a, b), equal)
 
 
 def _as_number(text: str) -> float | None:
@@ -102,38 +124,38 @@ def positive_label_node(label: Node, positive_label: str | None) -> Node:
 
     >>> from calib_cli.sql.dialects import dialect
     >>> from calib_cli.sql.tree import Column, render
-    >>> print(render(positive_label_node(Column("y"), "yes"), dialect("duckdb")))
-    (TRIM(CAST("y" AS VARCHAR)) = 'yes')
+    >>> print(render(positive_label_node(Column("y"), "yes"), dialect("bigquery")))
+    CASE WHEN (TRIM(CAST(`y` AS STRING)) = 'yes') THEN (1 = 1) ELSE (TRIM(CAST(`y` AS STRING)) = \
+'yes') END
     >>> positive_label_node(Column("y"), "nan")
     Traceback (most recent call last):
     ...
     calib_cli.errors.OptionError: --positive-label 'nan' is not a finite number: the SQL takes \
 a finite number (0, 1) or a label's text (yes)
     """
-    trimmed = Call("TRIM", (Cast(label, "string"),))
+    quick, trimmed = _label_texts(label)
     if positive_label is None:
         # calib's text rule first: it settles 0/1 integers and doubles, booleans and yes/no
         # with a few comparisons; other numbers' text (a decimal's 1.00) is read as a number
-        lower = Call("LOWER", (trimmed,))
-
-        def any_of(texts: frozenset[str]) -> Node:
-            equal = [Binary("=", lower, Text(text)) for text in sorted(texts)]
-            return functools.reduce(lambda a, b: Binary("OR", a, b), equal)
-
-        return case(
-            [(any_of(TRUE_LABEL_TEXT), _TRUE), (any_of(FALSE_LABEL_TEXT), _FALSE)],
-            _number_or_text(trimmed, 1.0, _FALSE),
-        )
+        whens = [
+            (_any_of(Call("LOWER", (text,)), texts), then)
+            for text in (quick, trimmed)
+            for texts, then in ((TRUE_LABEL_TEXT, _TRUE), (FALSE_LABEL_TEXT, _FALSE))
+        ]
+        return case(whens, _number_or_text(trimmed, 1.0, _FALSE))
     text = positive_label.strip()
     value = _as_number(text)
     if value is None:
-        return Binary("=", trimmed, Text(text))
+        return if_else(Binary("=", quick, Text(text)), _TRUE, Binary("=", trimmed, Text(text)))
     if not math.isfinite(value):
         raise OptionError(
             f"--positive-label {positive_label!r} is not a finite number: the SQL takes a "
             "finite number (0, 1) or a label's text (yes)"
         )
-    return _number_or_text(trimmed, value, Binary("=", trimmed, Text(text)))
+    # a number's text once spaces are gone (0/1 labels) needs no other trimming
+    return _number_or_text(
+        quick, value, _number_or_text(trimmed, value, Binary("=", trimmed, Text(text)))
+    )
 
 
 def _number_or_text(trimmed: Node, value: float, otherwise: Node) -> Node:

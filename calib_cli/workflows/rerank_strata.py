@@ -173,7 +173,8 @@ class RerankStrataResult:
     roc: RankingComparison | None = None
     #: what the weights meant (``--weight-kind``; None without ``--weight-col``)
     weight_kind: WeightKind | None = None
-    #: the target rows the comparison is on: those with a label (None without a comparison)
+    #: the target rows the comparison is on: those with a label, whatever their weight (None
+    #: without a comparison)
     comparison_rows: int | None = None
 
 
