@@ -186,7 +186,11 @@ def test_ctrl_c_on_a_pipeline_wins_over_the_truncated_input(tmp_path: Path) -> N
 # ----------------------------------------------------------------------------- computing
 
 
-@pytest.mark.parametrize(("signum", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize(
+    ("signum", "code"),
+    # SIGTERM in `make test-slow` (3 s a run; both signals while reading stdin run in both)
+    [(signal.SIGINT, 130), pytest.param(signal.SIGTERM, 143, marks=pytest.mark.slow)],
+)
 def test_signal_while_computing_leaves_an_existing_output_untouched(
     tmp_path: Path, signum: int, code: int
 ) -> None:

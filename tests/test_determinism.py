@@ -246,7 +246,10 @@ def _all_equal(outputs: list[Any]) -> bool:
     return all(output == outputs[0] for output in outputs[1:])
 
 
-@pytest.mark.parametrize("engine", ["memory", "streaming"])
+# One engine and one size of each pair below runs in `make test`, the other in `make
+# test-slow` (each is 5-10 runs of the installed calib on 200,000 rows: 15 s of the 3-minute
+# budget); CI runs both.
+@pytest.mark.parametrize("engine", ["memory", pytest.param("streaming", marks=pytest.mark.slow)])
 def test_reliability_is_the_same_bytes_under_every_machine(tmp_path: Path, engine: str) -> None:
     """The figures' dot products and small solves add in NumPy's order, not a BLAS kernel's
     (:mod:`calib_cli.core.dots`): the installed calib writes the same JSON whatever the
@@ -287,7 +290,8 @@ def test_estimate_shift_map_is_the_same_bytes_under_every_machine(tmp_path: Path
     assert _all_equal(outputs)
 
 
-@pytest.mark.parametrize("rows", [40_000, 220_000])  # the pooled rows: SVD, then covariance
+# the pooled rows: SVD, then covariance
+@pytest.mark.parametrize("rows", [40_000, pytest.param(220_000, marks=pytest.mark.slow)])
 def test_rerank_strata_pca_is_the_same_bytes_under_every_machine(tmp_path: Path, rows: int) -> None:
     """The first principal component (loadings, explained variance, cut points) through
     fixed-order products and Jacobi rotations, not LAPACK: the same report and rows under
