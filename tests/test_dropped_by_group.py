@@ -57,23 +57,12 @@ def _expected(frame: pl.DataFrame) -> dict[Any, tuple[int, int]]:
     return {t: (int(np.sum(text == t)), int(np.sum(bad & (text == t)))) for t in set(text)}
 
 
-def _run(invoke_calib: RunCalib, path: Path, engine: str, *extra: str) -> Any:
-    done = invoke_calib(
-        [
-            "reliability",
-            str(path),
-            "--by",
-            "g",
-            "--on-invalid",
-            "drop",
-            "--max-invalid",
-            "0.5",
-            "--engine",
-            engine,
-            "--json",
-            *extra,
-        ]
-    )
+#: every run here: by the column g, dropping invalid rows (up to half of them)
+DROP_BY_G = ("--by", "g", "--on-invalid", "drop", "--max-invalid", "0.5")
+
+
+def _run(invoke_calib: RunCalib, path: Path, engine: str) -> Any:
+    done = invoke_calib(["reliability", str(path), *DROP_BY_G, "--engine", engine, "--json"])
     assert done.returncode == 0, done.stderr.decode()
     return done
 
@@ -118,20 +107,7 @@ def test_both_engines_count_each_group_s_dropped_rows(
 def test_summarize_says_it_too_and_no_by_no_groups(invoke_calib: RunCalib, tmp_path: Path) -> None:
     path = tmp_path / "rows.parquet"
     _rows("text").write_parquet(path)
-    done = invoke_calib(
-        [
-            "summarize",
-            str(path),
-            "--by",
-            "g",
-            "--on-invalid",
-            "drop",
-            "--max-invalid",
-            "0.5",
-            "-o",
-            str(tmp_path / "s.parquet"),
-        ]
-    )
+    done = invoke_calib(["summarize", str(path), *DROP_BY_G, "-o", str(tmp_path / "s.parquet")])
     assert done.returncode == 0, done.stderr.decode()
     reliability = _run(invoke_calib, path, "streaming")
     said = [line for line in done.stderr.decode().splitlines() if "dropped rows by g" in line]

@@ -87,6 +87,7 @@ from calib_cli.workflows.common import (
     refuse_row_reading_options,
     refuse_shared_columns,
     require_column_name,
+    warn_dropped,
     whole_option,
 )
 from calib_cli.workflows.histogram_stream import (
@@ -1119,8 +1120,7 @@ def _scan(run: _Run, path: str, strata_column: str | None, *, for_fit: bool) -> 
     )
     if scan.invalid is not None:
         run.invalid_rows.append(scan.invalid)
-        if scan.invalid.dropped:
-            run.warn(scan.invalid.warning())
+    warn_dropped(scan.invalid, None, run.warn)
     if scan.label_problem is not None:
         run.warn(f"labels not used for the report: {scan.label_problem}")
     return scan
