@@ -54,6 +54,18 @@ def _view(spark: Any, name: str, columns: dict[str, list[Any]], types: dict[str,
     spark.createDataFrame(rows, schema).createOrReplaceTempView(name)
 
 
+def _collect(spark: Any, sql: str) -> list[Any]:
+    """The query's rows, once its optimized plan is shown to stay near the SQL's size.
+
+    Spark's optimizer substitutes a projection's expressions into a predicate it pushes down;
+    through the sampling query's hash stages that once grew the plan to 1.2 million characters
+    (for 9,000 of SQL) and ran a 1 GB driver out of memory on a slower machine.
+    """
+    plan = spark.sql(sql)._jdf.queryExecution().optimizedPlan().toString()
+    assert len(plan) < 4 * len(sql) + 4000, f"optimized plan of {len(plan):,} characters"
+    return list(spark.sql(sql).collect())
+
+
 def _fitted(method: str, **options: Any) -> Any:
     rng = np.random.default_rng(1)
     scores = rng.beta(0.8, 3.0, 400)
@@ -85,16 +97,15 @@ def test_calibrators_in_spark_equal_calib(spark: Any) -> None:
     ]
     for steps in chains:
         sql = calibrated_sql(steps, dialect_name="spark")
-        got = [r[0] for r in spark.sql(f"SELECT {sql} AS p FROM scores").collect()]
+        got = [r[0] for r in _collect(spark, f"SELECT {sql} AS p FROM scores")]
         expected = apply_chain(steps, scores, strata=(("eu", "us"), codes))
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-300)
     margins = [-2000.0, -709.9, -30.0, 0.0, 40.0, 800.0]
     _view(spark, "margins", {"score": margins}, {"score": "double"})
     platt = PlattParams(slope=1.3, intercept=-0.2, score_kind="raw", converged=True, n_iter=1,
                         separable=False)  # fmt: skip
-    got = [r[0] for r in spark.sql(
-        f"SELECT {calibrated_sql((platt,), dialect_name='spark', score_kind='raw')} FROM margins"
-    ).collect()]  # fmt: skip
+    platt_sql = calibrated_sql((platt,), dialect_name="spark", score_kind="raw")
+    got = [r[0] for r in _collect(spark, f"SELECT {platt_sql} FROM margins")]
     np.testing.assert_allclose(got, apply_chain((platt,), np.array(margins), score_kind="raw"),
                                rtol=1e-12, atol=1e-300)  # fmt: skip
 
@@ -113,7 +124,7 @@ def test_sampling_in_spark_keeps_calibs_rows(spark: Any) -> None:
         for label_col in ("label", "flag"):
             query = SamplingQuery(table="events", key_col="user_id", label_col=label_col,
                                   seed=seed, rates=rates)  # fmt: skip
-            rows = spark.sql(sampling_sql(query, dialect_name="spark")).collect()
+            rows = _collect(spark, sampling_sql(query, dialect_name="spark"))
             assert sorted(r["row"] for r in rows) == np.flatnonzero(mask).tolist()
 
 
@@ -127,7 +138,7 @@ def test_summary_in_spark_equals_calibs(spark: Any) -> None:
                           "w": weights.tolist(), "day": days},
           {"score": "double", "label": "bigint", "w": "double", "day": "string"})  # fmt: skip
     query = SummaryQuery(table="rows", weight_col="w", by="day")
-    result = spark.sql(summary_sql(query, dialect_name="spark")).collect()
+    result = _collect(spark, summary_sql(query, dialect_name="spark"))
     frame = {name: [row[name] for row in result] for name in result[0].asDict()}
     (meta,) = set(frame.pop(METADATA_COLUMN))
     columns: dict[str, Any] = {
@@ -173,7 +184,7 @@ def _spark_vs_calib(spark: Any, tmp_path: Any, frame: Any, **options: Any) -> tu
     query = SummaryQuery(
         table="label_group_rows", by=options.get("by"), positive_label=options.get("positive_label")
     )
-    result = spark.sql(summary_sql(query, dialect_name="spark")).collect()
+    result = _collect(spark, summary_sql(query, dialect_name="spark"))
     columns_out = {name: [row[name] for row in result] for name in result[0].asDict()}
     (meta,) = set(columns_out.pop(METADATA_COLUMN))
     columns: dict[str, Any] = {

@@ -29,10 +29,15 @@ hashes its text.
 
 The query hashes each distinct key once, in a chain of common table expressions (one per step
 of SplitMix64: nesting them as one expression would repeat each limb exponentially often),
-and joins the hashes back to the table, so rows sharing a key are kept or dropped together::
+and joins the hashes back to the table, so rows sharing a key are kept or dropped together.
+The last step groups by the (already distinct) key: an aggregate is a fence no optimizer
+pushes the ``WHERE`` through. Without it, Spark pushed the threshold test down the chain,
+substituting each stage's limbs into the next, and its plan grew exponentially (1.2 million
+characters for 9,000 of SQL; a 1 GB driver ran out of memory)::
 
     WITH _calib_k AS (SELECT DISTINCT CAST(key AS BIGINT) AS k FROM T),
-         _calib_h1 AS (...), ..., _calib_hash AS (SELECT k, hi, lo FROM ...)
+         _calib_h1 AS (...), ...,
+         _calib_hash AS (SELECT k, MIN(...) AS hi, MIN(...) AS lo FROM ... GROUP BY k)
     SELECT t.* FROM T AS t JOIN _calib_hash AS h ON CAST(t.key AS BIGINT) = h.k
     WHERE <the row's class (and stratum) threshold against (hi, lo)>
 
@@ -313,8 +318,10 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
     z = _columns("z")
     hi = add(mul(z[3], Int(65536)), z[2])
     lo = add(mul(z[1], Int(65536)), z[0])
+    # grouped by the (already distinct) key: a fence for the optimizer (module docstring)
     lines.append(
-        f"_calib_hash AS (SELECT k, {render(hi, d)} AS hi, {render(lo, d)} AS lo FROM {previous})"
+        f"_calib_hash AS (SELECT k, MIN({render(hi, d)}) AS hi, MIN({render(lo, d)}) AS lo "
+        f"FROM {previous} GROUP BY k)"
     )
     h_hi, h_lo = Column("hi", "h"), Column("lo", "h")
     positive = _positive(query)
