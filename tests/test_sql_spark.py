@@ -20,6 +20,7 @@ from calib_cli.core.isotonic import IsotonicParams
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.sampling import (
     ClassRates,
+    hash_keys,
     hash_uint64_keys,
     keep_mask,
     row_thresholds,
@@ -126,6 +127,47 @@ def test_sampling_in_spark_keeps_calibs_rows(spark: Any) -> None:
                                   seed=seed, rates=rates)  # fmt: skip
             rows = _collect(spark, sampling_sql(query, dialect_name="spark"))
             assert sorted(r["row"] for r in rows) == np.flatnonzero(mask).tolist()
+
+
+#: Keys at every edge of calib's key rule: integers' texts (int64's ends, above it up to
+#: 2**64 - 1), texts that only look like integers, beyond 2**64, empty, multi-byte, NUL.
+TEXT_KEYS = ["7", "-1", "0", "9223372036854775807", "-9223372036854775808",
+             "9223372036854775808", "18446744073709551615", "18446744073709551616",
+             "-9223372036854775809", "99999999999999999999", "1" * 30, "007", "-0", "+7", " 7",
+             "7 ", "7.0", "1e3", "", "user-17", "é", "日本", "😀", "a\x00b"]  # fmt: skip
+
+
+def test_text_keys_hash_by_the_key_rule_in_spark(spark: Any) -> None:
+    """Each key on its own, as calib hashes it: an integer's text as the integer (through
+    BIGINT, or DECIMAL(20, 0) above int64), any other text by FNV-1a of its UTF-8 bytes."""
+    rng = np.random.default_rng(7)
+    alphabet = [*"0123456789-+ .eE", "é", "ß", "中", "\t"]
+    drawn = ["".join(rng.choice(alphabet, rng.integers(0, 12))) for _ in range(200)]
+    keys = list(dict.fromkeys(TEXT_KEYS + drawn))
+    _view(spark, "text_keys", {"id": keys, "label": [0] * len(keys)},
+          {"id": "string", "label": "bigint"})  # fmt: skip
+    for seed in (0, 42, 2**64 - 1):
+        query = SamplingQuery(table="text_keys", key_col="id", seed=seed, rates=ClassRates(0.5))
+        sql = sampling_sql(query, dialect_name="spark")
+        ctes = sql[: sql.index("\nSELECT t.*")]
+        rows = _collect(spark, f"{ctes}\nSELECT k, hi, lo FROM _calib_hash")
+        got = {r["k"]: (r["hi"] << 32) | r["lo"] for r in rows}
+        assert [got[k] for k in keys] == hash_keys(keys, seed=seed).tolist()
+
+
+def test_text_key_sampling_in_spark_keeps_calibs_rows(spark: Any) -> None:
+    """Rows sharing a text key are kept or dropped together, as calib's rule keeps them."""
+    rng = np.random.default_rng(8)
+    n = 1500
+    ids = [TEXT_KEYS[i] for i in rng.integers(0, len(TEXT_KEYS), n)]
+    labels = (rng.random(n) < 0.3).astype(np.int64)
+    _view(spark, "text_events", {"row": list(range(n)), "id": ids, "label": labels.tolist()},
+          {"row": "bigint", "id": "string", "label": "bigint"})  # fmt: skip
+    rates = ClassRates(0.5, 0.25)
+    mask = keep_mask(hash_keys(ids, seed=9), row_thresholds(labels, rates))
+    query = SamplingQuery(table="text_events", key_col="id", seed=9, rates=rates)
+    rows = _collect(spark, sampling_sql(query, dialect_name="spark"))
+    assert sorted(r["row"] for r in rows) == np.flatnonzero(mask).tolist()
 
 
 def test_summary_in_spark_equals_calibs(spark: Any) -> None:

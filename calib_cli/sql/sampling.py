@@ -16,16 +16,16 @@ and ``T(rate)`` are computed here, in Python, and appear as limbs. The key's lim
 two's-complement bits: ``(k >> 16 i) & 65535`` of ``CAST(key AS BIGINT)`` (an arithmetic
 shift, then a mask), so ``-1`` is ``0xFFFF...``, as calib reads it.
 
-Keys, as calib reads them: in DuckDB the key is taken as it is and calib's whole rule
-applies to each key on its own (:mod:`calib_cli.core.sampling`): a key whose text is an
-integer's text (it comes back as the same text through ``TRY_CAST`` to ``BIGINT``, or to
-``UBIGINT`` up to 2**64 - 1; integer columns always are) hashes as that integer, any other key
-(``007``, ``+7``, ``u9``) as ``fnv1a64`` of its UTF-8 bytes, folded byte by byte over the same
-16-bit limbs (``list_reduce``; bytes from the text's hex form). Elsewhere the key must be an
-integer column (``CAST(key AS BIGINT)``): BigQuery, Snowflake and Postgres have no such fold
-in plain SQL, and Spark's optimizer runs out of memory on the folded limb arithmetic
-(:data:`TEXT_KEY_DIALECTS`); a text column there is cast, which reads ``007`` as 7 where calib
-hashes its text.
+Keys, as calib reads them: in DuckDB and Spark the key is taken as it is and calib's whole
+rule applies to each key on its own (:mod:`calib_cli.core.sampling`): a key whose text is an
+integer's text (it comes back as the same text through ``TRY_CAST`` to ``BIGINT``, or, up to
+2**64 - 1, to DuckDB's ``UBIGINT`` or Spark's ``DECIMAL(20, 0)``; integer columns always are)
+hashes as that integer, any other key (``007``, ``+7``, ``u9``) as ``fnv1a64`` of its UTF-8
+bytes, folded byte by byte over the same 16-bit limbs (``list_reduce`` in DuckDB,
+``aggregate`` in Spark; bytes from the text's hex form). Elsewhere the key must be an integer
+column (``CAST(key AS BIGINT)``): BigQuery, Snowflake and Postgres have no such fold in plain
+SQL (:data:`TEXT_KEY_DIALECTS`); a text column there is cast, which reads ``007`` as 7 where
+calib hashes its text.
 
 The query hashes each distinct key once, in a chain of common table expressions (one per step
 of SplitMix64: nesting them as one expression would repeat each limb exponentially often),
@@ -42,10 +42,10 @@ characters for 9,000 of SQL; a 1 GB driver ran out of memory)::
     WHERE <the row's class (and stratum) threshold against (hi, lo)>
 
 Limits, against ``calib resample`` on a file: the row-number key (a table has no row order) is
-not emitted; text keys only in DuckDB; elsewhere keys beyond the int64 range are refused by
-the cast. Rows whose key or label is NULL, or whose stratum has no rates, are not returned
-(``calib resample`` refuses such input). The label is positive by calib's rule, with or
-without ``--positive-label V`` (:func:`calib_cli.sql.values.positive_label_node`: as a number
+not emitted; text keys only in DuckDB and Spark; elsewhere keys beyond the int64 range are
+refused by the cast. Rows whose key or label is NULL, or whose stratum has no rates, are not
+returned (``calib resample`` refuses such input). The label is positive by calib's rule, with
+or without ``--positive-label V`` (:func:`calib_cli.sql.values.positive_label_node`: as a number
 where the label's trimmed text is a number's text, so ``0`` matches a double column's ``0.0``;
 else as text, ``yes`` or ``true`` without ``V``).
 """
@@ -86,10 +86,9 @@ __all__ = ["TEXT_KEY_DIALECTS", "SamplingQuery", "sampling_sql"]
 
 #: Dialects whose SQL takes the key as it is and applies calib's whole key rule (an integer's
 #: text hashed as the integer, other text by FNV-1a over its UTF-8 bytes, folded over them).
-#: Elsewhere the key must be an integer column (cast to BIGINT). Spark has the fold
-#: (``aggregate``), but its optimizer runs out of memory canonicalising the folded limb
-#: arithmetic (Spark 4.3, a 1 GB driver), so Spark reads integer keys only.
-TEXT_KEY_DIALECTS = ("duckdb",)
+#: Elsewhere the key must be an integer column (cast to BIGINT). (Spark once ran out of memory
+#: on the fold: its optimizer pushed the WHERE into it, which the chain's GROUP BY now fences.)
+TEXT_KEY_DIALECTS = ("duckdb", "spark")
 _FNV_OFFSET = 0xCBF29CE484222325
 _FNV_PRIME = 0x00000100000001B3
 
@@ -218,41 +217,74 @@ def _stages(seed: int, *, text_keys: bool) -> list[tuple[str, Limbs]]:
 
 
 def _text_key_stages(d: Dialect) -> list[str]:
-    """DuckDB CTEs turning the keys ``k`` into four limbs ``z0..z3``, each key on its own by
-    calib's rule (:mod:`calib_cli.core.sampling`): a key whose text is an integer's text (it
-    comes back as the same text through ``BIGINT``, or ``UBIGINT`` above the int64 range: so
-    not ``007``, `` 7`` or ``+7``) as that integer's bits, any other key by FNV-1a of its
-    UTF-8 bytes, folded byte by byte in 16-bit limbs."""
+    """CTEs turning the keys ``k`` into four limbs ``z0..z3``, each key on its own by calib's
+    rule (:mod:`calib_cli.core.sampling`): a key whose text is an integer's text (it comes back
+    as the same text through ``BIGINT``, or an unsigned 64-bit integer above the int64 range:
+    so not ``007``, `` 7`` or ``+7``) as that integer's bits, any other key by FNV-1a of its
+    UTF-8 bytes, folded byte by byte in 16-bit limbs: ``list_reduce`` in DuckDB, ``aggregate``
+    in Spark."""
     acc = _four([Raw(f"acc.z{i}") for i in range(4)])
     stepped = _times_constant(_four([Xor(acc[0], Raw("b")), acc[1], acc[2], acc[3]]), _FNV_PRIME)
     offset = _limbs_of(_FNV_OFFSET)
-    body = ", ".join(f"'z{i}': {render(limb, d)}" for i, limb in enumerate(stepped))
-    start = ", ".join(f"'z{i}': CAST({offset[i]} AS BIGINT)" for i in range(4))
-    text = "encode(s)"
-    byte = f"('0x' || substr(hex({text}), 2 * i + 1, 2))::BIGINT"
-    fold = (
-        f"list_reduce(list_transform(range(octet_length({text})), lambda i: {byte}), "
-        f"lambda acc, b: {{{body}}}, {{{start}}})"
-    )
-    integer = {
-        name: f"CASE WHEN CAST(TRY_CAST(s AS {sql_type}) AS VARCHAR) = s "
-        f"THEN TRY_CAST(s AS {sql_type}) END AS {name}"
-        for name, sql_type in (("i", "BIGINT"), ("u", "UBIGINT"))
-    }
-    signed, unsigned = _int_limbs(Raw("i")), _int_limbs(Raw("u"))
+    if d.name == "duckdb":
+        body = ", ".join(f"'z{i}': {render(limb, d)}" for i, limb in enumerate(stepped))
+        start = ", ".join(f"'z{i}': CAST({offset[i]} AS BIGINT)" for i in range(4))
+        text = "encode(s)"
+        byte = f"('0x' || substr(hex({text}), 2 * i + 1, 2))::BIGINT"
+        fold = (
+            f"list_reduce(list_transform(range(octet_length({text})), lambda i: {byte}), "
+            f"lambda acc, b: {{{body}}}, {{{start}}})"
+        )
+        as_text = "VARCHAR"
+        # above the int64 range: UBIGINT, whose limbs are cast back to BIGINT
+        unsigned = f"CASE WHEN {_round_trip('UBIGINT', as_text)} THEN TRY_CAST(s AS UBIGINT) END"
+        unsigned_limbs = [f"CAST({render(limb, d)} AS BIGINT)" for limb in _int_limbs(Raw("u"))]
+    else:  # spark
+        body = ", ".join(f"'z{i}', {render(limb, d)}" for i, limb in enumerate(stepped))
+        start = ", ".join(f"'z{i}', CAST({offset[i]} AS BIGINT)" for i in range(4))
+        n = "octet_length(s)"
+        byte = "CAST(conv(substring(hex(encode(s, 'UTF-8')), 2 * i + 1, 2), 16, 10) AS BIGINT)"
+        # sequence(0, -1) counts down in Spark: the empty text folds over no bytes
+        fold = (
+            f"aggregate(transform(filter(sequence(0, {n} - 1), i -> i >= 0 AND i < {n}), "
+            f"i -> {byte}), named_struct({start}), (acc, b) -> named_struct({body}))"
+        )
+        as_text = "STRING"
+        # no unsigned type: DECIMAL(20, 0), its limbs by integer division (each quotient a
+        # BIGINT), so no constant nears 2**63; its top limb in [2**15, 2**16): above int64
+        unsigned_limbs = [f"CAST({_quotient('u', n)} % 65536 AS BIGINT)" for n in range(3)]
+        unsigned_limbs.append(_quotient("u", 3))
+        wide = "TRY_CAST(s AS DECIMAL(20, 0))"
+        unsigned = (
+            f"CASE WHEN {_round_trip('DECIMAL(20, 0)', as_text)} "
+            f"AND {_quotient(wide, 3)} BETWEEN 32768 AND 65535 THEN {wide} END"
+        )
+    signed = f"CASE WHEN {_round_trip('BIGINT', as_text)} THEN TRY_CAST(s AS BIGINT) END"
+    signed_limbs = _int_limbs(Raw("i"))
     limbs = ", ".join(
-        f"CASE WHEN i IS NOT NULL THEN {render(signed[n], d)} "
-        f"WHEN u IS NOT NULL THEN CAST({render(unsigned[n], d)} AS BIGINT) "
-        f"ELSE f.z{n} END AS z{n}"
+        f"CASE WHEN i IS NOT NULL THEN {render(signed_limbs[n], d)} "
+        f"WHEN u IS NOT NULL THEN {unsigned_limbs[n]} ELSE f.z{n} END AS z{n}"
         for n in range(4)
     )
     return [
-        "_calib_ks AS (SELECT k, CAST(k AS VARCHAR) AS s FROM _calib_k),",
-        f"_calib_ki AS (SELECT k, s, {integer['i']}, {integer['u']} FROM _calib_ks),",
+        f"_calib_ks AS (SELECT k, CAST(k AS {as_text}) AS s FROM _calib_k),",
+        f"_calib_ki AS (SELECT k, s, {signed} AS i, {unsigned} AS u FROM _calib_ks),",
         f"_calib_kf AS (SELECT k, i, u, CASE WHEN i IS NULL AND u IS NULL THEN {fold} END AS f "
         "FROM _calib_ki),",
         f"_calib_h0 AS (SELECT k, {limbs} FROM _calib_kf),",
     ]
+
+
+def _quotient(value: str, times: int) -> str:
+    """Spark's ``value DIV 65536``, ``times`` times over (``DIV`` returns a BIGINT)."""
+    for _ in range(times):
+        value = f"({value} DIV 65536)"
+    return value
+
+
+def _round_trip(sql_type: str, as_text: str) -> str:
+    """The key's text ``s`` comes back unchanged through ``sql_type``: an integer's text."""
+    return f"CAST(TRY_CAST(s AS {sql_type}) AS {as_text}) = s"
 
 
 def _threshold_test(hi: Node, lo: Node, rate: float) -> Node | None:
@@ -291,7 +323,7 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
     >>> sql = sampling_sql(SamplingQuery(table="events", key_col="user_id", seed=42,
     ...                    rates=ClassRates(negative_rate=0.1)), dialect_name="spark")
     >>> sql.splitlines()[0]
-    'WITH _calib_k AS (SELECT DISTINCT CAST(t.`user_id` AS BIGINT) AS k FROM events AS t),'
+    'WITH _calib_k AS (SELECT DISTINCT t.`user_id` AS k FROM events AS t),'
     """
     d = dialect(dialect_name)
     table = query.table.strip()
