@@ -119,6 +119,36 @@ def test_summarize_says_it_too_and_no_by_no_groups(invoke_calib: RunCalib, tmp_p
     assert "dropped rows by" not in plain.stderr.decode()
 
 
+def test_summarize_reports_each_group_s_dropped_rows_over_every_input(
+    invoke_calib: RunCalib, tmp_path: Path
+) -> None:
+    """summarize's ``dropped_by_group`` sums the inputs' counts: numpy's on the two files
+    together, reliability's ``invalid_rows.by_group`` on one; none without ``--by``."""
+    whole = _rows("int")
+    first, second = tmp_path / "a.parquet", tmp_path / "b.csv"
+    whole[:1000].write_parquet(first)
+    whole[1000:].write_csv(second)
+    report = tmp_path / "report.json"
+    done = invoke_calib(["summarize", str(first), str(second), *DROP_BY_G, "--report",
+                         str(report), "-o", str(tmp_path / "s.parquet")])  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    by_group = json.loads(report.read_text())["dropped_by_group"]
+    assert [g["group"] for g in by_group] == [3, 7, 11, "(missing)"]
+    counts = {str(g["group"]): (g["rows_read"], g["dropped"]) for g in by_group}
+    assert counts == _expected(whole)
+    assert sum(g["dropped"] for g in by_group) == json.loads(report.read_text())["dropped"]
+    alone = tmp_path / "alone.json"
+    invoke_calib(["summarize", str(first), *DROP_BY_G, "--report", str(alone),
+                  "-o", str(tmp_path / "t.parquet")])  # fmt: skip
+    reliability = json.loads(_run(invoke_calib, first, "streaming").stdout)
+    expected = reliability[0]["invalid_rows"]["by_group"]
+    assert json.loads(alone.read_text())["dropped_by_group"] == expected
+    plain = tmp_path / "plain.json"
+    invoke_calib(["summarize", str(first), "--on-invalid", "drop", "--max-invalid", "0.5",
+                  "--report", str(plain), "-o", str(tmp_path / "u.parquet")])  # fmt: skip
+    assert "dropped_by_group" not in json.loads(plain.read_text())
+
+
 def test_the_warning_names_the_most_affected_groups_first() -> None:
     by_group = (*((f"g{i}", 100, i) for i in range(9)), (None, 50, 50))
     said: list[str] = []

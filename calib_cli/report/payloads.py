@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from calib_cli.types import MISSING_GROUP, JsonObject, JsonValue
+from calib_cli.types import MISSING_GROUP, GroupValue, JsonObject, JsonValue
 
 if TYPE_CHECKING:
     from calib_cli.io import InvalidRows
@@ -240,15 +240,20 @@ def invalid_rows_payload(invalid: InvalidRows) -> JsonObject:
         "by_reason": dict(invalid.by_reason),
     }
     if invalid.by_group:
-        payload["by_group"] = [
-            {
-                "group": to_jsonable(MISSING_GROUP if value is None else value),
-                "rows_read": read,
-                "dropped": lost,
-            }
-            for value, read, lost in invalid.by_group
-        ]
+        payload["by_group"] = _group_drops(invalid.by_group)
     return payload
+
+
+def _group_drops(by_group: Sequence[tuple[GroupValue, int, int]]) -> JsonValue:
+    """Each group's ``group`` (``(missing)`` for rows without one), ``rows_read``, ``dropped``."""
+    return [
+        {
+            "group": to_jsonable(MISSING_GROUP if value is None else value),
+            "rows_read": read,
+            "dropped": lost,
+        }
+        for value, read, lost in by_group
+    ]
 
 
 def reliability_payload(result: ReliabilityResult) -> JsonValue:
@@ -389,15 +394,22 @@ def estimate_shift_payload(result: EstimateShiftResult) -> JsonObject:
 
 
 def summarize_payload(result: SummarizeResult) -> JsonObject:
-    """``inputs``, ``rows`` (kept), ``dropped``, and per summary written: ``score_column``,
-    ``path``, ``n_keys`` (stored rows), ``groups`` (the ``--by`` values, ``null`` the rows
-    without one) and the summary's ``metadata``."""
+    """``inputs``, ``rows`` (kept), ``dropped``, ``dropped_by_reason``, with ``--by`` and
+    ``--on-invalid drop`` ``dropped_by_group`` (over every input, as reliability's
+    ``invalid_rows.by_group``), and per summary written: ``score_column``, ``path``,
+    ``n_keys`` (stored rows), ``groups`` (the ``--by`` values, ``null`` the rows without one)
+    and the summary's ``metadata``."""
+    payload: dict[str, object] = {
+        "inputs": list(result.sources),
+        "rows": result.rows,
+        "dropped": result.dropped,
+        "dropped_by_reason": result.dropped_by_reason,
+    }
+    if result.dropped_by_group:
+        payload["dropped_by_group"] = _group_drops(result.dropped_by_group)
     return to_json_object(
         {
-            "inputs": list(result.sources),
-            "rows": result.rows,
-            "dropped": result.dropped,
-            "dropped_by_reason": result.dropped_by_reason,
+            **payload,
             "summaries": [
                 {
                     "score_column": written.score_column,

@@ -26,7 +26,15 @@ from calib_cli.summaries import ScoreSummary, merge_summaries
 from calib_cli.summaries.grid import DEFAULT_MANTISSA_BITS
 from calib_cli.summaries.subcells import SubCells
 from calib_cli.summaries.summary import describe_positive_label
-from calib_cli.types import DEFAULT_DIALECT, CsvDialect, InputFormat, OnInvalid, Warn, WeightKind
+from calib_cli.types import (
+    DEFAULT_DIALECT,
+    CsvDialect,
+    GroupValue,
+    InputFormat,
+    OnInvalid,
+    Warn,
+    WeightKind,
+)
 from calib_cli.workflows.common import (
     Progress,
     check_invalid_options,
@@ -93,6 +101,18 @@ class SummarizeResult:
             for why, count in invalid.by_reason.items():
                 total[why] = total.get(why, 0) + count
         return total
+
+    @property
+    def dropped_by_group(self) -> tuple[tuple[GroupValue, int, int], ...]:
+        """(group, rows read, rows dropped) over every file, in the groups' order (with
+        ``--by`` and ``--on-invalid drop``; empty otherwise)."""
+        total: dict[GroupValue, tuple[int, int]] = {}
+        for invalid in self.invalid_rows:
+            for value, read, lost in invalid.by_group:
+                before = total.get(value, (0, 0))
+                total[value] = (before[0] + read, before[1] + lost)
+        ordered = sorted(total.items(), key=lambda item: io.order_key(item[0]))
+        return tuple((value, read, lost) for value, (read, lost) in ordered)
 
 
 def uniform_edges(n_bins: int) -> tuple[float, ...]:
