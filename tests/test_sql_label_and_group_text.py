@@ -22,6 +22,7 @@ import sqlglot
 from calib_cli.core.chain import PriorParams
 from calib_cli.core.prior import apply_prior_shift
 from calib_cli.core.sampling import ClassRates
+from calib_cli.errors import InputError
 from calib_cli.io.summary_file import read_summary
 from calib_cli.sql.calibrators import calibrated_sql
 from calib_cli.sql.dialects import SQL_DIALECTS, dialect
@@ -190,6 +191,45 @@ def test_a_nan_or_empty_label_is_left_out_as_a_null_one(
     )
     kept = con.sql(sampling_sql(query, dialect_name="duckdb")).fetchall()
     assert len(kept) == N  # every labelled row, no missing one
+
+
+#: Labels calib refuses without --positive-label, as text and as doubles.
+REFUSED_LABELS = [
+    ("VARCHAR", ["2", "maybe", " 0.5", "-1e0", "inf"]),
+    ("DOUBLE", [2.0, 0.5, -1.0, float("inf")]),
+]
+
+
+@pytest.mark.parametrize(("sql_type", "refused"), REFUSED_LABELS)
+def test_a_label_calib_refuses_is_counted_apart_and_the_summary_refused(
+    tmp_path: Path, sql_type: str, refused: list[Any]
+) -> None:
+    """Without --positive-label a label calib refuses (2, maybe, 0.5) is neither class: the
+    engine's summary counts its rows under label 2 (they were negatives), and calib refuses
+    that summary, naming how many rows; with --positive-label it is a negative, as in calib.
+    Labels that read as 0 in any form (``0.00``, ``-0``, ``No``) stay negatives."""
+    scores = _scores()
+    negatives = ["0.00", "-0", "No"] if sql_type == "VARCHAR" else [0.0, -0.0]
+    labels = [1 if i % 3 == 0 else negatives[i % len(negatives)] for i in range(N)]
+    con = duckdb.connect()
+    con.execute(f"CREATE TABLE t (score DOUBLE, label {sql_type})")
+    con.executemany("INSERT INTO t VALUES (?, ?)", list(zip(scores, labels, strict=True)))
+    clean = _engine_summary(con, summary_sql(SummaryQuery(table="t"), dialect_name="duckdb"))
+    assert set(clean.column("label").tolist()) == {0, 1}
+    assert int(np.sum(clean.column("n_rows")[clean.column("label") == 0])) == N - N // 3
+    for value in refused * 3:
+        con.execute("INSERT INTO t VALUES (0.5, ?)", [value])
+    sql = summary_sql(SummaryQuery(table="t"), dialect_name="duckdb")
+    counts = dict(con.sql(f"SELECT label, SUM(n_rows) FROM ({sql}) GROUP BY label").fetchall())
+    assert counts == {0: N - N // 3, 1: N // 3, 2: 3 * len(refused)}
+    path = tmp_path / "engine.parquet"
+    con.execute(f"COPY ({sql}) TO '{path}' (FORMAT parquet)")
+    with pytest.raises(InputError, match=f"counts {3 * len(refused)} rows whose label calib"):
+        read_summary(str(path))
+    query = SummaryQuery(table="t", positive_label="1")
+    with_label = _engine_summary(con, summary_sql(query, dialect_name="duckdb"))
+    negative = with_label.column("label") == 0
+    assert int(np.sum(with_label.column("n_rows")[negative])) == N - N // 3 + 3 * len(refused)
 
 
 def test_non_finite_positive_label_is_refused() -> None:

@@ -65,6 +65,11 @@ def bad_values_message(column: str, problem: str, bad: BoolArray, values: npt.Ar
 TRUE_LABEL_TEXT = frozenset({"1", "1.0", "true", "t", "yes", "y"})
 FALSE_LABEL_TEXT = frozenset({"0", "0.0", "false", "f", "no", "n"})
 
+#: The label a summary query (sql.summary) gives a row whose label calib refuses without
+#: --positive-label (``2``, ``maybe``): a query cannot stop, so it counts such rows apart, and
+#: the summary's reader (summaries.summary) refuses a summary that holds them.
+REFUSED_LABEL = 2
+
 #: The end of a message about label values a label column cannot hold: the fix, where one
 #: is (a present value: an empty cell names no value; with --positive-label, any value reads).
 POSITIVE_LABEL_HINT = "; name the positive value with --positive-label"

@@ -25,7 +25,10 @@ positive by calib's rule, with or without ``positive_label`` (as in :mod:`calib_
 :func:`calib_cli.sql.values.positive_label_node`, as a number where the label's text is a
 number's text, else as text; ``positive_label`` is recorded in the metadata so that
 readers merge only summaries whose labels mean the same, and a refinement query,
-:meth:`SummaryQuery.refining`, reads them alike), any other value counts as negative; the
+:meth:`SummaryQuery.refining`, reads them alike). Without ``positive_label`` a label calib
+refuses (``2``, ``maybe``) is label 2 (:func:`calib_cli.sql.values.label_class_node`): the query
+cannot stop, and calib refuses a summary that holds such rows; with it, any other value is a
+negative. The
 group is the ``by`` column's text as calib writes it (:mod:`calib_cli.sql.names`: timestamps
 and doubles as Polars writes them; NULL stays the missing group).
 
@@ -68,7 +71,7 @@ from calib_cli.sql.tree import (
     render,
     sub,
 )
-from calib_cli.sql.values import label_present_node, positive_label_node
+from calib_cli.sql.values import label_class_node, label_present_node
 from calib_cli.summaries.grid import check_bin_edges, check_mantissa_bits, half_cell
 from calib_cli.summaries.summary import (
     DEFAULT_BIN_EDGES,
@@ -191,7 +194,6 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
     # stage 1: the row's values
     score = Column(query.score_col)
     label = Column(query.label_col)
-    positive = positive_label_node(label, query.positive_label)
     weight: Node = (
         Double(1.0) if query.weight_col is None else Cast(Column(query.weight_col), "double")
     )
@@ -206,7 +208,7 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
         [
             ("g", group),
             ("p", p),
-            ("y", if_else(positive, Int(1), Int(0))),
+            ("y", label_class_node(label, query.positive_label)),
             ("w", weight),
         ],
         table,

@@ -20,9 +20,11 @@ labels with a few comparisons; any other number's text (a decimal's ``1.00``, ``
 positive where it reads as 1: the same rows as calib's on every label calib accepts. (The
 SQL cast the label to a double: a text label ``yes``/``no`` failed in DuckDB and was NULL, so
 never positive, in Spark without ANSI mode, and Postgres cannot cast a boolean to a double.)
-calib refuses a label outside its rule (``2``, ``maybe``); SQL cannot stop a query, so there
-such a row counts as a negative, or as a positive where its text reads as the number 1
-(``1.00``, ``1e0`` as text).
+calib refuses a label outside its rule (``2``, ``maybe``); SQL cannot stop a query, so a
+summary query counts such rows apart, as label 2 (:func:`label_class_node`), and calib refuses
+the summary, naming how many (they counted as negatives); the sampling query samples them as
+negatives and calib refuses them when it reads the sample. A number's text that reads as 1 or
+0 (``1.00``, ``-0``, ``1e0`` as text) is a positive or a negative.
 
 In SQL, every column is read as its trimmed text ``t`` (``CAST(label AS <string>)`` without
 the white space around it: :meth:`~calib_cli.sql.dialects.Dialect.trim`), which
@@ -48,7 +50,7 @@ from __future__ import annotations
 import functools
 import math
 
-from calib_cli.core.checks import FALSE_LABEL_TEXT, TRUE_LABEL_TEXT
+from calib_cli.core.checks import FALSE_LABEL_TEXT, REFUSED_LABEL, TRUE_LABEL_TEXT
 from calib_cli.errors import OptionError
 from calib_cli.sql.tree import (
     Binary,
@@ -66,7 +68,13 @@ from calib_cli.sql.tree import (
     if_else,
 )
 
-__all__ = ["NUMBER_PATTERN", "label_present_node", "positive_label_node"]
+__all__ = [
+    "NUMBER_PATTERN",
+    "label_class_node",
+    "label_present_node",
+    "positive_label_node",
+]
+
 
 #: A finite number's text as Polars reads it (``1``, ``-0``, ``1.``, ``.5``, ``+1e-3``);
 #: without backslashes, so that no dialect's string escapes change it.
@@ -156,6 +164,35 @@ a finite number (0, 1) or a label's text (yes)
     return _number_or_text(
         quick, value, _number_or_text(trimmed, value, Binary("=", trimmed, Text(text)))
     )
+
+
+def label_class_node(label: Node, positive_label: str | None) -> Node:
+    """The row's class as an integer: 1 positive, 0 negative, and, without ``positive_label``,
+    :data:`~calib_cli.core.checks.REFUSED_LABEL` (2) for a label calib refuses (``2``,
+    ``maybe``, ``0.5``): calib's rule for negatives as for positives (``0``, ``false``, ``f``,
+    ``no``, ``n`` in any case, or a number's text that reads as 0). With ``positive_label``,
+    1 where the label is it, else 0.
+
+    >>> from calib_cli.sql.dialects import dialect
+    >>> from calib_cli.sql.tree import Column, render
+    >>> print(render(label_class_node(Column("y"), "yes"), dialect("bigquery")))
+    CASE WHEN CASE WHEN (TRIM(CAST(`y` AS STRING)) = 'yes') THEN (1 = 1) ELSE \
+(TRIM(CAST(`y` AS STRING)) = 'yes') END THEN 1 ELSE 0 END
+    """
+    if positive_label is not None:
+        return if_else(positive_label_node(label, positive_label), Int(1), Int(0))
+    quick, trimmed = _label_texts(label)
+    whens = [
+        (_any_of(Call("LOWER", (text,)), texts), Int(value))
+        for text in (quick, trimmed)
+        for texts, value in ((TRUE_LABEL_TEXT, 1), (FALSE_LABEL_TEXT, 0))
+    ]
+    number = case(
+        [(NumberEquals(trimmed, 1.0), Int(1)), (NumberEquals(trimmed, 0.0), Int(0))],
+        Int(REFUSED_LABEL),
+    )
+    # the number's cast only where the text is a number's (nested: Postgres' cast raises)
+    return case(whens, if_else(FullMatch(trimmed, NUMBER_PATTERN), number, Int(REFUSED_LABEL)))
 
 
 def _number_or_text(trimmed: Node, value: float, otherwise: Node) -> Node:

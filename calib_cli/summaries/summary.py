@@ -12,7 +12,13 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 
-from calib_cli.core.checks import check_labels, check_scores, check_weights, require_same_length
+from calib_cli.core.checks import (
+    REFUSED_LABEL,
+    check_labels,
+    check_scores,
+    check_weights,
+    require_same_length,
+)
 
 if TYPE_CHECKING:  # the fits' module (SciPy): imported when fitting, not at start
     from calib_cli.core.cells import CellSums
@@ -427,6 +433,15 @@ def check_eps(eps: float) -> float:
 
 
 def _check_rows(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any]) -> None:
+    refused = arrays["label"] == REFUSED_LABEL
+    if np.any(refused):
+        rows = int(np.sum(arrays["n_rows"][refused]))
+        raise InputError(
+            f"the summary counts {rows:,} rows whose label calib refuses (not 0 or 1, true or "
+            f"false, yes or no: 2, maybe, 0.5): an engine's query cannot stop, so it counts "
+            f"them apart (label {REFUSED_LABEL}). Leave them out in the engine (WHERE label "
+            f"IN (0, 1), say) and summarise again, or summarise with --positive-label"
+        )
     n_bins = len(meta["bin_edges"]) - 1
     last_cell = 2 * half_cell(meta["mantissa_bits"])
     checks = [
