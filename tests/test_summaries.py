@@ -219,7 +219,8 @@ def test_columns_round_trip_and_repeated_keys_merge() -> None:
         (lambda m, c: m.update(kind="x"), "kind must be"),
         (lambda m, c: m["grid"].update(mantissa_bits=99), "mantissa_bits must be"),
         (lambda m, c: m.update(bin_edges=[0.0, 0.7, 0.5, 1.0]), "bin_edges must increase"),
-        (lambda m, c: c.update(label=c["label"] + 2), "'label' has"),
+        (lambda m, c: c.update(label=c["label"] + 3), "'label' has"),
+        (lambda m, c: c.update(label=c["label"] * 2), "whose label calib refuses"),
         (lambda m, c: c.update(weight=-c["weight"] - 1.0), "'weight' has"),
         (lambda m, c: c.pop("logit_sum"), "lacks the column"),
         (lambda m, c: c.update(cell=c["cell"][:-1]), "'cell' has"),
@@ -443,7 +444,7 @@ def test_resolved_rows_must_match_the_summary() -> None:
     ("column", "value", "problem"),
     [
         ("bin", -1, "outside [0, 9]"),
-        ("label", 2, "not 0 or 1"),
+        ("label", 3, "not 0 or 1"),
         ("n_rows", -1, "negative"),
         ("weight", -1.0, "negative"),
         ("score_min", -0.5, "outside [0, 1]"),

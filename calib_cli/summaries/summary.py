@@ -437,10 +437,11 @@ def _check_rows(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any])
     if np.any(refused):
         rows = int(np.sum(arrays["n_rows"][refused]))
         raise InputError(
-            f"the summary counts {rows:,} rows whose label calib refuses (not 0 or 1, true or "
-            f"false, yes or no: 2, maybe, 0.5): an engine's query cannot stop, so it counts "
-            f"them apart (label {REFUSED_LABEL}). Leave them out in the engine (WHERE label "
-            f"IN (0, 1), say) and summarise again, or summarise with --positive-label"
+            f"the summary counts {rows:,} row{'' if rows == 1 else 's'} whose label calib "
+            f"refuses (not 0 or 1, true or false, yes or no: 2, maybe, 0.5): an engine's "
+            f"query cannot stop, so it counts them apart (label {REFUSED_LABEL}). Leave them "
+            f"out in the engine (WHERE label IN (0, 1), say) and summarise again, or "
+            f"summarise with --positive-label"
         )
     n_bins = len(meta["bin_edges"]) - 1
     last_cell = 2 * half_cell(meta["mantissa_bits"])
