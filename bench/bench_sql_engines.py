@@ -5,7 +5,7 @@ Queries: the summary (``summarize --emit-sql``), the sampling query (``resample 
 on integer keys and on text keys, and isotonic maps of 100, 1,000 and 10,000 knots
 (``export-sql``; 10,000 in DuckDB only: Spark's planning grows with the knots), beside NumPy
 applying the same maps to the same scores (``apply_chain``).
-Each query runs ``--repeats`` times after one warm-up query per engine; the best time is
+Each query runs ``--repeats`` times after a count of the loaded rows; the best time is
 reported (Spark's includes planning and compiling the query, as a user's job pays it). The
 rows are written to one Parquet file, which each engine loads into memory first (a DuckDB
 table, a cached Spark view), so the times are the queries', not a file reader's. Needs
@@ -48,7 +48,8 @@ def _maps() -> dict[str, IsotonicParams]:
 
 
 def _queries(dialect: str) -> dict[str, str]:
-    """Each measured query, as a statement whose result is small (a count or a sum)."""
+    """Each measured query: the summary query as emitted (its result, the summary, is a few
+    thousand rows), the others wrapped so that their result is one count or sum."""
     out = {"summary query": summary_sql(SummaryQuery(table="rows"), dialect_name=dialect)}
     for kind, column in (("integer", "user_id"), ("text", "user_text")):
         query = SamplingQuery(table="rows", key_col=column, seed=7, rates=ClassRates(0.1))

@@ -149,6 +149,30 @@ def test_summarize_reports_each_group_s_dropped_rows_over_every_input(
     assert "dropped_by_group" not in json.loads(plain.read_text())
 
 
+def test_summarize_keeps_an_int_and_a_float_group_apart_as_its_summaries_do(
+    invoke_calib: RunCalib, tmp_path: Path
+) -> None:
+    """Group 1 in one file and 1.0 in another are two groups in the summaries ('1', '1.0'),
+    so two entries in dropped_by_group (Python's 1 == 1.0 had merged them)."""
+    rng = np.random.default_rng(9)
+    paths = []
+    for name, group in (("a", pl.lit(1, pl.Int64)), ("b", pl.lit(1.0, pl.Float64))):
+        label = (rng.random(200) < 0.3).astype(np.float64)
+        label[:10] = np.nan
+        frame = pl.DataFrame({"score": rng.uniform(0.1, 0.9, 200), "label": label})
+        paths.append(tmp_path / f"{name}.parquet")
+        frame.with_columns(group.alias("g")).write_parquet(paths[-1])
+    report = tmp_path / "report.json"
+    done = invoke_calib(["summarize", *map(str, paths), *DROP_BY_G, "--report", str(report),
+                         "-o", str(tmp_path / "s.parquet")])  # fmt: skip
+    assert done.returncode == 0, done.stderr.decode()
+    payload = json.loads(report.read_text())
+    assert payload["summaries"][0]["groups"] == ["1", "1.0"]
+    entries = [(g["group"], g["rows_read"], g["dropped"]) for g in payload["dropped_by_group"]]
+    assert entries == [(1, 200, 10), (1.0, 200, 10)]
+    assert [type(g[0]) for g in entries] == [int, float]
+
+
 def test_the_warning_names_the_most_affected_groups_first() -> None:
     by_group = (*((f"g{i}", 100, i) for i in range(9)), (None, 50, 50))
     said: list[str] = []

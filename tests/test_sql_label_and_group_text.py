@@ -207,7 +207,8 @@ def test_a_label_calib_refuses_is_counted_apart_and_the_summary_refused(
     """Without --positive-label a label calib refuses (2, maybe, 0.5) is neither class: the
     engine's summary counts its rows under label 2 (they were negatives), and calib refuses
     that summary, naming how many rows; with --positive-label it is a negative, as in calib.
-    Labels that read as 0 in any form (``0.00``, ``-0``, ``No``) stay negatives."""
+    Labels that read as 0 in any form (``0.00``, ``-0``, ``No``) are negatives (calib reads
+    ``0.00`` so in a decimal column; the query cannot tell a text column from it)."""
     scores = _scores()
     negatives = ["0.00", "-0", "No"] if sql_type == "VARCHAR" else [0.0, -0.0]
     labels = [1 if i % 3 == 0 else negatives[i % len(negatives)] for i in range(N)]

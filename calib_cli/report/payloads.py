@@ -240,11 +240,11 @@ def invalid_rows_payload(invalid: InvalidRows) -> JsonObject:
         "by_reason": dict(invalid.by_reason),
     }
     if invalid.by_group:
-        payload["by_group"] = _group_drops(invalid.by_group)
+        payload["by_group"] = _group_drop_entries(invalid.by_group)
     return payload
 
 
-def _group_drops(by_group: Sequence[tuple[GroupValue, int, int]]) -> JsonValue:
+def _group_drop_entries(by_group: Sequence[tuple[GroupValue, int, int]]) -> JsonValue:
     """Each group's ``group`` (``(missing)`` for rows without one), ``rows_read``, ``dropped``."""
     return [
         {
@@ -406,7 +406,7 @@ def summarize_payload(result: SummarizeResult) -> JsonObject:
         "dropped_by_reason": result.dropped_by_reason,
     }
     if result.dropped_by_group:
-        payload["dropped_by_group"] = _group_drops(result.dropped_by_group)
+        payload["dropped_by_group"] = _group_drop_entries(result.dropped_by_group)
     return to_json_object(
         {
             **payload,

@@ -109,6 +109,17 @@ def _label_texts(label: Node) -> tuple[Node, Node]:
     return Call("TRIM", (text,)), Trimmed(text)
 
 
+def _text_rule(quick: Node, trimmed: Node, true: Node, false: Node) -> list[tuple[Node, Node]]:
+    """``CASE`` branches of calib's label texts (lower case): ``true`` where the text without
+    spaces, then without any white space, is one of calib's true texts, ``false`` where one of
+    its false texts."""
+    return [
+        (_any_of(Call("LOWER", (text,)), texts), then)
+        for text in (quick, trimmed)
+        for texts, then in ((TRUE_LABEL_TEXT, true), (FALSE_LABEL_TEXT, false))
+    ]
+
+
 def _any_of(text: Node, texts: frozenset[str]) -> Node:
     """Whether ``text`` is one of ``texts``."""
     equal = [Binary("=", text, Text(one)) for one in sorted(texts)]
@@ -145,12 +156,9 @@ a finite number (0, 1) or a label's text (yes)
     if positive_label is None:
         # calib's text rule first: it settles 0/1 integers and doubles, booleans and yes/no
         # with a few comparisons; other numbers' text (a decimal's 1.00) is read as a number
-        whens = [
-            (_any_of(Call("LOWER", (text,)), texts), then)
-            for text in (quick, trimmed)
-            for texts, then in ((TRUE_LABEL_TEXT, _TRUE), (FALSE_LABEL_TEXT, _FALSE))
-        ]
-        return case(whens, _number_or_text(trimmed, 1.0, _FALSE))
+        return case(
+            _text_rule(quick, trimmed, _TRUE, _FALSE), _number_or_text(trimmed, 1.0, _FALSE)
+        )
     text = positive_label.strip()
     value = _as_number(text)
     if value is None:
@@ -170,8 +178,11 @@ def label_class_node(label: Node, positive_label: str | None) -> Node:
     """The row's class as an integer: 1 positive, 0 negative, and, without ``positive_label``,
     :data:`~calib_cli.core.checks.REFUSED_LABEL` (2) for a label calib refuses (``2``,
     ``maybe``, ``0.5``): calib's rule for negatives as for positives (``0``, ``false``, ``f``,
-    ``no``, ``n`` in any case, or a number's text that reads as 0). With ``positive_label``,
-    1 where the label is it, else 0.
+    ``no``, ``n`` in any case), and, as for positives, any number's text that reads as 0
+    (``0.00``, ``-0``: a decimal or double column's text, which calib reads as numbers; calib
+    refuses such text in a text column, which the SQL cannot tell apart). A label padded with
+    white space other than ASCII's is 2 outside BigQuery (the engines' trim; module
+    docstring). With ``positive_label``, 1 where the label is it, else 0.
 
     >>> from calib_cli.sql.dialects import dialect
     >>> from calib_cli.sql.tree import Column, render
@@ -182,11 +193,7 @@ def label_class_node(label: Node, positive_label: str | None) -> Node:
     if positive_label is not None:
         return if_else(positive_label_node(label, positive_label), Int(1), Int(0))
     quick, trimmed = _label_texts(label)
-    whens = [
-        (_any_of(Call("LOWER", (text,)), texts), Int(value))
-        for text in (quick, trimmed)
-        for texts, value in ((TRUE_LABEL_TEXT, 1), (FALSE_LABEL_TEXT, 0))
-    ]
+    whens = _text_rule(quick, trimmed, Int(1), Int(0))
     number = case(
         [(NumberEquals(trimmed, 1.0), Int(1)), (NumberEquals(trimmed, 0.0), Int(0))],
         Int(REFUSED_LABEL),

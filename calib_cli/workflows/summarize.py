@@ -105,14 +105,16 @@ class SummarizeResult:
     @property
     def dropped_by_group(self) -> tuple[tuple[GroupValue, int, int], ...]:
         """(group, rows read, rows dropped) over every file, in the groups' order (with
-        ``--by`` and ``--on-invalid drop``; empty otherwise)."""
-        total: dict[GroupValue, tuple[int, int]] = {}
+        ``--by`` and ``--on-invalid drop``; empty otherwise). A group is its value and its
+        type, as the summaries name it: int 1 (``1``) and float 1.0 (``1.0``) stay apart."""
+        total: dict[tuple[str, GroupValue], tuple[int, int]] = {}
         for invalid in self.invalid_rows:
             for value, read, lost in invalid.by_group:
-                before = total.get(value, (0, 0))
-                total[value] = (before[0] + read, before[1] + lost)
-        ordered = sorted(total.items(), key=lambda item: io.order_key(item[0]))
-        return tuple((value, read, lost) for value, (read, lost) in ordered)
+                key = (type(value).__name__, value)
+                before = total.get(key, (0, 0))
+                total[key] = (before[0] + read, before[1] + lost)
+        ordered = sorted(total.items(), key=lambda item: io.order_key(item[0][1]))
+        return tuple((value, read, lost) for (_, value), (read, lost) in ordered)
 
 
 def uniform_edges(n_bins: int) -> tuple[float, ...]:
