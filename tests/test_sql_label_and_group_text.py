@@ -81,6 +81,7 @@ LABEL_CASES = [
     ("VARCHAR", "1_0", "x", "1_0"),  # not a number's text to Polars: compared as text
     ("VARCHAR", "fraud\r", "\tok", "fraud"),  # white space other than spaces: trimmed
     ("VARCHAR", "1\r", "0\n", "1"),
+    ("VARCHAR", "\u00a0fraud\u2028", "ok", "fraud"),  # Unicode white space: calib strips it
 ]
 
 
@@ -116,6 +117,9 @@ DEFAULT_LABEL_CASES = [
     ("VARCHAR", "1.0", "0"),
     ("VARCHAR", "yes\r", "no\r"),  # a CRLF file loaded as LF: TRIM took spaces only
     ("VARCHAR", "\tY ", "\x0bn\x0c"),
+    # Unicode white space, which calib strips: no-break, ideographic, next line, em space
+    ("VARCHAR", "\u00a0yes\u3000", "\x85no\u2003"),
+    ("VARCHAR", "\u202f1\u2029", "\u16800\u205f"),
 ]
 
 

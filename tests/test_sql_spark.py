@@ -299,6 +299,12 @@ def test_positive_label_in_spark_equals_calibs(spark: Any, tmp_path: Any) -> Non
         # a CRLF file loaded as LF, tabs: white space besides spaces is trimmed too
         ("CASE WHEN id % 3 = 0 THEN concat('yes', chr(13)) ELSE concat(chr(9), 'no') END", None),
         ("CASE WHEN id % 3 = 0 THEN concat('fraud', chr(13)) ELSE 'ok' END", "fraud"),
+        # Unicode white space (a no-break and an ideographic space), which calib strips
+        (
+            "CASE WHEN id % 3 = 0 THEN concat(decode(unhex('C2A0'), 'UTF-8'), 'yes') "
+            "ELSE concat('no', decode(unhex('E38080'), 'UTF-8')) END",
+            None,
+        ),
         ("CAST(id % 3 = 0 AS DOUBLE)", "0"),
         ("CAST(id % 3 = 0 AS DOUBLE)", "1"),
         ("CAST(id % 3 = 0 AS BIGINT)", "1.0"),

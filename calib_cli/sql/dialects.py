@@ -50,8 +50,14 @@ _RESERVED = frozenset(
 )  # fmt: skip
 
 
-#: The code points of the ASCII white space (:meth:`Dialect.trim`).
-_WHITE_SPACE_CODES = (9, 10, 11, 12, 13, 32)
+#: The code points of Unicode's white space (White_Space: what Polars' ``strip_chars`` and
+#: so calib strip from a label; :meth:`Dialect.trim`): ASCII's tab to carriage return and
+#: space, next line, no-break space, Ogham's space mark, the typographic spaces, the line and
+#: paragraph separators, the narrow no-break, medium mathematical and ideographic spaces.
+_WHITE_SPACE_CODES = (
+    *range(0x9, 0xE), 0x20, 0x85, 0xA0, 0x1680, *range(0x2000, 0x200B),
+    0x2028, 0x2029, 0x202F, 0x205F, 0x3000,
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -126,21 +132,24 @@ class Dialect:
         return f"({text} ~ {anchored})"
 
     def trim(self, text: str) -> str:
-        """``text`` without the white space around it that calib strips from a label: the
-        ASCII tab, line feed, vertical tab, form feed, carriage return and space (a label
-        ``yes\r`` from a CRLF file loaded as LF is ``yes``; plain ``TRIM`` strips spaces
-        only), written by code so that no literal holds a control character. BigQuery's
-        ``TRIM`` strips every Unicode white space already, as calib does (Polars
-        ``strip_chars``); the others leave a non-breaking space, which calib strips.
+        """``text`` without the white space around it that calib strips from a label: every
+        Unicode white space (Polars' ``strip_chars``), as a label ``yes\r`` from a CRLF file
+        loaded as LF, or `` no`` after a no-break space (plain ``TRIM`` strips spaces only).
+        The characters are written by code, so that no literal holds a control character:
+        ``CHR`` of each code point, or in Spark (whose ``chr`` is a byte) the UTF-8 bytes'
+        hex. BigQuery's ``TRIM`` strips every Unicode white space already.
 
-        >>> dialect("postgres").trim("t")
-        'BTRIM(t, CHR(9) || CHR(10) || CHR(11) || CHR(12) || CHR(13) || CHR(32))'
+        >>> dialect("postgres").trim("t")[:44]
+        'BTRIM(t, CHR(9) || CHR(10) || CHR(11) || CHR'
+        >>> dialect("spark").trim("t")[:52]
+        "TRIM(BOTH decode(unhex('090A0B0C0D20C285C2A0E19A80E2"
         """
         if self.name == "bigquery":
             return f"TRIM({text})"
-        codes = " || ".join(f"CHR({code})" for code in _WHITE_SPACE_CODES)
         if self.name == "spark":
-            return f"TRIM(BOTH ({codes}) FROM {text})"
+            utf8 = "".join(chr(code) for code in _WHITE_SPACE_CODES).encode().hex().upper()
+            return f"TRIM(BOTH decode(unhex('{utf8}'), 'UTF-8') FROM {text})"
+        codes = " || ".join(f"CHR({code})" for code in _WHITE_SPACE_CODES)
         if self.name == "postgres":
             return f"BTRIM({text}, {codes})"
         return f"TRIM({text}, {codes})"

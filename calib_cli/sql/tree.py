@@ -77,6 +77,15 @@ class IsNull:
 
 
 @dataclass(frozen=True)
+class InTexts:
+    """``operand IN ('a', 'b', ...)``: the operand written (and evaluated) once, where a chain
+    of ``=`` and ``OR`` repeats it (DuckDB evaluates each copy)."""
+
+    operand: Node
+    texts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class Call:
     """A function every dialect spells alike (LN, EXP, ABS, FLOOR, POWER, COUNT, SUM, ...)."""
 
@@ -181,6 +190,7 @@ Node = (
     | Binary
     | Not
     | IsNull
+    | InTexts
     | Call
     | Cast
     | Xor
@@ -291,6 +301,9 @@ def _render(node: Node, d: Dialect, env: dict[str, str]) -> str:
         return f"(NOT {render(node.operand, d)})"
     if isinstance(node, IsNull):
         return f"({render(node.operand, d)} IS NULL)"
+    if isinstance(node, InTexts):
+        listed = ", ".join(d.string(text) for text in node.texts)
+        return f"({render(node.operand, d)} IN ({listed}))"
     if isinstance(node, Call):
         return f"{node.name}({', '.join(render(a, d) for a in node.args)})"
     if isinstance(node, Cast):

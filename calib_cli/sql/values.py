@@ -39,15 +39,14 @@ where ``t`` is not a number's text and equals ``V``; when ``V`` is other text, w
 equals it. Postgres has no cast that returns NULL instead of an error, so there a number's
 text is compared as an exact decimal (``NUMERIC``), which differs from calib's double
 comparison only for texts of more than 17 significant digits (``1.00000000000000000001``).
-The text is trimmed of ASCII white space (tabs, carriage returns: a CRLF file loaded as LF
-ends each label in ``\r``), where calib strips every Unicode white space; BigQuery strips
-those too. A text that is a number's text too large for Postgres' ``NUMERIC`` (``1e99999``,
-a label calib refuses) fails the query there.
+The text is trimmed of every Unicode white space, as calib strips it (tabs, carriage returns:
+a CRLF file loaded as LF ends each label in ``\r``; no-break spaces: ``Dialect.trim``). A
+text that is a number's text too large for Postgres' ``NUMERIC`` (``1e99999``, a label calib
+refuses) fails the query there.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 
 from calib_cli.core.checks import FALSE_LABEL_TEXT, REFUSED_LABEL, TRUE_LABEL_TEXT
@@ -58,6 +57,7 @@ from calib_cli.sql.tree import (
     Cast,
     FullMatch,
     Int,
+    InTexts,
     IsNull,
     Node,
     Not,
@@ -91,11 +91,11 @@ def label_present_node(label: Node) -> Node:
     >>> from calib_cli.sql.dialects import dialect
     >>> from calib_cli.sql.tree import Column, render
     >>> print(render(label_present_node(Column("y")), dialect("postgres")))  # doctest: +ELLIPSIS
-    ((NOT ("y" IS NULL)) AND CASE WHEN ((((((((((((LOWER(TRIM(CAST("y" AS TEXT))) = '0') OR ...
+    ((NOT ("y" IS NULL)) AND CASE WHEN (LOWER(TRIM(CAST("y" AS TEXT))) IN ('0', '0.0', ...
     """
     quick, full = _label_texts(label)
     lower = Call("LOWER", (full,))
-    has_text = Binary("AND", Binary("<>", lower, Text("")), Binary("<>", lower, Text("nan")))
+    has_text = Not(InTexts(lower, ("", "nan")))
     known = _any_of(Call("LOWER", (quick,)), TRUE_LABEL_TEXT | FALSE_LABEL_TEXT)
     return Binary("AND", Not(IsNull(label)), if_else(known, _TRUE, has_text))
 
@@ -122,8 +122,7 @@ def _text_rule(quick: Node, trimmed: Node, true: Node, false: Node) -> list[tupl
 
 def _any_of(text: Node, texts: frozenset[str]) -> Node:
     """Whether ``text`` is one of ``texts``."""
-    equal = [Binary("=", text, Text(one)) for one in sorted(texts)]
-    return functools.reduce(lambda a, b: Binary("OR", a, b), equal)
+    return InTexts(text, tuple(sorted(texts)))
 
 
 def _as_number(text: str) -> float | None:
@@ -180,9 +179,8 @@ def label_class_node(label: Node, positive_label: str | None) -> Node:
     ``maybe``, ``0.5``): calib's rule for negatives as for positives (``0``, ``false``, ``f``,
     ``no``, ``n`` in any case), and, as for positives, any number's text that reads as 0
     (``0.00``, ``-0``: a decimal or double column's text, which calib reads as numbers; calib
-    refuses such text in a text column, which the SQL cannot tell apart). A label padded with
-    white space other than ASCII's is 2 outside BigQuery (the engines' trim; module
-    docstring). With ``positive_label``, 1 where the label is it, else 0.
+    refuses such text in a text column, which the SQL cannot tell apart). With
+    ``positive_label``, 1 where the label is it, else 0.
 
     >>> from calib_cli.sql.dialects import dialect
     >>> from calib_cli.sql.tree import Column, render

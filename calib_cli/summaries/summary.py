@@ -440,8 +440,7 @@ def _check_rows(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any])
         hint = ", or with --positive-label V" if meta.get("positive_label") is None else ""
         raise InputError(
             f"the summary counts {rows:,} row{'' if rows == 1 else 's'} whose label calib "
-            f"refuses (not 0 or 1, true or false, yes or no: 2, maybe, 0.5; or padded with "
-            f"white space beyond ASCII's, which most engines do not trim): an engine's query "
+            f"refuses (not 0 or 1, true or false, yes or no: 2, maybe, 0.5): an engine's query "
             f"cannot stop, so it counts them apart (label {REFUSED_LABEL}). Leave them out "
             f"with a WHERE on '{column}' in the engine and summarise again{hint}"
         )
