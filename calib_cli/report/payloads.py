@@ -407,21 +407,17 @@ def summarize_payload(result: SummarizeResult) -> JsonObject:
     }
     if result.dropped_by_group:
         payload["dropped_by_group"] = _group_drop_entries(result.dropped_by_group)
-    return to_json_object(
+    payload["summaries"] = [
         {
-            **payload,
-            "summaries": [
-                {
-                    "score_column": written.score_column,
-                    "path": written.path,
-                    "n_keys": written.summary.n_keys,
-                    "groups": list(written.summary.groups),
-                    "metadata": written.summary.metadata(),
-                }
-                for written in result.outputs
-            ],
+            "score_column": written.score_column,
+            "path": written.path,
+            "n_keys": written.summary.n_keys,
+            "groups": list(written.summary.groups),
+            "metadata": written.summary.metadata(),
         }
-    )
+        for written in result.outputs
+    ]
+    return to_json_object(payload)
 
 
 # ------------------------------------------------------------------------------------ show

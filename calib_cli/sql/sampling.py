@@ -59,6 +59,8 @@ from calib_cli.core.sampling import UINT64_MAX, ClassRates, check_class_rates, r
 from calib_cli.errors import InputError
 from calib_cli.sql.dialects import Dialect, dialect
 from calib_cli.sql.tree import (
+    FALSE,
+    TRUE,
     Binary,
     BitAnd,
     Case,
@@ -303,10 +305,9 @@ def _class_test(positive: Node, hi: Node, lo: Node, rates: ClassRates) -> Node:
     """The row's class threshold test: a ``CASE``, so the label rule is evaluated once a row
     (``(positive AND ...) OR (NOT positive AND ...)`` took DuckDB 1.8 s on 1e6 rows, the
     ``CASE`` 0.7 s). The label is never NULL here (the ``WHERE`` requires it)."""
-    true = Binary("=", Int(1), Int(1))
     pos = _threshold_test(hi, lo, rates.positive_rate)
     neg = _threshold_test(hi, lo, rates.negative_rate)
-    return if_else(positive, pos if pos is not None else true, neg if neg is not None else true)
+    return if_else(positive, pos if pos is not None else TRUE, neg if neg is not None else TRUE)
 
 
 def _positive(query: SamplingQuery) -> Node:
@@ -374,7 +375,7 @@ def sampling_sql(query: SamplingQuery, *, dialect_name: str) -> str:
             tests.append((is_stratum, _class_test(positive, h_hi, h_lo, rates)))
             weights.append((is_stratum, _inverse_rate(positive, rates)))
         # one stratum's test a row (the label rule once), none for a stratum without rates
-        keep = Let("_calib_stratum", text, Case(tuple(tests), Binary("=", Int(1), Int(0))))
+        keep = Let("_calib_stratum", text, Case(tuple(tests), FALSE))
         if query.weight_col_out is not None:
             weight = Let("_calib_stratum", text, Case(tuple(weights), None))
     extra = (

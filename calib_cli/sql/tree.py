@@ -77,15 +77,6 @@ class IsNull:
 
 
 @dataclass(frozen=True)
-class InTexts:
-    """``operand IN ('a', 'b', ...)``: the operand written (and evaluated) once, where a chain
-    of ``=`` and ``OR`` repeats it (DuckDB evaluates each copy)."""
-
-    operand: Node
-    texts: tuple[str, ...]
-
-
-@dataclass(frozen=True)
 class Call:
     """A function every dialect spells alike (LN, EXP, ABS, FLOOR, POWER, COUNT, SUM, ...)."""
 
@@ -190,7 +181,6 @@ Node = (
     | Binary
     | Not
     | IsNull
-    | InTexts
     | Call
     | Cast
     | Xor
@@ -207,6 +197,9 @@ Node = (
 
 
 # ------------------------------------------------------------------ small constructors
+
+#: True and false in every dialect (BigQuery and Postgres have no boolean cast of numbers).
+TRUE, FALSE = Binary("=", Int(1), Int(1)), Binary("=", Int(1), Int(0))
 
 
 def add(a: Node, b: Node) -> Node:
@@ -301,9 +294,6 @@ def _render(node: Node, d: Dialect, env: dict[str, str]) -> str:
         return f"(NOT {render(node.operand, d)})"
     if isinstance(node, IsNull):
         return f"({render(node.operand, d)} IS NULL)"
-    if isinstance(node, InTexts):
-        listed = ", ".join(d.string(text) for text in node.texts)
-        return f"({render(node.operand, d)} IN ({listed}))"
     if isinstance(node, Call):
         return f"{node.name}({', '.join(render(a, d) for a in node.args)})"
     if isinstance(node, Cast):

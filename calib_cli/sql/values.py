@@ -47,17 +47,19 @@ refuses) fails the query there.
 
 from __future__ import annotations
 
+import functools
 import math
 
 from calib_cli.core.checks import FALSE_LABEL_TEXT, REFUSED_LABEL, TRUE_LABEL_TEXT
 from calib_cli.errors import OptionError
 from calib_cli.sql.tree import (
+    FALSE,
+    TRUE,
     Binary,
     Call,
     Cast,
     FullMatch,
     Int,
-    InTexts,
     IsNull,
     Node,
     Not,
@@ -91,13 +93,13 @@ def label_present_node(label: Node) -> Node:
     >>> from calib_cli.sql.dialects import dialect
     >>> from calib_cli.sql.tree import Column, render
     >>> print(render(label_present_node(Column("y")), dialect("postgres")))  # doctest: +ELLIPSIS
-    ((NOT ("y" IS NULL)) AND CASE WHEN (LOWER(TRIM(CAST("y" AS TEXT))) IN ('0', '0.0', ...
+    ((NOT ("y" IS NULL)) AND CASE WHEN ((((((((((((LOWER(TRIM(CAST("y" AS TEXT))) = '0') OR ...
     """
     quick, full = _label_texts(label)
     lower = Call("LOWER", (full,))
-    has_text = Not(InTexts(lower, ("", "nan")))
+    has_text = Binary("AND", Binary("<>", lower, Text("")), Binary("<>", lower, Text("nan")))
     known = _any_of(Call("LOWER", (quick,)), TRUE_LABEL_TEXT | FALSE_LABEL_TEXT)
-    return Binary("AND", Not(IsNull(label)), if_else(known, _TRUE, has_text))
+    return Binary("AND", Not(IsNull(label)), if_else(known, TRUE, has_text))
 
 
 def _label_texts(label: Node) -> tuple[Node, Node]:
@@ -109,20 +111,10 @@ def _label_texts(label: Node) -> tuple[Node, Node]:
     return Call("TRIM", (text,)), Trimmed(text)
 
 
-def _text_rule(quick: Node, trimmed: Node, true: Node, false: Node) -> list[tuple[Node, Node]]:
-    """``CASE`` branches of calib's label texts (lower case): ``true`` where the text without
-    spaces, then without any white space, is one of calib's true texts, ``false`` where one of
-    its false texts."""
-    return [
-        (_any_of(Call("LOWER", (text,)), texts), then)
-        for text in (quick, trimmed)
-        for texts, then in ((TRUE_LABEL_TEXT, true), (FALSE_LABEL_TEXT, false))
-    ]
-
-
 def _any_of(text: Node, texts: frozenset[str]) -> Node:
     """Whether ``text`` is one of ``texts``."""
-    return InTexts(text, tuple(sorted(texts)))
+    equal = [Binary("=", text, Text(one)) for one in sorted(texts)]
+    return functools.reduce(lambda a, b: Binary("OR", a, b), equal)
 
 
 def _as_number(text: str) -> float | None:
@@ -130,10 +122,6 @@ def _as_number(text: str) -> float | None:
         return float(text)
     except ValueError:
         return None
-
-
-#: True and false in every dialect (BigQuery and Postgres have no boolean cast of numbers).
-_TRUE, _FALSE = Binary("=", Int(1), Int(1)), Binary("=", Int(1), Int(0))
 
 
 def positive_label_node(label: Node, positive_label: str | None) -> Node:
@@ -151,17 +139,13 @@ def positive_label_node(label: Node, positive_label: str | None) -> Node:
     calib_cli.errors.OptionError: --positive-label 'nan' is not a finite number: the SQL takes \
 a finite number (0, 1) or a label's text (yes)
     """
+    if positive_label is None:  # the class calib's rule gives it: one statement of the rule
+        return Binary("=", label_class_node(label, None), Int(1))
     quick, trimmed = _label_texts(label)
-    if positive_label is None:
-        # calib's text rule first: it settles 0/1 integers and doubles, booleans and yes/no
-        # with a few comparisons; other numbers' text (a decimal's 1.00) is read as a number
-        return case(
-            _text_rule(quick, trimmed, _TRUE, _FALSE), _number_or_text(trimmed, 1.0, _FALSE)
-        )
     text = positive_label.strip()
     value = _as_number(text)
     if value is None:
-        return if_else(Binary("=", quick, Text(text)), _TRUE, Binary("=", trimmed, Text(text)))
+        return if_else(Binary("=", quick, Text(text)), TRUE, Binary("=", trimmed, Text(text)))
     if not math.isfinite(value):
         raise OptionError(
             f"--positive-label {positive_label!r} is not a finite number: the SQL takes a "
@@ -190,8 +174,14 @@ def label_class_node(label: Node, positive_label: str | None) -> Node:
     """
     if positive_label is not None:
         return if_else(positive_label_node(label, positive_label), Int(1), Int(0))
+    # calib's text rule first: it settles 0/1 integers and doubles, booleans and yes/no with a
+    # few comparisons; other numbers' text (a decimal's 1.00) is read as a number
     quick, trimmed = _label_texts(label)
-    whens = _text_rule(quick, trimmed, Int(1), Int(0))
+    whens = [
+        (_any_of(Call("LOWER", (text,)), texts), Int(value))
+        for text in (quick, trimmed)
+        for texts, value in ((TRUE_LABEL_TEXT, 1), (FALSE_LABEL_TEXT, 0))
+    ]
     number = case(
         [(NumberEquals(trimmed, 1.0), Int(1)), (NumberEquals(trimmed, 0.0), Int(0))],
         Int(REFUSED_LABEL),
@@ -206,4 +196,4 @@ def _number_or_text(trimmed: Node, value: float, otherwise: Node) -> Node:
     number = FullMatch(trimmed, NUMBER_PATTERN)
     # nested CASEs, never AND: Postgres may evaluate both sides of an AND, and its cast of
     # text that is not a number raises; never NULL for a label present
-    return if_else(number, if_else(NumberEquals(trimmed, value), _TRUE, _FALSE), otherwise)
+    return if_else(number, if_else(NumberEquals(trimmed, value), TRUE, FALSE), otherwise)

@@ -436,13 +436,12 @@ def _check_rows(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any])
     refused = arrays["label"] == REFUSED_LABEL
     if np.any(refused):
         rows = int(np.sum(arrays["n_rows"][refused]))
-        column = meta.get("label_column") or "label"
-        hint = ", or with --positive-label V" if meta.get("positive_label") is None else ""
+        hint = ", or with --positive-label V" if meta["positive_label"] is None else ""
         raise InputError(
             f"the summary counts {rows:,} row{'' if rows == 1 else 's'} whose label calib "
             f"refuses (not 0 or 1, true or false, yes or no: 2, maybe, 0.5): an engine's query "
             f"cannot stop, so it counts them apart (label {REFUSED_LABEL}). Leave them out "
-            f"with a WHERE on '{column}' in the engine and summarise again{hint}"
+            f"with a WHERE on '{meta['label_column']}' in the engine and summarise again{hint}"
         )
     n_bins = len(meta["bin_edges"]) - 1
     last_cell = 2 * half_cell(meta["mantissa_bits"])
