@@ -52,7 +52,13 @@ from calib_cli.io.formats import (
     sniff_format,
     typed_output,
 )
-from calib_cli.io.identity import order_key, reads_as_number, reported_value, typed_value
+from calib_cli.io.identity import (
+    order_key,
+    reads_as_number,
+    refuse_missing_name,
+    reported_value,
+    typed_value,
+)
 from calib_cli.io.invalid import InvalidRows
 from calib_cli.io.read import read_table, reading_identities, reading_numbers
 from calib_cli.io.sampling import key_kind, sample_rows
@@ -116,6 +122,7 @@ __all__ = [
     "reading_identities",
     "reading_numbers",
     "reads_as_number",
+    "refuse_missing_name",
     "reported_value",
     "require_column",
     "require_distinct_outputs",

@@ -30,19 +30,22 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any
 
 import polars as pl
 
 from calib_cli.core.sampling import integer_of_text
-from calib_cli.types import GroupValue
+from calib_cli.errors import InputError
+from calib_cli.types import MISSING_GROUP, GroupValue
 
 __all__ = [
     "integer_of_text",
     "integer_text_bits",
     "order_key",
     "reads_as_number",
+    "refuse_missing_name",
     "reported_value",
     "typed_value",
 ]
@@ -138,3 +141,28 @@ def reads_as_number(value: GroupValue | dt.date) -> bool:
     [True, True, True, False, False, False]
     """
     return value is not None and order_key(value)[0] == 0
+
+
+def refuse_missing_name(values: Sequence[Any], column: str, option: str | None) -> None:
+    """Refuse (exit 65) a grouping column (``--by``, ``--batch-col``) with rows without a value
+    (``None`` among ``values``) and rows whose value is the text ``(missing)``
+    (:data:`~calib_cli.types.MISSING_GROUP`), the name every report gives the rows without a
+    value: the two groups would have one name, and a job reading the report could not tell
+    them apart. The text alone is that group (a value filled in for the missing ones).
+
+    >>> refuse_missing_name(["a", "(missing)"], "g", "--by")
+    >>> refuse_missing_name(["a", "(missing)", None], "g", "--by")
+    Traceback (most recent call last):
+    ...
+    calib_cli.errors.InputError: column 'g' has rows without a value and rows whose value \
+is the text '(missing)', the name calib's reports give the rows without a value, so --by \
+would report two groups by one name: rename that value, or leave those rows empty
+    """
+    if None in values and MISSING_GROUP in values:
+        by = option or "grouping"
+        raise InputError(
+            f"column '{column}' has rows without a value and rows whose value is the text "
+            f"'{MISSING_GROUP}', the name calib's reports give the rows without a value, so "
+            f"{by} would report two groups by one name: rename that value, or leave those "
+            "rows empty"
+        )

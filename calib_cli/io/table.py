@@ -26,7 +26,7 @@ from calib_cli.io.columns import (
     positive_label_expr,
 )
 from calib_cli.io.dialect import number_text, refuse_nested_groups, require_column
-from calib_cli.io.identity import order_key, reported_value
+from calib_cli.io.identity import order_key, refuse_missing_name, reported_value
 from calib_cli.io.invalid import InvalidRows, reason
 from calib_cli.types import FloatArray, GroupValue, InputFormat, ScoreKind
 
@@ -153,6 +153,8 @@ class Table:
         )
         if series.null_count():
             values.append(None)
+        with naming(self.name):
+            refuse_missing_name(values, column, option)
         return values, codes
 
     def text(self, column: str, *, option: str | None = None) -> Any:

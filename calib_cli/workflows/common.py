@@ -476,18 +476,20 @@ def check_invalid_options(on_invalid: OnInvalid, max_invalid: float | None) -> N
 
 
 def summary_groups(
-    names: Sequence[str | None], dtype: io.ColumnType | None = None
+    names: Sequence[str | None], column: str, option: str, dtype: io.ColumnType | None = None
 ) -> list[tuple[GroupValue, str | None]]:
     """A summary's groups (text) as (value, name) pairs, the values those the in-memory path
     reports (``--by`` groups, ``--batch-col`` batches), by the rule of
     :mod:`calib_cli.io.identity`: an integer's text as the integer, any other text as itself,
     or, where the column's type is known (``dtype``: a streaming pass over a typed file), as
     that type's value (:func:`calib_cli.io.typed_value`: floats, dates, datetimes); in
-    :func:`calib_cli.io.order_key` order; rows without a value last as "(missing)".
+    :func:`calib_cli.io.order_key` order; rows without a value last as "(missing)"
+    (:func:`calib_cli.io.identity.refuse_missing_name`: not beside a text "(missing)").
 
-    >>> summary_groups(["10", "9", None, "x"])
+    >>> summary_groups(["10", "9", None, "x"], "day", "--by")
     [(9, '9'), (10, '10'), ('x', 'x'), ('(missing)', None)]
     """
+    io.refuse_missing_name(names, column, option)
     present = [n for n in names if n is not None]
     values: list[tuple[GroupValue, str | None]] = sorted(
         ((io.typed_value(n, dtype), n) for n in present), key=lambda pair: io.order_key(pair[0])

@@ -327,25 +327,38 @@ def _result(
 # ------------------------------------------------------------------------- from summaries
 
 
-def _parts(summary: ScoreSummary, by: str | None) -> Iterator[tuple[GroupValue, ScoreSummary]]:
+def _parts(
+    summary: ScoreSummary, by: str | None, source: str
+) -> Iterator[tuple[GroupValue, ScoreSummary]]:
     """All rows (group None), then with ``by`` each group of the summary."""
-    return ((value, part) for value, part, _ in _parts_with_sub_cells(summary, None, by))
+    return ((value, part) for value, part, _ in _parts_with_sub_cells(summary, None, by, source))
 
 
 def _parts_with_sub_cells(
     summary: ScoreSummary,
     sub: SubCells | None,
     by: str | None,
+    source: str,
     by_dtype: io.ColumnType | None = None,
 ) -> Iterator[tuple[GroupValue, ScoreSummary, SubCells | None]]:
     """:func:`_parts`, each with its sub-cells (None without), made one at a time as the
     caller asks (with many groups, every part's copy at once took as much again as the
-    summary and its sub-cells); ``by_dtype``: the ``by`` column's type, where known."""
-    yield None, summary.pooled(), None if sub is None else sub.pooled()
+    summary and its sub-cells); ``by_dtype``: the ``by`` column's type, where known. The
+    groups are named before the first part (a refusal names ``source``)."""
+    named: list[tuple[GroupValue, str | None]] = []
     if by is not None:
-        for value, name in summary_groups(summary.groups, by_dtype):
-            part_sub = None if sub is None else sub.select_group(name)
-            yield value, summary.select_group(name), part_sub
+        with io.naming(source):
+            named = summary_groups(summary.groups, by, "--by", by_dtype)
+    return _each_part(summary, sub, named)
+
+
+def _each_part(
+    summary: ScoreSummary, sub: SubCells | None, named: list[tuple[GroupValue, str | None]]
+) -> Iterator[tuple[GroupValue, ScoreSummary, SubCells | None]]:
+    yield None, summary.pooled(), None if sub is None else sub.pooled()
+    for value, name in named:
+        part_sub = None if sub is None else sub.select_group(name)
+        yield value, summary.select_group(name), part_sub
 
 
 def _check_by(summary: ScoreSummary, by: str | None, source: str) -> None:
@@ -399,7 +412,7 @@ def assess_summary_files(
         _check_by(summary, request.by, files[0])
         check_summary_weight_col(summary, request.weight_col, files[0])
         _flat_summary(source, column, summary, warn)
-        for group, part in _parts(summary, request.by):
+        for group, part in _parts(summary, request.by, source):
             where = source if group is None else f"{source} ({request.by}={group})"
             if _weightless(where, group, float(np.sum(part.weight)), warn):
                 continue
@@ -455,7 +468,7 @@ def assess_streaming(
         _flat_summary(name, column, summaries[column], warn)
         # each column's summary and sub-cells let go once its figures are done
         parts = _parts_with_sub_cells(
-            summaries.pop(column), sub_cells.pop(column), request.by, scan.by_dtype
+            summaries.pop(column), sub_cells.pop(column), request.by, name, scan.by_dtype
         )
         for group, part, sub in parts:
             where = name if group is None else f"{name} ({request.by}={group})"

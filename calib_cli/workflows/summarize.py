@@ -274,6 +274,9 @@ def run_summarize(
     written: list[SummaryFile] = []
     for column, path in zip(dict.fromkeys(request.score_cols), outputs, strict=True):
         merged = merge_summaries([summaries[column] for summaries in per_file])
+        if request.by is not None:  # before writing a summary that no reader would take
+            with io.naming(listed([io.display_name(f) for f in request.files])):
+                io.refuse_missing_name(merged.groups, request.by, "--by")
         if request.weight_kind != merged.weight_kind:
             merged = replace(merged, weight_kind=request.weight_kind)
         io.write_summary(merged, path)
