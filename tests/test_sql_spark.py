@@ -273,16 +273,18 @@ def _same_counts(engine: Any, calib: Any) -> None:
 
 def test_labels_calib_refuses_are_counted_apart_in_spark(spark: Any) -> None:
     """Without --positive-label a label calib refuses (2, maybe, 0.5, inf) is neither class:
-    label 2 in the summary (calib then refuses it); 0 in any form (-0, 0.00, No) a negative."""
+    label 2 in the summary (calib then refuses it); 0 in any form (-0, 0.00, No) a negative;
+    exponents beyond a double's (1e99999, 1e-99999: inf and 0 by a cast) are refused too."""
     texts = ["1", "yes", "-0", "0.00", "No", "2", "maybe", " 0.5", "inf", "-1e0"]
+    texts += ["1e99999", "1e-99999"]
     listed = ", ".join(f"'{t}'" for t in texts)
     spark.sql(
         f"SELECT (id % 97 + 0.5) / 97.0D AS score, element_at(array({listed}), "
-        f"CAST(id % {len(texts)} + 1 AS INT)) AS label FROM range(500)"
+        f"CAST(id % {len(texts)} + 1 AS INT)) AS label FROM range(600)"
     ).createOrReplaceTempView("refused")
     sql = summary_sql(SummaryQuery(table="refused"), dialect_name="spark")
     rows = _collect(spark, f"SELECT label, SUM(n_rows) AS n FROM ({sql}) AS s GROUP BY label")
-    assert {r["label"]: r["n"] for r in rows} == {1: 100, 0: 150, 2: 250}
+    assert {r["label"]: r["n"] for r in rows} == {1: 100, 0: 150, 2: 350}
 
 
 def test_positive_label_in_spark_equals_calibs(spark: Any, tmp_path: Any) -> None:

@@ -41,8 +41,9 @@ text is compared as an exact decimal (``NUMERIC``), which differs from calib's d
 comparison only for texts of more than 17 significant digits (``1.00000000000000000001``).
 The text is trimmed of every Unicode white space, as calib strips it (tabs, carriage returns:
 a CRLF file loaded as LF ends each label in ``\r``; no-break spaces: ``Dialect.trim``). A
-text that is a number's text too large for Postgres' ``NUMERIC`` (``1e99999``, a label calib
-refuses) fails the query there.
+number's text whose exponent has more than three digits (``1e99999``, ``0e1000``: no
+engine's text of a typed number) is text to the SQL, a label refused without
+``--positive-label``: it failed Postgres' query, and DuckDB read ``1e-99999`` as 0.
 """
 
 from __future__ import annotations
@@ -78,9 +79,12 @@ __all__ = [
 ]
 
 
-#: A finite number's text as Polars reads it (``1``, ``-0``, ``1.``, ``.5``, ``+1e-3``);
-#: without backslashes, so that no dialect's string escapes change it.
-NUMBER_PATTERN = "[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
+#: A finite number's text as Polars reads it (``1``, ``-0``, ``1.``, ``.5``, ``+1e-3``), its
+#: exponent of at most three digits after any zeros: every engine's text of a double or
+#: decimal (``4.9e-324``), never ``1e99999`` or ``1e-99999``, beyond a double's range (a label
+#: calib refuses, read as inf or 0 by a cast; Postgres' NUMERIC cast raised); without
+#: backslashes, so that no dialect's string escapes change it.
+NUMBER_PATTERN = "[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?0*[0-9]{1,3})?"
 
 
 def label_present_node(label: Node) -> Node:
