@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from bench.spark import local_session
 from calib_cli.core.chain import apply_chain
 from calib_cli.core.isotonic import IsotonicParams
 from calib_cli.core.sampling import ClassRates
@@ -122,15 +123,7 @@ def _measure(source: str, repeats: int, *, spark: bool) -> dict[str, dict[str, f
         print(f"duckdb  {name:32} {results[name]['duckdb']:7.2f} s", flush=True)
 
     if spark:
-        from pyspark.sql import SparkSession
-
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("calib-bench")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .getOrCreate()
-        )
+        session = local_session("calib-bench")
         session.sparkContext.setLogLevel("ERROR")
         session.read.parquet(source).cache().createOrReplaceTempView("rows")
         session.sql("SELECT COUNT(*) FROM rows").collect()  # loads the cache

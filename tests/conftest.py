@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from hypothesis import settings
 
+from bench.spark import local_session
+
 # Hypothesis draws the same examples on every run and every machine (derandomize), so CI is a
 # function of the commit. `HYPOTHESIS_PROFILE=explore make test` searches with fresh random
 # examples, to find new counterexamples; add any it finds as explicit tests.
@@ -189,15 +191,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 def spark() -> Iterator[Any]:
     """One local SparkSession (Spark's defaults kept: ANSI mode on in Spark 4)."""
     try:
-        from pyspark.sql import SparkSession
-
-        session = (
-            SparkSession.builder.master("local[2]")
-            .appName("calib-tests")
-            .config("spark.ui.enabled", "false")
-            .config("spark.sql.shuffle.partitions", "2")
-            .getOrCreate()
-        )
+        session = local_session("calib-tests")
     except Exception as error:  # any failure to start is the test's failure, with its reason
         first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         pytest.fail(f"Spark cannot start (pyspark and Java 17 are needed): {first}", pytrace=False)
