@@ -267,7 +267,8 @@ def test_csv_groups_keep_each_text_and_show_integers_as_numbers(tmp_path: Path) 
     an integer's text is the number; numbers (and text that reads as one) order by value."""
     path = tmp_path / "t.csv"
     cells = ["10", "1.0", "007", "x", "02134", "1", "", "7", "9", "1.0"]
-    path.write_text("g\n" + "\n".join(cells) + "\n")
+    # a second column: in a file of one column an empty cell is a blank line, not a row
+    path.write_text("g,n\n" + "\n".join(f"{c},{i}" for i, c in enumerate(cells)) + "\n")
     values, codes = calib_io.read_table(str(path)).groups("g")
     assert values == [1, "1.0", "007", 7, 9, 10, "02134", "x", None]
     assert [values[c] for c in codes] == [

@@ -10,6 +10,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from pathlib import Path
+from typing import TypeVar
 
 import polars as pl
 
@@ -25,6 +26,9 @@ from calib_cli.io.formats import ARROW_FILE_MAGIC, GZIP_MAGIC, STDIO, display_na
 from calib_cli.io.spool import readable
 from calib_cli.io.table import Table
 from calib_cli.types import InputFormat
+
+#: A table or a lazy scan of one.
+FrameT = TypeVar("FrameT", pl.DataFrame, pl.LazyFrame)
 
 # ---------------------------------------------------------------------------------- reading
 
@@ -95,6 +99,15 @@ def read_table(path: str, *, input_format: InputFormat | None = None, typed: boo
     return Table(frame=frame, name=name, format=fmt)
 
 
+def without_blank_lines(frame: FrameT) -> FrameT:
+    """A CSV or TSV table without the rows that hold no value in any column: blank lines
+    (the trailing one an editor or ``cat a.csv b.csv`` leaves, a CRLF file's ``\r\n``) and
+    lines of separators alone (``,,``), which the parser reads as rows of nulls. They are not
+    rows, as for pandas and R: every command failed on them ("column 'score' has 1 value
+    missing"), naming a value the file does not show. "first at row N" counts the rows kept."""
+    return frame.filter(~pl.all_horizontal(pl.all().is_null()))
+
+
 def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> pl.DataFrame:
     if not raw.strip():
         raise InputError(f"{name}: the input is empty")
@@ -105,7 +118,7 @@ def _parse(raw: bytes, fmt: InputFormat, name: str, *, typed: bool = False) -> p
             header = raw.split(b"\n", 1)[0].rstrip(b"\r").decode("utf-8", errors="replace")
             refuse_one_column(header.split(separator), name)
             text = pl.read_csv(buffer, separator=separator, infer_schema=False, null_values=[""])
-            text = text.rename(checked_header(text.columns, name))
+            text = without_blank_lines(text.rename(checked_header(text.columns, name)))
             if not typed:
                 return text
             return text.with_columns(typed_columns(exact_types(text.lazy())))

@@ -24,7 +24,13 @@ from calib_cli.io.formats import (
     resolve_format,
 )
 from calib_cli.io.formats import output_format as output_format_of
-from calib_cli.io.read import check_exists, exact_types, read_table, typed_columns
+from calib_cli.io.read import (
+    check_exists,
+    exact_types,
+    read_table,
+    typed_columns,
+    without_blank_lines,
+)
 from calib_cli.io.spool import readable
 from calib_cli.types import InputFormat
 
@@ -64,7 +70,7 @@ def scan_table(
             )
             header = lazy.collect_schema().names()
             refuse_one_column(header, name)
-            lazy = lazy.rename(checked_header(header, name))
+            lazy = without_blank_lines(lazy.rename(checked_header(header, name)))
             if typed:  # a column whose text would not come back exactly stays text
                 lazy = lazy.with_columns(
                     typed_columns(exact_types(lazy, text_columns=text_columns))
