@@ -21,7 +21,12 @@ from typing import BinaryIO
 import polars as pl
 
 from calib_cli.errors import OutputError, UsageError
-from calib_cli.interrupts import committing, new_temporary_file, unregister_temporary
+from calib_cli.interrupts import (
+    committing,
+    new_temporary_file,
+    remove_temporary,
+    unregister_temporary,
+)
 from calib_cli.io.dialect import current_dialect
 from calib_cli.io.formats import (
     STDIO,
@@ -184,8 +189,50 @@ def check_destination(
         output_format(path, data_format)
     if not target.parent.is_dir():
         raise OutputError(f"{path}: cannot write (no directory {str(Path(path).parent)!r})")
-    if not os.access(target.parent, os.W_OK):
-        raise OutputError(f"{path}: cannot write (permission denied)")
+    _probe(path, target)
+
+
+def _probe(path: str, target: Path) -> None:
+    """What the final write needs, tried before any work, so that no output is left replaced
+    beside one that fails at the end (``resample``'s new sample beside the old record): a file
+    can be created in ``target``'s directory (the writer's temporary file; ``os.access`` said
+    yes to root on a read-only mount's files or in ``/sys``), and an existing ``target`` is
+    not immutable or append-only (``chattr +i``/``+a``: the final rename fails, for root
+    too). A file without write permission is replaced by the rename, as ``mv`` replaces it."""
+    try:
+        probe = new_temporary_file(target.parent, prefix=f".{target.name}.", suffix=".probe")
+    except OSError as error:
+        raise OutputError(f"{path}: cannot write ({error.strerror or error})") from None
+    remove_temporary(probe)
+    if target.is_file() and _fixed(target):
+        raise OutputError(
+            f"{path}: cannot write (the file is immutable or append-only: see lsattr)"
+        )
+
+
+#: Linux's ioctl for a file's attributes, and the two that forbid replacing it.
+_FS_IOC_GETFLAGS = 0x80086601
+_IMMUTABLE_OR_APPEND_ONLY = 0x10 | 0x20
+
+
+def _fixed(target: Path) -> bool:
+    """Whether Linux marks ``target`` immutable or append-only. Read, never opened for
+    writing (a watcher of close-after-write events would see a write); False where the file
+    system or platform cannot say."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import fcntl
+
+        fd = os.open(target, os.O_RDONLY | os.O_NONBLOCK)
+        try:
+            flags = bytearray(8)
+            fcntl.ioctl(fd, _FS_IOC_GETFLAGS, flags, True)
+        finally:
+            os.close(fd)
+    except OSError:
+        return False
+    return bool(int.from_bytes(flags[:4], sys.byteorder) & _IMMUTABLE_OR_APPEND_ONLY)
 
 
 #: Table formats that are not text (refused on a terminal).
