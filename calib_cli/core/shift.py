@@ -2269,6 +2269,54 @@ def _one_cell(ref: ReferenceModel, stats: _TargetStats) -> bool:
     return stats.n_rows > 1 and int(occupied.sum()) == 1
 
 
+def _cell_scores(ref: ReferenceModel, cell: int) -> str:
+    """A cell of the densities as the scores it holds, in score units ("scores 0.48 to 1");
+    the end cells hold the scores beyond the reference's range too."""
+    width = _fine_width(ref)
+    low = _from_logit(ref.logit_low + width * float(ref.cell_bounds[cell]), ref.score_kind)
+    high = _from_logit(ref.logit_low + width * float(ref.cell_bounds[cell + 1]), ref.score_kind)
+    first, last = cell == 0, cell == ref.n_cells - 1
+    if ref.score_kind == "probability":
+        low, high = (0.0 if first else low), (1.0 if last else high)
+    elif first and last:
+        return "every score"
+    elif first:
+        return f"scores up to {high:.4g}"
+    elif last:
+        return f"scores from {low:.4g} up"
+    return f"scores {low:.4g} to {high:.4g}"
+
+
+def _one_cell_warning(ref: ReferenceModel, stats: _TargetStats) -> str:
+    """The warning of a batch in one cell of the densities (:func:`_one_cell`).
+
+    The densities are piecewise constant on a few dozen cells, much coarser than the fine grid
+    the batch is counted on: a batch of many distinct scores can fill one cell. The warning
+    names the cell's scores and the batch's distinct scores as far as the fine grid tells them
+    (at least one per occupied fine cell), and asks whether all scores are equal only when one
+    fine cell holds them all.
+    """
+    cell = int(np.flatnonzero(_cell_sum(stats.weight, ref.cell_bounds) > 0.0)[0])
+    fine = np.flatnonzero(stats.weight > 0.0)
+    where = (
+        f"every score of the batch falls in one cell of the densities, {_cell_scores(ref, cell)}"
+    )
+    consequence = (
+        "the densities are constant across a cell, so the batch tells a single likelihood "
+        "ratio, the estimate rests on it alone, and the interval is [0, 1]"
+    )
+    if fine.size == 1:
+        at = _from_logit(float(stats.center[fine[0]]), ref.score_kind)
+        return (
+            f"{where}, and its {stats.n_rows} rows in one cell of the fine score grid, at about "
+            f"{at:.4g} (are all scores equal?): {consequence}"
+        )
+    return (
+        f"{where}, though its {stats.n_rows} rows hold at least {fine.size} distinct scores "
+        f"({fine.size} cells of the fine score grid): {consequence}"
+    )
+
+
 def _diagnostic_warnings(
     ref: ReferenceModel,
     stats: _TargetStats,
@@ -2291,11 +2339,7 @@ def _diagnostic_warnings(
             "estimate is very uncertain"
         )
     if _one_cell(ref, stats):
-        out.append(
-            "every score of the batch falls in one cell of the score grid (are all scores "
-            "equal?): the estimate rests on the likelihood ratio at a single score, and the "
-            "interval is [0, 1]"
-        )
+        out.append(_one_cell_warning(ref, stats))
     if stats.outside > 0.01:
         out.append(
             f"{100.0 * stats.outside:.1f}% of the batch's weight lies outside the reference's "
