@@ -351,6 +351,26 @@ def test_a_rates_file_is_bad_input_naming_its_row_and_column(
     assert str(error.value) == f"{table}: {message}"
 
 
+def test_a_stratum_without_rates_names_the_rates_file_and_its_rows(tmp_path: Path) -> None:
+    """It said "the rates table has no rates for strata 'c'": neither which file nor how much
+    data the stratum holds."""
+    source = tmp_path / "rows.csv"
+    strata = ["a", "b", "c", "c", "b", "c", "a"]
+    source.write_text("stratum,label\n" + "".join(f"{s},{i % 2}\n" for i, s in enumerate(strata)))
+    table = tmp_path / "rates.csv"
+    table.write_text("stratum,negative_rate\na,0.5\nb,0.2\n")
+    out = tmp_path / "o.csv"
+    with pytest.raises(InputError) as error:
+        run_resample(
+            ResampleRequest(
+                file=str(source), output=str(out), strata_col="stratum", rates_file=str(table)
+            )
+        )
+    assert error.value.exit_code == 65
+    assert str(error.value) == f"{table} has no rates for stratum 'c' (3 rows to sample)"
+    assert not out.exists()
+
+
 # ------------------------- each key by its own text (calib-hash64-v2), strata by their text
 
 
