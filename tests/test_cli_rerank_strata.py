@@ -243,7 +243,7 @@ def test_refusals_are_one_error_line_exit_65_or_2_and_write_nothing(
     done = invoke_calib([*base, "--target", str(bad), "--strata-col", "stratum"])
     assert (done.returncode, done.stdout) == (65, b"")
     assert done.stderr.decode() == (
-        f"error: {bad}: stratum 'Z' of the target has no rows in the reference "
+        f"error: {bad}: stratum 'Z' of the target has no rows in the reference {REFERENCE} "
         "(20000 target rows)\n"
     )
     assert not out.exists()

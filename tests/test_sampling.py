@@ -677,8 +677,16 @@ def test_resolve_stratum_rates() -> None:
 
     table = {"web": ClassRates(0.1), "app": ClassRates(0.5, 0.5), "pos": ClassRates(0.01)}
     assert resolve_stratum_rates(counts, rates=table) == table
-    with pytest.raises(InputError, match="no rates for strata 'pos'"):
+    with pytest.raises(InputError) as missing:
         resolve_stratum_rates(counts, rates={"web": ClassRates(0.1), "app": ClassRates(0.5)})
+    assert (
+        str(missing.value) == "the rates table has no rates for stratum 'pos' (1000 rows to sample)"
+    )
+    with pytest.raises(InputError) as missing:
+        resolve_stratum_rates(counts, rates={"web": ClassRates(0.1)}, rates_name="r.csv")
+    assert str(missing.value) == (
+        "r.csv has no rates for strata 'app' (100 rows to sample), 'pos' (1000 rows to sample)"
+    )
     with pytest.raises(InputError, match="stratum 'app': --negative-rate must be a rate"):
         resolve_stratum_rates(counts, rates={**table, "app": ClassRates(1.5)})
     with pytest.raises(UsageError, match="not both"):

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import optimize, stats
 from scipy.integrate import quad
-from scipy.special import logit
+from scipy.special import expit, logit
 
 from calib_cli.core import shift as sh
 from calib_cli.core import shift_map as sm
@@ -411,6 +411,53 @@ def test_constant_target(small_reference: sh.ReferenceModel, method: str) -> Non
     assert any("falls in one cell" in w for w in est.warnings)
     # one score tells one likelihood ratio: no confident number (it was [1, 1] for mle)
     assert (est.ci_low, est.ci_high) == (0.0, 1.0)
+
+
+def _one_cell_warning(est: sh.ShiftEstimate) -> str:
+    (warning,) = [w for w in est.warnings if "one cell of the densities" in w]
+    return warning
+
+
+def test_one_cell_warning_of_many_distinct_scores(small_reference: sh.ReferenceModel) -> None:
+    """A batch of 50 distinct scores inside the top cell of the densities: the warning names
+    that cell's scores and the distinct scores, and does not ask whether all are equal (it
+    said "one cell of the score grid (are all scores equal?)" of 193 distinct scores)."""
+    edge = float(small_reference.cell_edges[-2])
+    step = 0.05  # in logit, far wider than a fine cell: each score its own fine cell
+    assert step > 2.0 * (small_reference.logit_high - small_reference.logit_low) / 2048
+    scores = expit(logit(edge) + 0.1 + step * np.arange(50))
+    est = sh.estimate_prevalence(small_reference, scores, n_bootstrap=20)
+    warning = _one_cell_warning(est)
+    assert warning.startswith(
+        f"every score of the batch falls in one cell of the densities, scores {edge:.4g} to 1, "
+        "though its 50 rows hold at least 50 distinct scores (50 cells of the fine score grid):"
+    )
+    assert "equal?" not in warning and "score grid (" not in warning
+    assert (est.ci_low, est.ci_high) == (0.0, 1.0)  # the behaviour is unchanged
+
+
+def test_one_cell_warning_of_one_score(small_reference: sh.ReferenceModel) -> None:
+    """Every row at 0.8: one fine cell, so the warning asks whether all scores are equal and
+    gives the score, inside the density cell that holds 0.8."""
+    est = sh.estimate_prevalence(small_reference, np.full(300, 0.8), n_bootstrap=20)
+    k = int(np.searchsorted(small_reference.cell_edges, 0.8, side="right")) - 1
+    low, high = small_reference.cell_edges[k], small_reference.cell_edges[k + 1]
+    assert _one_cell_warning(est).startswith(
+        f"every score of the batch falls in one cell of the densities, scores {low:.4g} to "
+        f"{high:.4g}, and its 300 rows in one cell of the fine score grid, at about 0.8 (are "
+        "all scores equal?):"
+    )
+
+
+def test_one_cell_warning_in_logit_units() -> None:
+    """Logit scores: the cell is named in logits, the top cell open above."""
+    z, y = _sample(np.random.default_rng(7), 4000, 0.3)
+    ref = sh.fit_reference(logit(z), y, score_kind="logit", n_cells=4)
+    edge = float(logit(ref.cell_edges[-2]))  # cell_edges are on the probability scale
+    est = sh.estimate_prevalence(ref, [edge + 0.5, edge + 0.7], n_bootstrap=0)
+    assert f"one cell of the densities, scores from {edge:.4g} up, though its 2 rows" in (
+        _one_cell_warning(est)
+    )
 
 
 def test_reference_without_a_class_is_refused() -> None:

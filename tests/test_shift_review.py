@@ -110,6 +110,79 @@ def test_rows_rate_rule() -> None:
     assert sh.rows_rate(0.0, np.empty(0), reference_prevalence=0.1, uninformative=False) == 1e-6
 
 
+def _all_high_batch() -> np.ndarray:
+    """300 rows scored as positives a half standard deviation above the reference's: the
+    estimate is 1, and so is every bootstrap replicate (measured: 50 of 50)."""
+    z = np.random.default_rng(5).normal(1.5, 1.0, 300)
+    return expit(np.log(PI / (1.0 - PI)) + 2.0 * z)
+
+
+def _rows_warning(est: sh.ShiftEstimate) -> str:
+    (warning,) = [w for w in est.warnings if "rows_prevalence" in w]
+    return warning
+
+
+def test_rows_warning_names_the_profile_interval_without_replicates(
+    reference: sh.ReferenceModel,
+) -> None:
+    """With --bootstrap 0 (or --ci-method profile) the rows use the midpoint of the
+    profile-likelihood interval, not a mean over replicates none of which was drawn; the
+    warning says so and gives the interval's bounds (the report's ci_low/ci_high are null)."""
+    scores = _all_high_batch()
+    # the profile interval, as --ci-method profile reports it
+    profiled = sh.estimate_prevalence(reference, scores, ci_method="profile")
+    low, high = profiled.ci_low, profiled.ci_high
+    assert profiled.prevalence == 1.0 and 0.9 < low < high == 1.0
+    for est in (profiled, sh.estimate_prevalence(reference, scores, n_bootstrap=0)):
+        assert est.rows_prevalence == pytest.approx(0.5 * (low + high), rel=1e-12)
+        warning = _rows_warning(est)
+        assert "bootstrap replicates;" not in warning and "mean rate" not in warning
+        assert (
+            f"the rows use {0.5 * (low + high):.4g} (rows_prevalence), the midpoint of the 95% "
+            f"profile-likelihood interval [{low:.4g}, 1], as no bootstrap replicate was drawn;"
+        ) in warning
+
+
+def test_rows_warning_names_the_replicates_that_stay_at_the_end(
+    reference: sh.ReferenceModel,
+) -> None:
+    """Replicates were drawn but every one is at 1 (the bootstrap interval is [1, 1]): the
+    rows use the profile interval's midpoint, and the warning says why."""
+    scores = _all_high_batch()
+    est = sh.estimate_prevalence(reference, scores, n_bootstrap=50)
+    assert (est.prevalence, est.ci_low, est.ci_high) == (1.0, 1.0, 1.0)
+    low = sh.estimate_prevalence(reference, scores, ci_method="profile").ci_low
+    assert est.rows_prevalence == pytest.approx(0.5 * (low + 1.0), rel=1e-12)
+    assert (
+        f"the midpoint of the 95% profile-likelihood interval [{low:.4g}, 1], as the 50 "
+        "bootstrap replicates are all 1 too;"
+    ) in _rows_warning(est)
+
+
+def test_rows_warning_names_the_mean_over_replicates(reference: sh.ReferenceModel) -> None:
+    """Some replicate leaves 0: the rows use their mean, and the warning says how many."""
+    est, _ = _boundary_batch(reference)
+    assert est.ci_high > 0.0
+    assert (
+        f"so the rows use {est.rows_prevalence:.4g} (rows_prevalence), the mean rate over the "
+        "100 bootstrap replicates;"
+    ) in _rows_warning(est)
+
+
+def test_rows_warning_of_the_floor() -> None:
+    """Neither a replicate nor the profile interval leaves the end: the floor, printed with
+    the digits that tell it from the end."""
+    rows = sh._rows_rate(
+        1.0, np.ones(3), reference_prevalence=0.1, uninformative=False,
+        profile=lambda: (1.0, 1.0), floor=1e-6,
+    )  # fmt: skip
+    assert rows.rate == 1.0 - 1e-6
+    assert (
+        "so the rows use 0.999999 (rows_prevalence), 1e-06 from 1, as the 3 bootstrap "
+        "replicates are all 1 too and the profile-likelihood interval is [1, 1];"
+    ) in sh._rows_rate_warning(1.0, rows, 0.95)
+
+
 def test_workflow_rows_and_decisions_at_a_zero_estimate(tmp_path: Path) -> None:
     """End to end: a batch estimated at 0 writes no row at calibrated 0, flags its
     high-scored rows, and reports rows_prevalence in the JSON."""

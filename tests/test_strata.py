@@ -343,6 +343,11 @@ def test_missing_target_stratum_is_an_error_naming_it() -> None:
     with pytest.raises(InputError) as info:
         rerank([0.1, 0.2], ["x", "y"], fits, {"x": 0.2})
     assert str(info.value) == "stratum 'y' of the target has no odds or prevalence (1 target row)"
+    with pytest.raises(InputError) as info:  # the reference's file, when the caller knows it
+        rerank([0.1, 0.2], ["x", "z"], fits, odds, reference_name="ref.csv")
+    assert str(info.value) == (
+        "stratum 'z' of the target has no rows in the reference ref.csv (1 target row)"
+    )
     with pytest.raises(InputError, match="odds of stratum 'x' must be finite and positive"):
         rerank([0.1, 0.2], ["x", "y"], fits, {"x": 0.0, "y": 1.0})
 

@@ -334,9 +334,12 @@ def test_one_stratum_keeps_the_raw_ranking(tmp_path: Path) -> None:
     np.testing.assert_array_equal(frame["rerank_rank"].to_numpy(), expected)
 
 
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
 def test_a_target_stratum_missing_from_the_reference_is_refused_before_writing(
-    tmp_path: Path,
+    tmp_path: Path, engine: str
 ) -> None:
+    """The message names both files, in both engines (the memory engine named neither, the
+    streaming engine the target only)."""
     target = (
         pl.read_csv(SAMPLE_TARGET)
         .head(5)
@@ -349,11 +352,13 @@ def test_a_target_stratum_missing_from_the_reference_is_refused_before_writing(
         target=str(tmp_path / "tgt.csv"),
         strata_col="stratum",
         output=str(out),
+        engine=engine,  # type: ignore[arg-type]
     )
     with pytest.raises(InputError) as caught:
         run_rerank_strata(request)
     assert str(caught.value) == (
-        "stratum 'Z' of the target has no rows in the reference (2 target rows)"
+        f"{tmp_path / 'tgt.csv'}: stratum 'Z' of the target has no rows in the reference "
+        f"{SAMPLE_REFERENCE} (2 target rows)"
     )
     assert not out.exists()
 

@@ -351,6 +351,53 @@ def test_a_rates_file_is_bad_input_naming_its_row_and_column(
     assert str(error.value) == f"{table}: {message}"
 
 
+def test_a_stratum_without_rates_names_the_rates_file_and_its_rows(tmp_path: Path) -> None:
+    """It said "the rates table has no rates for strata 'c'": neither which file nor how much
+    data the stratum holds."""
+    source = tmp_path / "rows.csv"
+    strata = ["a", "b", "c", "c", "b", "c", "a"]
+    source.write_text("stratum,label\n" + "".join(f"{s},{i % 2}\n" for i, s in enumerate(strata)))
+    table = tmp_path / "rates.csv"
+    table.write_text("stratum,negative_rate\na,0.5\nb,0.2\n")
+    out = tmp_path / "o.csv"
+    with pytest.raises(InputError) as error:
+        run_resample(
+            ResampleRequest(
+                file=str(source), output=str(out), strata_col="stratum", rates_file=str(table)
+            )
+        )
+    assert error.value.exit_code == 65
+    assert str(error.value) == f"{table} has no rates for stratum 'c' (3 rows to sample)"
+    assert not out.exists()
+
+
+def test_missing_keys_are_refused_naming_the_first_row(tmp_path: Path) -> None:
+    """Missing keys are counted and the first named by its row, as every bad value is (it
+    said "column 'id' has 2 missing keys")."""
+    out = tmp_path / "o.csv"
+    for name, frame in (
+        ("k.csv", "id,label\n10,0\n11,1\n12,0\n,1\n14,0\n,0\n"),
+        ("k.parquet", None),
+    ):
+        source = tmp_path / name
+        if frame is None:  # integer keys with nulls, the 4th and 6th rows
+            pl.DataFrame(
+                {"id": [10, 11, 12, None, 14, None], "label": [0, 1, 0, 1, 0, 0]}
+            ).write_parquet(source)
+        else:
+            source.write_text(frame)
+        with pytest.raises(InputError) as error:
+            run_resample(
+                ResampleRequest(file=str(source), output=str(out), negative_rate=0.5, key_col="id")
+            )
+        assert error.value.exit_code == 65
+        assert str(error.value) == (
+            f"{source}: column 'id' has 2 values missing (first at row 4: empty); --key-col "
+            "needs a key on every row"
+        )
+    assert not out.exists()
+
+
 # ------------------------- each key by its own text (calib-hash64-v2), strata by their text
 
 

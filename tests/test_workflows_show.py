@@ -10,6 +10,8 @@ import io
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
+import polars as pl
 import pytest
 from rich.console import Console
 
@@ -111,6 +113,30 @@ def test_the_map_is_drawn_the_same_on_every_run(
     picture = draw_map(artifacts[kind], tmp_path / "map.svg", scale=scale)
     assert has_a_map(picture)
     assert draw_map(artifacts[kind], tmp_path / "again.svg", scale=scale) == picture
+
+
+@pytest.mark.parametrize("kind", ["isotonic", "histogram"])
+def test_probability_range_is_what_the_model_outputs(
+    artifacts: dict[str, Path], tmp_path: Path, kind: str
+) -> None:
+    """``probability_range`` is the lowest and highest ``calibrated`` that ``recalibrate
+    --model`` writes over a fine grid of scores in [0, 1]. An isotonic model's outputs are
+    clipped to [eps, 1 - eps]: show reported its first and last knots ([0.0, 0.444]) while no
+    row got below 1e-06."""
+    params = load_artifact(str(artifacts[kind])).params
+    if kind == "isotonic":  # the knots reach 0, below the outputs' floor: the case reported
+        assert params["y_knots"][0] < params["eps"]
+    grid = tmp_path / "grid.parquet"
+    knots = params.get("x_knots") or params["edges"]
+    scores = np.unique(np.r_[np.linspace(0.0, 1.0, 100_001), knots])
+    pl.DataFrame({"score": scores}).write_parquet(grid)
+    applied = tmp_path / "applied.parquet"
+    run_recalibrate(
+        RecalibrateRequest(file=str(grid), output=str(applied), model=str(artifacts[kind]))
+    )
+    calibrated = pl.read_parquet(applied)["calibrated"].to_numpy()
+    (step,) = run_show(ShowRequest(artifact=str(artifacts[kind]))).steps
+    assert step.details["probability_range"] == [calibrated.min(), calibrated.max()]
 
 
 def test_show_refuses_a_bad_artifact_and_a_bad_picture_path(

@@ -736,6 +736,12 @@ def resolve_negative_rate(
     return w
 
 
+def _rows_text(rows: float) -> str:
+    """A stratum's rows in a message: ``1 row to sample``, ``100 rows to sample``."""
+    shown = str(int(rows)) if float(rows).is_integer() else f"{rows:.6g}"
+    return f"{shown} {'row' if rows == 1 else 'rows'} to sample"
+
+
 def resolve_stratum_rates(
     counts: Mapping[str, tuple[float, float]],
     *,
@@ -744,6 +750,7 @@ def resolve_stratum_rates(
     target_positive_rate: float | None = None,
     target_ratio: tuple[float, float] | str | None = None,
     positive_rate: float = 1.0,
+    rates_name: str = "the rates table",
 ) -> dict[str, ClassRates]:
     """Class rates for each stratum: from a rates table, or one target applied per stratum.
 
@@ -758,6 +765,10 @@ def resolve_stratum_rates(
     negative_rate, target_positive_rate, target_ratio, positive_rate
         As in :func:`resolve_negative_rate`, applied to each stratum's own counts (so with
         ``target_positive_rate`` every stratum's sample is brought to the same positive rate).
+    rates_name : str, default "the rates table"
+        What the message of a stratum missing from ``rates`` calls the table (its file's
+        name), beside the stratum's rows (positives plus negatives): the user learns which
+        file to complete and how much data the stratum holds.
 
     Returns
     -------
@@ -768,6 +779,12 @@ def resolve_stratum_rates(
     >>> out = resolve_stratum_rates({"a": (10, 90), "b": (1, 99)}, target_positive_rate=0.5)
     >>> {k: round(v.negative_rate, 6) for k, v in out.items()}
     {'a': 0.111111, 'b': 0.010101}
+    >>> try:
+    ...     resolve_stratum_rates({"a": (10, 90), "b": (1, 99)}, rates={"a": ClassRates(0.5)},
+    ...                           rates_name="rates.csv")
+    ... except InputError as error:
+    ...     print(error)
+    rates.csv has no rates for stratum 'b' (100 rows to sample)
     """
     if rates is not None:
         others = (negative_rate, target_positive_rate, target_ratio)
@@ -776,11 +793,12 @@ def resolve_stratum_rates(
                 "give per-stratum rates (--rates-file) or one of --negative-rate, "
                 "--target-positive-rate, --target-ratio, not both"
             )
-        missing = [str(s) for s in counts if s not in rates]
+        missing = [s for s in counts if s not in rates]
         if missing:
-            shown = ", ".join(repr(s) for s in missing[:5])
+            shown = ", ".join(f"{str(s)!r} ({_rows_text(sum(counts[s]))})" for s in missing[:5])
             more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
-            raise InputError(f"the rates table has no rates for strata {shown}{more}")
+            noun = "stratum" if len(missing) == 1 else "strata"
+            raise InputError(f"{rates_name} has no rates for {noun} {shown}{more}")
         return {s: check_class_rates(rates[s], f"stratum {s!r}: ") for s in counts}
 
     out: dict[str, ClassRates] = {}

@@ -449,9 +449,11 @@ class ShiftEstimate:
         ``prevalence`` itself, except where recalibrating at it would be dishonest. At an end
         of [0, 1] every row would get probability exactly 0 (or 1) whatever its score; the
         rows then use the mean of the rate over the bootstrap replicates (the expected rate
-        under the estimate's uncertainty, strictly inside (0, 1) whenever some replicate is).
-        When the scores cannot tell the rate (interval [0, 1] by construction) the rows keep
-        the reference prevalence, i.e. :math:`r(s)`. A warning says so whenever it differs.
+        under the estimate's uncertainty, strictly inside (0, 1) whenever some replicate is),
+        or, when none was drawn or none leaves the end, the midpoint of the profile-likelihood
+        interval. When the scores cannot tell the rate (interval [0, 1] by construction) the
+        rows keep the reference prevalence, i.e. :math:`r(s)`. A warning says so, and which
+        rate, whenever it differs.
     """
 
     prevalence: float
@@ -2078,19 +2080,21 @@ def _estimate_and_interval(
         # no measure of sampling: a bootstrap of a handful of rows cannot vary enough
         difference_se = math.nan
     uninformative = point.flat or not identifiable or one_cell
-    rows_prevalence = rows_rate(
+    rows = _rows_rate(
         prevalence,
         draws,
         reference_prevalence=ref.reference_prevalence,
         uninformative=uninformative,
         profile=lambda: _profile_interval(ref, stats, prevalence, ci_level),
+        floor=PREVALENCE_FLOOR,
     )
+    rows_prevalence = rows.rate
     pcc = _pcc(ref, stats)
     difference = prevalence - pcc
     disagreement = difference / difference_se if difference_se > 0.0 else math.nan
     warnings.extend(_diagnostic_warnings(ref, stats, used, point, pvalue, n_failed, n_bootstrap))
     if rows_prevalence != prevalence:
-        warnings.append(_rows_rate_warning(prevalence, rows_prevalence, uninformative))
+        warnings.append(_rows_rate_warning(prevalence, rows, ci_level))
     if abs(disagreement) > DISAGREEMENT_Z:
         warnings.append(
             f"{used} says {prevalence:.4g}, PCC (the mean reference-calibrated probability) "
@@ -2128,6 +2132,21 @@ def _estimate_and_interval(
     )
 
 
+@dataclass(frozen=True)
+class _RowsRate:
+    """:func:`rows_rate`'s rate and where it came from, for the warning that names it.
+
+    The warning must say what the number is: the mean over replicates when some were drawn
+    and left the end, else the midpoint of the profile-likelihood interval (whose bounds the
+    report may not hold: ``--bootstrap 0`` reports no interval), else a floor.
+    """
+
+    rate: float
+    source: Literal["estimate", "reference", "replicates", "profile", "floor"]
+    n_replicates: int
+    profile: tuple[float, float] | None = None
+
+
 def rows_rate(
     prevalence: float,
     replicates: FloatArray,
@@ -2161,36 +2180,86 @@ def rows_rate(
     >>> rows_rate(0.0, np.array([0.0, 0.9]), reference_prevalence=0.1, uninformative=True)
     0.1
     """
+    return _rows_rate(
+        prevalence,
+        replicates,
+        reference_prevalence=reference_prevalence,
+        uninformative=uninformative,
+        profile=profile,
+        floor=floor,
+    ).rate
+
+
+def _rows_rate(
+    prevalence: float,
+    replicates: FloatArray,
+    *,
+    reference_prevalence: float,
+    uninformative: bool,
+    profile: Callable[[], tuple[float, float]] | None,
+    floor: float,
+) -> _RowsRate:
+    """:func:`rows_rate`'s rule, keeping which branch gave the rate."""
+    n = int(replicates.size)
     if uninformative:
-        return float(reference_prevalence)
+        return _RowsRate(float(reference_prevalence), "reference", n)
     if 0.0 < prevalence < 1.0:
-        return float(prevalence)
-    mean = float(np.mean(replicates)) if replicates.size else math.nan
-    if not 0.0 < mean < 1.0 and profile is not None:
+        return _RowsRate(float(prevalence), "estimate", n)
+    mean = float(np.mean(replicates)) if n else math.nan
+    if 0.0 < mean < 1.0:
+        return _RowsRate(mean, "replicates", n)
+    bounds = None
+    if profile is not None:
         low, high = profile()
-        mean = 0.5 * (low + high)
-    if not 0.0 < mean < 1.0:
-        mean = floor if prevalence == 0.0 else 1.0 - floor
-    return mean
+        bounds = (float(low), float(high))
+        mid = 0.5 * (bounds[0] + bounds[1])
+        if 0.0 < mid < 1.0:
+            return _RowsRate(mid, "profile", n, bounds)
+    return _RowsRate(floor if prevalence == 0.0 else 1.0 - floor, "floor", n, bounds)
 
 
-def _rows_rate_warning(prevalence: float, rows_prevalence: float, uninformative: bool) -> str:
-    """The warning of a batch whose rows use another rate than its estimate."""
-    if uninformative:
+def _rows_rate_warning(prevalence: float, rows: _RowsRate, ci_level: float) -> str:
+    """The warning of a batch whose rows use another rate than its estimate, naming where
+    that rate came from (the replicates, the profile interval with its bounds, or a floor)."""
+    if rows.source == "reference":
         return (
-            f"the rows are recalibrated at the reference prevalence {rows_prevalence:.4g}, not "
+            f"the rows are recalibrated at the reference prevalence {rows.rate:.4g}, not "
             f"at the estimate {prevalence:.4g}: the scores cannot tell this batch's rate, so "
             "'calibrated' is the reference-calibrated probability r(s) and the decisions are "
             "the static rule's; get labels for this batch, or a reference whose scores "
             "separate the classes"
         )
     end = "0" if prevalence == 0.0 else "1"
+    s = "s" if rows.n_replicates != 1 else ""
+    if rows.n_replicates == 0:
+        no_replicate = "no bootstrap replicate was drawn"
+    elif rows.n_replicates == 1:
+        no_replicate = f"the one bootstrap replicate is {end} too"
+    else:
+        no_replicate = f"the {rows.n_replicates} bootstrap replicates are all {end} too"
+    if rows.source == "replicates":
+        origin = f"the mean rate over the {rows.n_replicates} bootstrap replicate{s}"
+    elif rows.source == "profile" and rows.profile is not None:
+        low, high = rows.profile
+        origin = (
+            f"the midpoint of the {100.0 * ci_level:g}% profile-likelihood interval "
+            f"[{low:.4g}, {high:.4g}], as {no_replicate}"
+        )
+    else:
+        interval = (
+            "there is no profile-likelihood interval"
+            if rows.profile is None
+            else f"the profile-likelihood interval is [{rows.profile[0]:.4g}, "
+            f"{rows.profile[1]:.4g}]"
+        )
+        origin = f"{abs(rows.rate - float(end)):.0e} from {end}, as {no_replicate} and {interval}"
+    # A floor's rate is 1e-06 from the end: 4 digits would print 0.999999 as 1.
+    rate = f"{rows.rate:.7g}" if rows.source == "floor" else f"{rows.rate:.4g}"
     return (
         f"the estimate is {end}, an end of [0, 1]: recalibrated at it every row would get "
-        f"probability exactly {end} whatever its score, so the rows use "
-        f"{rows_prevalence:.4g} (rows_prevalence), the mean rate over the bootstrap "
-        "replicates; read the estimate with its interval, and check the flagged rows by hand "
-        "or with labels"
+        f"probability exactly {end} whatever its score, so the rows use {rate} "
+        f"(rows_prevalence), {origin}; read the estimate with its interval, and check the "
+        "flagged rows by hand or with labels"
     )
 
 
@@ -2198,6 +2267,54 @@ def _one_cell(ref: ReferenceModel, stats: _TargetStats) -> bool:
     """Whether a batch of more than one row has every row in one cell of the densities."""
     occupied = _cell_sum(stats.weight, ref.cell_bounds) > 0.0
     return stats.n_rows > 1 and int(occupied.sum()) == 1
+
+
+def _cell_scores(ref: ReferenceModel, cell: int) -> str:
+    """A cell of the densities as the scores it holds, in score units ("scores 0.48 to 1");
+    the end cells hold the scores beyond the reference's range too."""
+    width = _fine_width(ref)
+    low = _from_logit(ref.logit_low + width * float(ref.cell_bounds[cell]), ref.score_kind)
+    high = _from_logit(ref.logit_low + width * float(ref.cell_bounds[cell + 1]), ref.score_kind)
+    first, last = cell == 0, cell == ref.n_cells - 1
+    if ref.score_kind == "probability":
+        low, high = (0.0 if first else low), (1.0 if last else high)
+    elif first and last:
+        return "every score"
+    elif first:
+        return f"scores up to {high:.4g}"
+    elif last:
+        return f"scores from {low:.4g} up"
+    return f"scores {low:.4g} to {high:.4g}"
+
+
+def _one_cell_warning(ref: ReferenceModel, stats: _TargetStats) -> str:
+    """The warning of a batch in one cell of the densities (:func:`_one_cell`).
+
+    The densities are piecewise constant on a few dozen cells, much coarser than the fine grid
+    the batch is counted on: a batch of many distinct scores can fill one cell. The warning
+    names the cell's scores and the batch's distinct scores as far as the fine grid tells them
+    (at least one per occupied fine cell), and asks whether all scores are equal only when one
+    fine cell holds them all.
+    """
+    cell = int(np.flatnonzero(_cell_sum(stats.weight, ref.cell_bounds) > 0.0)[0])
+    fine = np.flatnonzero(stats.weight > 0.0)
+    where = (
+        f"every score of the batch falls in one cell of the densities, {_cell_scores(ref, cell)}"
+    )
+    consequence = (
+        "the densities are constant across a cell, so the batch tells a single likelihood "
+        "ratio, the estimate rests on it alone, and the interval is [0, 1]"
+    )
+    if fine.size == 1:
+        at = _from_logit(float(stats.center[fine[0]]), ref.score_kind)
+        return (
+            f"{where}, and its {stats.n_rows} rows in one cell of the fine score grid, at about "
+            f"{at:.4g} (are all scores equal?): {consequence}"
+        )
+    return (
+        f"{where}, though its {stats.n_rows} rows hold at least {fine.size} distinct scores "
+        f"({fine.size} cells of the fine score grid): {consequence}"
+    )
 
 
 def _diagnostic_warnings(
@@ -2222,11 +2339,7 @@ def _diagnostic_warnings(
             "estimate is very uncertain"
         )
     if _one_cell(ref, stats):
-        out.append(
-            "every score of the batch falls in one cell of the score grid (are all scores "
-            "equal?): the estimate rests on the likelihood ratio at a single score, and the "
-            "interval is [0, 1]"
-        )
+        out.append(_one_cell_warning(ref, stats))
     if stats.outside > 0.01:
         out.append(
             f"{100.0 * stats.outside:.1f}% of the batch's weight lies outside the reference's "

@@ -1093,10 +1093,14 @@ def require_strata(
     target_rows: Mapping[str, int],
     slopes: Mapping[str, StratumSlope],
     stratum_odds: Mapping[str, float],
+    *,
+    reference_name: str | None = None,
 ) -> None:
     """Refuse target strata without a reference slope or without valid odds, naming them.
 
-    ``target_rows`` maps each target stratum to its row count (for the message).
+    ``target_rows`` maps each target stratum to its row count (for the message);
+    ``reference_name``, the reference's file, is named beside "the reference" when given (the
+    caller prefixes the target's, so a message names both files).
 
     >>> fits = fit_strata([0.2, 0.6, 0.3, 0.9], [0, 1, 0, 1], ["a", "a", "b", "b"])
     >>> require_strata({"a": 5}, fits, {"a": 0.5})
@@ -1110,7 +1114,8 @@ def require_strata(
     counts = np.asarray([int(target_rows[name]) for name in names], dtype=np.int64)
     no_slope = [j for j, name in enumerate(names) if name not in slopes]
     if no_slope:
-        raise InputError(_missing_message(names, counts, no_slope, "has no rows in the reference"))
+        reference = "the reference" if reference_name is None else f"the reference {reference_name}"
+        raise InputError(_missing_message(names, counts, no_slope, f"has no rows in {reference}"))
     no_odds = [j for j, name in enumerate(names) if name not in stratum_odds]
     if no_odds:
         raise InputError(_missing_message(names, counts, no_odds, "has no odds or prevalence"))
@@ -1125,6 +1130,8 @@ def rerank(
     target_strata: npt.ArrayLike,
     slopes: Mapping[str, StratumSlope],
     stratum_odds: Mapping[str, float],
+    *,
+    reference_name: str | None = None,
 ) -> RerankResult:
     """Re-rank target rows by :math:`r = w_j \\, h_j(\\hat\\alpha_j(s))` (Algorithm 1, step 6).
 
@@ -1144,6 +1151,8 @@ def rerank(
         From :func:`fit_strata`.
     stratum_odds : mapping of stratum name to float
         Positive odds of each stratum in the population being scored (finite, > 0).
+    reference_name : str, optional
+        The reference's file, for the message of a stratum it lacks (:func:`require_strata`).
 
     Raises
     ------
@@ -1166,7 +1175,12 @@ def rerank(
     codes, names = factorize_strata(target_strata)
     require_same_length([s, codes], ["target_scores", "target_strata"])
     counts = np.bincount(codes, minlength=len(names))
-    require_strata(dict(zip(names, counts.tolist(), strict=True)), slopes, stratum_odds)
+    require_strata(
+        dict(zip(names, counts.tolist(), strict=True)),
+        slopes,
+        stratum_odds,
+        reference_name=reference_name,
+    )
     return rerank_coded(
         s, codes, [slopes[name] for name in names], [stratum_odds[name] for name in names]
     )

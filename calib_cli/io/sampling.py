@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from calib_cli.core.checks import shown_value, values_message
 from calib_cli.errors import InputError
 from calib_cli.io.columns import positive_label_expr
 from calib_cli.io.dialect import separator_hint
@@ -38,10 +39,17 @@ def key_kind(lazy: pl.LazyFrame, key_col: str | None, *, name: str) -> str:
         )
     if dtype != pl.String and not dtype.is_integer():
         raise InputError(f"{name}: column '{key_col}' has type {dtype}; use integer or text ids")
-    missing = pl.col(key_col).is_null().sum().alias("missing")
-    found = collect(lambda: lazy.select(missing).collect(engine="streaming"), name)
-    if found["missing"][0]:
-        raise InputError(f"{name}: column '{key_col}' has {found['missing'][0]} missing keys")
+    # how many and the first row, as every reader names bad values (io.counts.class_counts)
+    missing = (
+        lazy.with_row_index(ROW_INDEX)
+        .filter(pl.col(key_col).is_null())
+        .select(pl.len().alias("count"), pl.col(ROW_INDEX).first().alias("row"))
+    )
+    found = collect(lambda: missing.collect(engine="streaming"), name)
+    if found["count"][0]:
+        count, row = int(found["count"][0]), int(found["row"][0]) + 1
+        message = values_message(key_col, "missing", count, row, shown_value(None))
+        raise InputError(f"{name}: {message}; --key-col needs a key on every row")
     return "string" if dtype == pl.String else "integer"
 
 

@@ -318,7 +318,8 @@ def run_rerank_strata(
         with io.naming(ref_name):
             odds = _reference_odds(cells)
         odds_source = "reference"
-    result = rerank(tgt_scores, tgt_strata, slopes, odds)
+    with io.naming(tgt.name):  # the target's strata, against the reference's, named
+        result = rerank(tgt_scores, tgt_strata, slopes, odds, reference_name=ref_name)
     comparison = roc = None
     comparison_rows: int | None = None
     if tgt_labels is not None:
@@ -610,7 +611,7 @@ def _run_streaming(request: RerankStrataRequest, warn: Warn) -> RerankStrataResu
         )
     tgt_weight_col = _target_weight_col(request, tgt_columns, tgt_name, warn, labelled=labelled)
     with io.naming(tgt_name):
-        require_strata(target.strata, slopes, odds)
+        require_strata(target.strata, slopes, odds, reference_name=ref_name)
     clash = [c for c in _added_columns(request) if c in target.columns]
     if clash:
         raise UsageError(

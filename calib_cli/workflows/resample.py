@@ -129,13 +129,15 @@ def run_resample(
     )
     label_dtype = schema[label_col]
     key_type = io.key_kind(lazy, key_col, name=name)
+    rates_file = request.rates_file
     rates = resolve_stratum_rates(
         {c.stratum or "": (float(c.positives), float(c.negatives)) for c in before},
-        rates=read_rates_file(request.rates_file) if request.rates_file is not None else None,
+        rates=None if rates_file is None else read_rates_file(rates_file),
         negative_rate=request.negative_rate,
         target_positive_rate=request.target_positive_rate,
         target_ratio=request.target_ratio,
         positive_rate=request.positive_rate,
+        rates_name="the rates table" if rates_file is None else io.display_name(rates_file),
     )
     kept = io.sample_rows(
         lazy,

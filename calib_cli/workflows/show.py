@@ -94,12 +94,12 @@ def _step(kind: str, params: Mapping[str, Any]) -> StepSummary:
         details = {
             "knots": len(x),
             "score_range": [x[0], x[-1]],
-            "probability_range": [y[0], y[-1]],
+            "probability_range": _output_range(kind, params),
             "steps": len({float(v) for v in y}),
         }
     elif kind == "histogram":
         rates = params["rates"]
-        details = {"bins": len(rates), "probability_range": [rates[0], rates[-1]]}
+        details = {"bins": len(rates), "probability_range": _output_range(kind, params)}
     elif kind == "prior":
         shift = float(params["log_odds_shift"])
         details = {"log_odds_shift": shift, "odds_factor": math.exp(shift)}
@@ -117,6 +117,25 @@ def _step(kind: str, params: Mapping[str, Any]) -> StepSummary:
             details["strata_col"] = params["strata_col"]
             details["strata"] = dict(params["strata"])
     return StepSummary(kind=kind, details={k: v for k, v in details.items() if v is not None})
+
+
+def _output_range(kind: str, params: Mapping[str, Any]) -> list[float]:
+    """The lowest and highest probability a step outputs, as ``recalibrate`` applies it.
+
+    Not its first and last knots: an isotonic map's outputs are clipped to
+    ``[eps, 1 - eps]``, which its knots (0.0 for a block of negatives) are not. Isotonic and
+    histogram maps are non-decreasing and constant beyond their ends, so their outputs at
+    scores 0 and 1 are the extremes.
+
+    >>> _output_range("isotonic", {"x_knots": [0.2, 0.8], "y_knots": [0.0, 1.0],
+    ...                            "eps": 0.01, "strict": False})
+    [0.01, 0.99]
+    """
+    from calib_cli.artifacts import step_from_params
+    from calib_cli.core.selection import apply_calibrator
+
+    low, high = apply_calibrator(step_from_params(kind, params), [0.0, 1.0])
+    return [float(low), float(high)]
 
 
 def artifact_name(path: str) -> str:
