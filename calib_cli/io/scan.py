@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -27,6 +28,7 @@ from calib_cli.io.formats import output_format as output_format_of
 from calib_cli.io.read import (
     check_exists,
     exact_types,
+    holds_blank_lines,
     read_table,
     typed_columns,
     without_blank_lines,
@@ -70,7 +72,10 @@ def scan_table(
             )
             header = lazy.collect_schema().names()
             refuse_one_column(header, name)
-            lazy = without_blank_lines(lazy.rename(checked_header(header, name)))
+            lazy = lazy.rename(checked_header(header, name))
+            separator = current_dialect().read_separator(fmt)
+            if may_hold_blank_lines(source, separator.encode(), len(header)):
+                lazy = without_blank_lines(lazy)
             if typed:  # a column whose text would not come back exactly stays text
                 lazy = lazy.with_columns(
                     typed_columns(exact_types(lazy, text_columns=text_columns))
@@ -88,6 +93,16 @@ def scan_table(
         first_line = str(error).strip().splitlines()[0]
         raise InputError(f"{name}: cannot read as {fmt.upper()}: {first_line}") from None
     return lazy, fmt
+
+
+def may_hold_blank_lines(path: str, separator: bytes, n_columns: int) -> bool:
+    """:func:`~calib_cli.io.read.holds_blank_lines` of the file at ``path``, mapped, not read
+    into memory (about 0.1 s per GB)."""
+    with open(path, "rb") as handle:
+        if os.fstat(handle.fileno()).st_size == 0:
+            return False
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            return holds_blank_lines(data, separator, n_columns)
 
 
 def column_schema(
