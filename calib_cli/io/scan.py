@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import mmap
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -97,12 +98,20 @@ def scan_table(
 
 def may_hold_blank_lines(path: str, separator: bytes, n_columns: int) -> bool:
     """:func:`~calib_cli.io.read.holds_blank_lines` of the file at ``path``, mapped, not read
-    into memory (about 0.1 s per GB)."""
-    with open(path, "rb") as handle:
-        if os.fstat(handle.fileno()).st_size == 0:
-            return False
-        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
-            return holds_blank_lines(data, separator, n_columns)
+    into memory; searched once per file's version (a command scans a file several times)."""
+    status = os.stat(path)
+    version = (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+    return _file_holds_blank_lines(path, version, separator, n_columns)
+
+
+@functools.lru_cache(maxsize=64)
+def _file_holds_blank_lines(
+    path: str, version: tuple[int, ...], separator: bytes, n_columns: int
+) -> bool:
+    if version[2] == 0:
+        return False
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        return holds_blank_lines(data, separator, n_columns)
 
 
 def column_schema(
