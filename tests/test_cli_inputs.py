@@ -598,3 +598,31 @@ def test_a_value_just_outside_the_range_is_shown_with_every_digit(
         f"error: {path}: column 'score' has 1 value outside [0, 1] (first at row 2: "
         "1.0000000000000002)\n"
     )
+
+
+@pytest.mark.parametrize("engine", ["memory", "streaming"])
+@pytest.mark.parametrize("column", ["score", "w"])
+def test_numbers_with_a_decimal_comma_name_the_option_that_reads_them(
+    invoke_calib: Any, tmp_path: Path, engine: str, column: str
+) -> None:
+    """A ';'-separated file of ``0,2`` scores (or weights) without --decimal-comma: the
+    message named the value only; it names the option, which then reads the file."""
+    path = tmp_path / "dc.csv"
+    rows = ["score;label;w", "0,2;1;1,5", "0,5;0;1,5", "0,7;1;2,5", "0,1;0;1,5"]
+    if column == "score":
+        rows = [r.replace(";1,5", ";1").replace(";2,5", ";2") for r in rows]
+    else:
+        rows = [rows[0]] + [r.replace("0,", "0.", 1) for r in rows[1:]]
+    path.write_text("\n".join(rows) + "\n")
+    args = ["reliability", str(path), "--separator", ";", "--weight-col", "w", "--engine", engine]
+    done = invoke_calib(args)
+    assert done.returncode == 65
+    assert f"column '{column}' has ".encode() in done.stderr
+    assert done.stderr.rstrip().endswith(
+        b"; if the file writes numbers with a decimal comma, add --decimal-comma"
+    )
+    assert invoke_calib([*args, "--decimal-comma"]).returncode == 0
+    other = tmp_path / "bad.csv"
+    other.write_text("score;label\nabc;1\n0.5;0\n")
+    plain = invoke_calib(["reliability", str(other), "--separator", ";", "--engine", engine])
+    assert plain.returncode == 65 and b"--decimal-comma" not in plain.stderr

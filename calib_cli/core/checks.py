@@ -7,6 +7,7 @@ Messages follow DESIGN.md: they name the column, the problem, how many rows and 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -84,12 +85,22 @@ def values_message(column: str, problem: str, count: int, row: int, shown: str) 
     "column 'w' has 1 value that is not a number (first at row 4: 'abc')"
     >>> values_message("w", "that are not numbers", 2, 4, "'abc'")
     "column 'w' has 2 values that are not numbers (first at row 4: 'abc')"
+    >>> values_message("score", "that are not numbers", 4, 1, "'0,2'")  # doctest: +ELLIPSIS
+    "column 'score' has 4 values ... (first at row 1: '0,2'); if the file writes numbers with \
+a decimal comma, add --decimal-comma"
     """
     noun = "value" if count == 1 else "values"
+    hint = DECIMAL_COMMA_HINT if _DECIMAL_COMMA.fullmatch(shown) else ""
     if count == 1 and problem.startswith("that are "):
         problem = "that is " + problem.removeprefix("that are ")
         problem = _SINGULAR.get(problem, problem)
-    return f"column '{column}' has {count:,} {noun} {problem} (first at row {row}: {shown})"
+    return f"column '{column}' has {count:,} {noun} {problem} (first at row {row}: {shown}){hint}"
+
+
+#: A value shown as a number written with a decimal comma (``'0,37'``), which reads as a
+#: number only with --decimal-comma: the message says so (it named the value, not the fix).
+_DECIMAL_COMMA = re.compile(r"'[+-]?[0-9]*,[0-9]+'")
+DECIMAL_COMMA_HINT = "; if the file writes numbers with a decimal comma, add --decimal-comma"
 
 
 #: Problems whose singular needs more than "that is" for "that are".
