@@ -415,6 +415,29 @@ def test_a_model_of_raw_margins_applied_as_probabilities_says_which_kind(tmp_pat
     assert pl.read_csv(out)["calibrated"].is_between(0.0, 1.0).all()
 
 
+@pytest.mark.parametrize("method", ["isotonic", "beta", "histogram"])
+@pytest.mark.parametrize("kind", ["raw", "logit"])
+def test_a_probability_map_on_raw_or_logit_scores_is_an_option_clash(
+    tmp_path: Path, method: str, kind: str
+) -> None:
+    """Refused before any file is read (exit 2), naming both options and the method that
+    takes such scores; it was exit 65 once the whole fit file had been read. The file does
+    not exist: nothing is read before the refusal."""
+    request = RecalibrateRequest(
+        fit=str(tmp_path / "not-read.csv"),
+        method=method,
+        score_kind=kind,
+        save_model=str(tmp_path / "m.json"),
+    )
+    with pytest.raises(UsageError) as error:
+        run_recalibrate(request)
+    assert str(error.value).startswith(
+        f"--method {method} maps probabilities, and --score-kind {kind} scores are not: "
+        "use --method platt"
+    )
+    assert error.value.exit_code == 2
+
+
 def test_auto_folds_are_bounded_as_cross_fit_folds_are(tmp_path: Path) -> None:
     """--method auto --folds 600 on 512 rows ran silently (most folds empty), where
     --cross-fit 600 was refused."""

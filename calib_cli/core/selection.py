@@ -62,7 +62,8 @@ __all__ = [
 CalibratorParams: TypeAlias = PlattParams | IsotonicParams | BetaParams | HistogramParams
 
 _METHODS: tuple[FittedMethod, ...] = ("platt", "isotonic", "beta", "histogram")
-_PROBABILITY_ONLY = frozenset({"isotonic", "beta", "histogram"})
+#: The methods whose maps take probabilities, not logits or margins (``--score-kind``).
+PROBABILITY_ONLY = frozenset({"isotonic", "beta", "histogram"})
 _OPTIONS: dict[str, frozenset[str]] = {
     "platt": frozenset({"target_smoothing", "eps", "tol", "max_iter"}),
     "isotonic": frozenset({"increasing", "strict", "eps"}),
@@ -131,7 +132,7 @@ def _check_method(method: str) -> FittedMethod:
 
 
 def _require_kind_supported(method: FittedMethod, score_kind: ScoreKind) -> None:
-    if score_kind != "probability" and method in _PROBABILITY_ONLY:
+    if score_kind != "probability" and method in PROBABILITY_ONLY:
         raise InputError(
             f"method '{method}' needs probability scores, got score_kind={score_kind!r}; "
             "convert the scores with expit first, or use method 'platt'"
@@ -433,7 +434,7 @@ def choose_method(
     if len(set(methods)) != len(methods):
         raise InputError(f"candidates must not repeat a method, got {list(candidates)!r}")
     kind = check_score_kind(score_kind)
-    refused = [m for m in methods if kind != "probability" and m in _PROBABILITY_ONLY]
+    refused = [m for m in methods if kind != "probability" and m in PROBABILITY_ONLY]
     if refused:
         raise InputError(
             f"candidates {', '.join(refused)} need probability scores, got "

@@ -48,7 +48,7 @@ from calib_cli.core.fit_support import (
 from calib_cli.core.metrics import CalibrationEffect, EffectFigures
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.prior import base_rate_looks_sampled, prior_shift_log_odds
-from calib_cli.core.selection import CalibratorParams, MethodChoice
+from calib_cli.core.selection import PROBABILITY_ONLY, CalibratorParams, MethodChoice
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import InvalidRows, Table
 from calib_cli.io.stream_map import (
@@ -333,6 +333,13 @@ def plan_recalibration(request: RecalibrateRequest) -> RecalibrationPlan:
     if len(sources) > 1:
         raise UsageError(
             f"give one of --fit, --fit-summary, --model, --cross-fit (got {' and '.join(sources)})"
+        )
+    if request.score_kind != "probability" and method in PROBABILITY_ONLY:
+        # before any work: found while fitting, it was exit 65 after reading the whole file
+        raise UsageError(
+            f"--method {method} maps probabilities, and --score-kind {request.score_kind} "
+            "scores are not: use --method platt (its map takes logits and margins), or turn "
+            "the scores into probabilities first (expit of a logit)"
         )
     if summaries is not None:
         _plan_summary_fit(request)
