@@ -20,7 +20,12 @@ import numpy as np
 import numpy.typing as npt
 
 from calib_cli.core import elementary as el
-from calib_cli.core.fit_support import fit_facts, require_fit_support, supported_methods
+from calib_cli.core.fit_support import (
+    fit_facts,
+    min_class_rows,
+    require_fit_support,
+    supported_methods,
+)
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.prior import apply_prior_shift
 from calib_cli.core.selection import (
@@ -242,8 +247,15 @@ def cross_fit_chain(
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> FloatArray:
     """Out-of-fold calibrated probabilities of the same chain :func:`fit_chain` fits: each
-    fold's map is fitted on the other folds, and the prior correction is applied in order."""
+    fold's map is fitted on the other folds, and the prior correction is applied in order.
+
+    Each fold's fit must meet the minimum rows of each class a whole fit needs
+    (:func:`calib_cli.core.fit_support.min_class_rows`), on the folds as drawn, else
+    :class:`~calib_cli.core.selection.FoldSupportError` before any fit: a file that just
+    meets it leaves every fit, on the other K - 1 folds, short.
+    """
     x, kind = _map_inputs(scores, prior, fit_data, score_kind, strata)
+    method_options = dict((options or {}).get(method, {}))
     out_of_fold = cross_fit(
         method,
         x,
@@ -252,7 +264,8 @@ def cross_fit_chain(
         n_folds=n_folds,
         rng=rng,
         score_kind=kind,
-        **dict((options or {}).get(method, {})),
+        required_rows=min_class_rows(method, n_bins=method_options.get("n_bins")),
+        **method_options,
     )
     if prior is not None and fit_data == "sampled":
         return apply_step(prior, out_of_fold, strata=strata)

@@ -23,6 +23,10 @@ A scheduled refit on a broken day would save such a map. The rules, checked in t
    * ``auto``: the least demanding candidate's minimum (10); the candidates whose own minimum
      is not met are left out of the comparison (:func:`supported_methods`).
 
+   Cross-fitting holds every fold's fit, made on the other folds, to the same minimum
+   (:func:`calib_cli.core.selection.cross_fit` with ``required_rows``): the whole data can
+   meet it while each fit, on (K - 1)/K of them, does not.
+
 3. **Scores that vary.** The spread of what the map reads, over the rows of positive weight,
    must be at least :data:`MIN_SPREAD`. For probabilities the spread is measured in log-odds,
    ``logit(max) - logit(min)`` (scores clipped to ``[1e-12, 1 - 1e-12]``, as Platt's and
@@ -69,7 +73,9 @@ __all__ = [
     "MIN_CLASS_ROWS",
     "MIN_SPREAD",
     "FitFacts",
+    "below_minimum",
     "check_weight_unit",
+    "class_rows_text",
     "fit_facts",
     "min_class_rows",
     "require_fit_support",
@@ -212,8 +218,23 @@ def _settled(count: float) -> float:
     return float(whole) if abs(count - whole) <= 1e-9 * max(1.0, count) else count
 
 
-def _class_rows(count: float, name: str) -> str:
-    """``12 positive rows``: a weighted count shown as a whole number when it is one."""
+def below_minimum(count: float, needed: int) -> bool:
+    """Whether ``count`` rows of a class (weighted, :func:`_settled`) fall short of ``needed``:
+    the one comparison of every minimum-rows check (a whole fit, ``auto``'s candidates, each
+    fold's fit when cross-fitting).
+
+    >>> below_minimum(sum([0.1] * 100), 10), below_minimum(9.5, 10)
+    (False, True)
+    """
+    return _settled(count) < needed
+
+
+def class_rows_text(count: float, name: str) -> str:
+    """``12 positive rows``: a weighted count shown as a whole number when it is one.
+
+    >>> class_rows_text(12.0, "positive"), class_rows_text(1.0, "negative")
+    ('12 positive rows', '1 negative row')
+    """
     settled = _settled(count)
     shown = str(round(settled)) if settled == round(settled) else f"{count:.4g}"
     return f"{shown} {name} {'row' if shown == '1' else 'rows'}"
@@ -245,10 +266,10 @@ def require_fit_support(
             raise InputError(f"{start}: the labels have no {name} rows (with positive weight)")
     needed = min_class_rows(method, n_bins=n_bins)
     for count, name in ((facts.positives, "positive"), (facts.negatives, "negative")):
-        if _settled(count) < needed:
+        if below_minimum(count, needed):
             whose = method if method != "auto" else "platt, the least demanding method,"
             raise InputError(
-                f"{start}: the labels have {_class_rows(count, name)}; "
+                f"{start}: the labels have {class_rows_text(count, name)}; "
                 f"{whose} needs at least {needed} rows of each class"
             )
     problem = spread_problem(facts)
@@ -287,7 +308,9 @@ def supported_methods(
     >>> supported_methods(("platt", "beta"), FitFacts(0.1, 0.9, 15.0, 100.0))
     ('platt',)
     """
-    smaller = _settled(min(facts.positives, facts.negatives))
+    smaller = min(facts.positives, facts.negatives)
     return tuple(
-        method for method in candidates if smaller >= min_class_rows(method, n_bins=n_bins)
+        method
+        for method in candidates
+        if not below_minimum(smaller, min_class_rows(method, n_bins=n_bins))
     )

@@ -5,7 +5,9 @@
 * :func:`cross_fit` gives out-of-fold calibrated probabilities: rows are split into
   ``n_folds`` folds stratified by label (each class is shuffled with ``rng`` and dealt round
   robin, so every fold holds both classes whenever each class has at least ``n_folds`` rows),
-  and each fold is calibrated by a map fitted on the other folds.
+  and each fold is calibrated by a map fitted on the other folds. With ``required_rows``
+  (the method's minimum, :func:`calib_cli.core.fit_support.min_class_rows`) every fold's fit
+  must have that many rows of each class, else :class:`FoldSupportError` before any fit.
 * :func:`choose_method` compares candidate methods by the weighted log loss (and Brier score)
   of their out-of-fold probabilities on the same folds, and picks the lowest log loss.
 
@@ -40,7 +42,7 @@ from calib_cli.core.checks import (
     check_fit_data,
     check_score_kind,
 )
-from calib_cli.core.fit_support import check_weight_unit
+from calib_cli.core.fit_support import below_minimum, check_weight_unit, class_rows_text
 from calib_cli.core.histogram import HistogramParams, apply_histogram, fit_histogram
 from calib_cli.core.isotonic import IsotonicParams, apply_isotonic, fit_isotonic
 from calib_cli.core.metrics import brier_score, log_loss
@@ -50,6 +52,8 @@ from calib_cli.types import FittedMethod, FloatArray, IntArray, ScoreKind
 
 __all__ = [
     "CalibratorParams",
+    "FoldShortfall",
+    "FoldSupportError",
     "MethodChoice",
     "MethodScore",
     "apply_calibrator",
@@ -255,12 +259,144 @@ def _check_n_folds(n_folds: int, y: FloatArray) -> int:
 
 def _stratified_folds(y: FloatArray, n_folds: int, rng: np.random.Generator) -> IntArray:
     """Fold of each row: rows shuffled by ``rng``, grouped by label, dealt round robin."""
-    n = y.shape[0]
-    shuffled = rng.permutation(n)
-    order = shuffled[np.argsort(y[shuffled], kind="stable")]
-    folds = np.empty(n, dtype=np.int64)
-    folds[order] = np.arange(n, dtype=np.int64) % n_folds
+    return _deal(_dealing_order(y, rng), n_folds)
+
+
+def _dealing_order(y: FloatArray, rng: np.random.Generator) -> IntArray:
+    """The rows shuffled by ``rng`` and grouped by label (negatives first): the order in which
+    they are dealt to folds. It does not depend on the number of folds, so the folds another
+    K would give from the same ``rng`` are known (:func:`_fewest_folds`)."""
+    shuffled = rng.permutation(y.shape[0])
+    order: IntArray = shuffled[np.argsort(y[shuffled], kind="stable")]
+    return order
+
+
+def _deal(order: IntArray, n_folds: int) -> IntArray:
+    """Fold of each row: the ``i``-th row of ``order`` goes to fold ``i % n_folds``."""
+    folds = np.empty(order.shape[0], dtype=np.int64)
+    folds[order] = np.arange(order.shape[0], dtype=np.int64) % n_folds
     return folds
+
+
+@dataclass(frozen=True)
+class FoldShortfall:
+    """The fold whose fit (on the other folds) has the fewest rows of a class, below the
+    method's minimum.
+
+    Attributes
+    ----------
+    fold : int
+        The fold, numbered from 1, whose map would be fitted on the other folds.
+    n_folds : int
+        The number of folds K.
+    label : {"positive", "negative"}
+        The class that falls short.
+    rows : float
+        Its rows in the other folds, counted by weight in the unit of all the rows (as the
+        fits count them).
+    needed : int
+        The rows of each class every fit needs.
+    fewest_folds : int or None
+        The fewest folds above ``n_folds``, dealt from the same shuffle, that leave every
+        fold's fit ``needed`` rows of each class; None when no number of folds does (a class
+        whose rows less its heaviest row fall short).
+    """
+
+    fold: int
+    n_folds: int
+    label: str
+    rows: float
+    needed: int
+    fewest_folds: int | None
+
+
+class FoldSupportError(InputError):
+    """A fold's fit would have fewer rows of a class than the method's minimum
+    (:func:`cross_fit` with ``required_rows``); ``shortfall`` says which and what would pass."""
+
+    def __init__(self, message: str, shortfall: FoldShortfall | None = None) -> None:
+        super().__init__(message)
+        self.shortfall = shortfall
+
+
+_ClassBlock: TypeAlias = tuple[str, int, FloatArray]
+
+
+def _class_blocks(y: FloatArray, w: FloatArray, order: IntArray) -> list[_ClassBlock]:
+    """Each class's name, first position in ``order`` and weights in that order: a class's
+    rows are one run of ``order``, so its ``j``-th row goes to fold ``(start + j) % K``."""
+    n_neg = int(np.count_nonzero(y == 0.0))
+    dealt = w[order]
+    return [("positive", n_neg, dealt[n_neg:]), ("negative", 0, dealt[:n_neg])]
+
+
+def _short_fold(
+    blocks: Sequence[_ClassBlock], n_folds: int, unit: float, needed: int
+) -> tuple[int, str, float] | None:
+    """The (0-based) fold whose fit has the fewest rows of a class, the class and that count,
+    when below ``needed``; else None."""
+    worst: tuple[int, str, float] | None = None
+    for label, start, weights in blocks:
+        place = (start + np.arange(weights.shape[0], dtype=np.int64)) % n_folds
+        held = np.bincount(place, weights=weights, minlength=n_folds)
+        rest = (float(np.sum(weights)) - held) / unit
+        fold = int(np.argmin(rest))
+        count = float(rest[fold])
+        if below_minimum(count, needed) and (worst is None or count < worst[2]):
+            worst = (fold, label, count)
+    return worst
+
+
+def _fewest_folds(
+    blocks: Sequence[_ClassBlock], n_folds: int, unit: float, needed: int
+) -> int | None:
+    """The fewest folds above ``n_folds`` whose fits all have ``needed`` rows of each class.
+
+    More folds leave each fit more rows: with K at least a class's rows, every fold holds at
+    most one of them and its fits have all of its rows but one, the most they can have; so
+    if that falls short for a class no K passes, and K = the larger class's rows always does.
+    """
+    for _, _, weights in blocks:
+        if weights.size == 0 or below_minimum(
+            (float(np.sum(weights)) - float(np.max(weights))) / unit, needed
+        ):
+            return None
+    most = max(weights.shape[0] for _, _, weights in blocks)
+    for more in range(n_folds + 1, most + 1):
+        if _short_fold(blocks, more, unit, needed) is None:
+            return more
+    return None
+
+
+def _require_fold_support(
+    y: FloatArray, w: FloatArray, order: IntArray, n_folds: int, unit: float, needed: int
+) -> None:
+    """Raise :class:`FoldSupportError` when a fold's fit would have fewer than ``needed``
+    rows of a class (counted in ``unit``, the weight of one row of all the data)."""
+    blocks = _class_blocks(y, w, order)
+    short = _short_fold(blocks, n_folds, unit, needed)
+    if short is None:
+        return
+    fold, label, rows = short
+    shortfall = FoldShortfall(
+        fold=fold + 1,
+        n_folds=n_folds,
+        label=label,
+        rows=rows,
+        needed=needed,
+        fewest_folds=_fewest_folds(blocks, n_folds, unit, needed),
+    )
+    remedy = (
+        f"{shortfall.fewest_folds} folds leave every fit enough"
+        if shortfall.fewest_folds is not None
+        else "no number of folds leaves every fit enough"
+    )
+    raise FoldSupportError(
+        f"fold {fold + 1} of {n_folds}: its map would be fitted on the other folds, which "
+        f"hold {class_rows_text(rows, label)}; every fit needs at least {needed} rows of "
+        f"each class ({remedy})",
+        shortfall,
+    )
 
 
 def _out_of_fold(
@@ -275,7 +411,7 @@ def _out_of_fold(
 ) -> FloatArray:
     """Each fold calibrated by the map fitted on the other folds, every fit counting rows in
     the unit of all the rows (module docstring)."""
-    unit = check_weight_unit(None, w)
+    unit = _fold_unit(w)
     result = np.empty(x.shape[0])
     for fold in range(n_folds):
         test = folds == fold
@@ -298,6 +434,11 @@ def _out_of_fold(
     return result
 
 
+def _fold_unit(w: FloatArray) -> float:
+    """The weight of one row in every fold's fit: that of all the rows (module docstring)."""
+    return check_weight_unit(None, w)
+
+
 def cross_fit(
     method: FittedMethod,
     scores: npt.ArrayLike,
@@ -307,6 +448,7 @@ def cross_fit(
     n_folds: int = 5,
     rng: np.random.Generator,
     score_kind: ScoreKind = "probability",
+    required_rows: int | None = None,
     **options: Any,
 ) -> FloatArray:
     """Out-of-fold calibrated probabilities (K-fold cross-fitting, stratified by label).
@@ -325,6 +467,10 @@ def cross_fit(
         Source of the fold assignment (the same generator state gives the same folds).
     score_kind : {"probability", "logit", "raw"}, default "probability"
         What the scores are (only Platt takes logit or raw scores).
+    required_rows : int, optional
+        The rows of each class every fold's fit needs, counted by weight in the unit of all
+        the rows (:func:`calib_cli.core.fit_support.min_class_rows` of the method); checked
+        on the folds drawn, before any fit. None: not checked.
     **options
         Passed on to the method's fit function.
 
@@ -332,6 +478,12 @@ def cross_fit(
     -------
     ndarray of shape (n_rows,)
         For each row, the calibrated probability from the map fitted without its fold.
+
+    Raises
+    ------
+    FoldSupportError
+        When a fold's fit would have fewer than ``required_rows`` rows of a class; its
+        ``shortfall`` names the fold, the count and the fewest folds that would pass.
 
     Examples
     --------
@@ -346,8 +498,10 @@ def cross_fit(
     _require_kind_supported(checked, kind)
     x, y, w = check_fit_data(scores, y_true, sample_weight, score_kind=kind)
     k = _check_n_folds(n_folds, y)
-    folds = _stratified_folds(y, k, rng)
-    return _out_of_fold(checked, x, y, w, folds, k, kind, options)
+    order = _dealing_order(y, rng)
+    if required_rows is not None:
+        _require_fold_support(y, w, order, k, _fold_unit(w), required_rows)
+    return _out_of_fold(checked, x, y, w, _deal(order, k), k, kind, options)
 
 
 def cross_val_log_loss(

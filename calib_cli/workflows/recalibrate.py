@@ -41,6 +41,8 @@ from calib_cli.core.chain import (
 from calib_cli.core.effects import AUC_CHANGE_TOLERANCE, auc_change, recalibration_effect
 from calib_cli.core.fit_support import (
     FitFacts,
+    below_minimum,
+    class_rows_text,
     min_class_rows,
     require_fit_support,
     supported_methods,
@@ -48,7 +50,13 @@ from calib_cli.core.fit_support import (
 from calib_cli.core.metrics import CalibrationEffect, EffectFigures
 from calib_cli.core.platt import PlattParams
 from calib_cli.core.prior import base_rate_looks_sampled, prior_shift_log_odds
-from calib_cli.core.selection import PROBABILITY_ONLY, CalibratorParams, MethodChoice
+from calib_cli.core.selection import (
+    PROBABILITY_ONLY,
+    CalibratorParams,
+    FoldShortfall,
+    FoldSupportError,
+    MethodChoice,
+)
 from calib_cli.errors import InputError, UsageError
 from calib_cli.io import InvalidRows, Table
 from calib_cli.io.stream_map import (
@@ -613,20 +621,27 @@ class _Run:
         strata: Strata | None,
         n_folds: int,
     ) -> FloatArray:
+        """Out-of-fold probabilities of ``method``, refused before any fold's fit when one
+        would have fewer rows of a class than a whole fit needs (:func:`_fold_refusal`)."""
         with source.context():
-            return cross_fit_chain(
-                scores,
-                labels,
-                method=method,
-                sample_weight=weights,
-                prior=self.prior,
-                fit_data=self.request.fit_data,
-                score_kind=self.request.score_kind,
-                strata=strata,
-                rng=self.rng,
-                n_folds=n_folds,
-                options=self.options,
-            )
+            try:
+                return cross_fit_chain(
+                    scores,
+                    labels,
+                    method=method,
+                    sample_weight=weights,
+                    prior=self.prior,
+                    fit_data=self.request.fit_data,
+                    score_kind=self.request.score_kind,
+                    strata=strata,
+                    rng=self.rng,
+                    n_folds=n_folds,
+                    options=self.options,
+                )
+            except FoldSupportError as error:
+                if error.shortfall is None:
+                    raise
+                raise InputError(_fold_refusal(self, method, error.shortfall)) from None
 
     def effect(
         self,
@@ -967,6 +982,46 @@ def _check_folds(
             f"{name}: {option} {n_folds} is more than the {smaller} rows of the "
             "smaller class: some folds hold none of it"
         )
+
+
+def _fold_refusal(run: _Run, method: FittedMethod, short: FoldShortfall) -> str:
+    """Why --cross-fit K is refused and what would pass: the fewest folds that leave every fit
+    enough rows (more folds leave each fit more of them), fewer --bins, or a method that needs
+    fewer rows, each checked against the short fold's count."""
+    n_bins = run.options["histogram"]["n_bins"]
+    whose = f"{method}, which --method auto chose," if run.plan.method == "auto" else method
+    remedies = []
+    if short.fewest_folds is not None:
+        remedies.append(
+            f"--cross-fit {short.fewest_folds} (the fewest folds that leave every fit enough)"
+        )
+    if method == "histogram" and not below_minimum(short.rows, min_class_rows("histogram")):
+        whole = int(short.rows)  # a sum of weights a rounding below a whole number counts as it
+        bins = whole if below_minimum(short.rows, whole + 1) else whole + 1
+        remedies.append(f"--bins {bins} or fewer")
+    kinds = FITTED_METHODS if run.request.score_kind == "probability" else ("platt",)
+    others = [
+        m
+        for m in kinds
+        if m != method and not below_minimum(short.rows, min_class_rows(m, n_bins=n_bins))
+    ]
+    if others:
+        remedies.append(f"another --method ({_either(others)})")
+    advice = "fit a map on another labelled file (--fit FILE)"
+    if remedies:
+        advice = f"use {', or '.join(remedies)}"
+    if short.fewest_folds is None:
+        advice = f"no number of folds leaves every fit enough; {advice}"
+    return (
+        f"--cross-fit {short.n_folds}: fold {short.fold}'s map would be fitted on the other "
+        f"{short.n_folds - 1} folds, which hold {class_rows_text(short.rows, short.label)}; "
+        f"{whose} needs at least {short.needed} rows of each class in every fit: {advice}"
+    )
+
+
+def _either(items: Sequence[str]) -> str:
+    """``a``, ``a or b``, ``a, b or c``."""
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
 def _warn_about_fits(steps: tuple[Step, ...], warn: Warn) -> None:
