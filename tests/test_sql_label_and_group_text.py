@@ -170,9 +170,12 @@ def test_a_nan_or_empty_label_is_left_out_as_a_null_one(
     tmp_path: Path, sql_type: str, nan: str, positive: str | None
 ) -> None:
     """A missing label is not a negative: calib refuses NaN, an empty text and the text
-    ``NaN`` as missing (io.columns.label_missing), and the engine leaves them out as it leaves
-    out a NULL; they were counted as negatives (a float column whose unlabelled rows are NaN,
-    as Polars writes them). The engine's summary equals calib's of the labelled rows."""
+    ``NaN`` as missing (io.columns.label_missing); they were counted as negatives (a float
+    column whose unlabelled rows are NaN, as Polars writes them). The engine's summary counts
+    them apart, with NULL ones, as label 3 (they were left out unsaid, so a target summary
+    of batches whose labels had not all arrived was estimated on its labelled rows), and
+    calib refuses that summary, naming how many; of the labelled rows it equals calib's. The
+    sampling query leaves them out."""
     scores = _scores()
     con = duckdb.connect()
     con.execute(f"CREATE TABLE t (score DOUBLE, label {sql_type})")
@@ -184,10 +187,14 @@ def test_a_nan_or_empty_label_is_left_out_as_a_null_one(
     for value in missing:
         con.execute(f"INSERT INTO t VALUES (0.5, {value})")
     calib = _calib_summary(tmp_path, source, positive_label=positive)
-    engine = _engine_summary(
-        con, summary_sql(SummaryQuery(table="t", positive_label=positive), dialect_name="duckdb")
-    )
-    _assert_same_counts(engine, calib)
+    sql = summary_sql(SummaryQuery(table="t", positive_label=positive), dialect_name="duckdb")
+    counts = dict(con.sql(f"SELECT label, SUM(n_rows) FROM ({sql}) GROUP BY label").fetchall())
+    assert counts == {0: N - N // 3, 1: N // 3, 3: len(missing)}
+    with pytest.raises(InputError, match=f"counts {len(missing)} rows without a label"):
+        _engine_summary(con, sql)
+    con.execute(f"CREATE VIEW labelled AS SELECT * FROM t LIMIT {N}")
+    query = SummaryQuery(table="labelled", positive_label=positive)
+    _assert_same_counts(_engine_summary(con, summary_sql(query, dialect_name="duckdb")), calib)
     con.execute("ALTER TABLE t ADD COLUMN id BIGINT")
     con.execute("UPDATE t SET id = rowid")
     query = SamplingQuery(

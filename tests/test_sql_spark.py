@@ -287,6 +287,19 @@ def test_labels_calib_refuses_are_counted_apart_in_spark(spark: Any) -> None:
     assert {r["label"]: r["n"] for r in rows} == {1: 100, 0: 150, 2: 350}
 
 
+def test_rows_without_a_label_are_counted_apart_in_spark(spark: Any) -> None:
+    """A NULL, NaN or empty label is label 3 in the summary (it was left out unsaid), with and
+    without --positive-label; the score's NULL rows are still left out."""
+    spark.sql(
+        "SELECT (id % 97 + 0.5) / 97.0D AS score, CASE id % 5 WHEN 0 THEN '1' WHEN 1 THEN '0' "
+        "WHEN 2 THEN NULL WHEN 3 THEN 'NaN' ELSE ' ' END AS label FROM range(500)"
+    ).createOrReplaceTempView("late")
+    for positive in (None, "1"):
+        sql = summary_sql(SummaryQuery(table="late", positive_label=positive), dialect_name="spark")
+        rows = _collect(spark, f"SELECT label, SUM(n_rows) AS n FROM ({sql}) AS s GROUP BY label")
+        assert {r["label"]: r["n"] for r in rows} == {1: 100, 0: 100, 3: 300}
+
+
 def test_positive_label_in_spark_equals_calibs(spark: Any, tmp_path: Any) -> None:
     """--positive-label on double, integer, boolean and text labels (0 on a double column
     matches 0.0; numeric text compares as numbers; 1d stays text), and calib's rule without

@@ -70,6 +70,10 @@ FALSE_LABEL_TEXT = frozenset({"0", "0.0", "false", "f", "no", "n"})
 #: --positive-label (``2``, ``maybe``): a query cannot stop, so it counts such rows apart, and
 #: the summary's reader (summaries.summary) refuses a summary that holds them.
 REFUSED_LABEL = 2
+#: The label a summary query gives a row without a label (NULL, NaN, empty): counted apart,
+#: not left out, so that a target summary of batches whose labels have not all arrived is
+#: refused rather than estimated on its labelled rows alone (and the rows it dropped unsaid).
+UNLABELLED = 3
 
 #: The end of a message about label values a label column cannot hold: the fix, where one
 #: is (a present value: an empty cell names no value; with --positive-label, any value reads).

@@ -20,7 +20,9 @@ no common ``log1p``), and SciPy's ``logit`` with its own two branches. Counts an
 exact; sums differ from calib's only by the order of summation (about 1e-16 relative per
 term), far inside the 1e-9 the figures are compared at.
 
-Rows whose score, label or weight is NULL are left out (calib refuses them); a label is
+Rows whose score or weight is NULL are left out (calib refuses them); a row without a label
+(NULL, NaN, empty) is counted apart as label 3 (:data:`~calib_cli.core.checks.UNLABELLED`),
+which every reader refuses, naming how many rows and what to do; a label is
 positive by calib's rule, with or without ``positive_label`` (as in :mod:`calib_cli.sql.sampling`;
 :func:`calib_cli.sql.values.positive_label_node`, as a number where the label's text is a
 number's text, else as text; ``positive_label`` is recorded in the metadata so that
@@ -48,6 +50,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from calib_cli.core.checks import UNLABELLED
 from calib_cli.errors import InputError
 from calib_cli.sql.dialects import Dialect, dialect
 from calib_cli.sql.tree import (
@@ -201,14 +204,19 @@ def summary_sql(query: SummaryQuery, *, dialect_name: str) -> str:
         Cast(Null(), "string") if query.by is None else GroupText(Column(query.by), query.by)
     )
     p = Cast(score, "double")
-    present: Node = Binary("AND", Not(IsNull(score)), label_present_node(label))
+    present: Node = Not(IsNull(score))
     if query.weight_col is not None:
         present = Binary("AND", present, Not(IsNull(Column(query.weight_col))))
+    # a row without a label is counted apart (UNLABELLED), never left out unsaid: a target
+    # batch whose labels have not all arrived was estimated on its labelled rows alone
+    y = if_else(
+        label_present_node(label), label_class_node(label, query.positive_label), Int(UNLABELLED)
+    )
     stage1 = _select(
         [
             ("g", group),
             ("p", p),
-            ("y", label_class_node(label, query.positive_label)),
+            ("y", y),
             ("w", weight),
         ],
         table,

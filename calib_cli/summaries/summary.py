@@ -14,6 +14,7 @@ import numpy.typing as npt
 
 from calib_cli.core.checks import (
     REFUSED_LABEL,
+    UNLABELLED,
     check_labels,
     check_scores,
     check_weights,
@@ -442,6 +443,19 @@ def _check_rows(arrays: Mapping[str, npt.NDArray[Any]], meta: Mapping[str, Any])
             f"refuses (not 0 or 1, true or false, yes or no: 2, maybe, 0.5): an engine's query "
             f"cannot stop, so it counts them apart (label {REFUSED_LABEL}). Leave them out "
             f"with a WHERE on '{meta['label_column']}' in the engine and summarise again{hint}"
+        )
+    missing = arrays["label"] == UNLABELLED
+    if np.any(missing):
+        rows = int(np.sum(arrays["n_rows"][missing]))
+        column = meta["label_column"]
+        raise InputError(
+            f"the summary counts {rows:,} row{'' if rows == 1 else 's'} without a label "
+            f"(NULL, NaN or empty '{column}'): an engine's query counts them apart (label "
+            f"{UNLABELLED}), as calib refuses them. For figures and fits, leave them out with "
+            f"WHERE {column} IS NOT NULL and summarise again; for an estimate-shift target "
+            f"whose labels have not all arrived, summarise every row with a constant label "
+            f"(0 AS {column}: estimated, no true rate), as a summary of the labelled rows "
+            "alone would estimate the wrong rate"
         )
     n_bins = len(meta["bin_edges"]) - 1
     last_cell = 2 * half_cell(meta["mantissa_bits"])
