@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import shlex
+import zlib
 from collections.abc import Mapping
 from pathlib import Path
+from typing import cast
 
 import polars as pl
 
@@ -29,6 +33,25 @@ GZIP_MAGIC = b"\x1f\x8b"
 _PARQUET_MAGIC = b"PAR1"
 ARROW_FILE_MAGIC = b"ARROW1"
 _ARROW_STREAM_MAGIC = b"\xff\xff\xff\xff"
+_ZIP_MAGIC = b"PK\x03\x04"
+
+TEXT_FORMATS: frozenset[str] = frozenset({"csv", "tsv"})
+
+#: Each format's name in messages and the file name ending that says it.
+LABELS: dict[InputFormat, str] = {
+    "csv": "CSV",
+    "tsv": "TSV",
+    "parquet": "Parquet",
+    "arrow": "Arrow IPC",
+    "ndjson": "NDJSON",
+}
+SUFFIXES: dict[InputFormat, str] = {
+    "csv": ".csv",
+    "tsv": ".tsv",
+    "parquet": ".parquet",
+    "arrow": ".arrow",
+    "ndjson": ".ndjson",
+}
 
 
 _STDOUT_ALIASES = frozenset({"/dev/stdout", "/dev/fd/1", "/proc/self/fd/1"})
@@ -99,7 +122,141 @@ def resolve_format(path: str, override: InputFormat | None, head: bytes = b"") -
     return sniff_format(head)
 
 
-TEXT_FORMATS: frozenset[str] = frozenset({"csv", "tsv"})
+def checked_format(
+    path: str, override: InputFormat | None, head: bytes, *, name: str
+) -> InputFormat:
+    """:func:`resolve_format` for the file at ``path`` (a pipe's copy, named by its sniffed
+    format) whose first bytes are ``head`` (gzip or not), refusing (exit 65, naming ``name``)
+    bytes that clearly are not what its name or ``--input-format`` says, or are a table calib
+    does not read (:func:`_first_bytes_say`), before any parser sees them: read as the format
+    the name says, a Parquet file named ``.csv`` failed with "invalid utf-8 sequence", an
+    NDJSON one with "could not parse ``"score":0.0184477`` as dtype str", and a JSON array
+    with "the header names column 'label":1' 2 times". A format sniffed from the bytes
+    (standard input, pipes, unknown extensions) is what they say. Gzip is no other format:
+    ``scores.csv`` holding gzip is read as CSV, as before, and the bytes checked are the
+    first decompressed ones.
+
+    >>> checked_format("s.csv", None, b"a,b\\n1,2\\n", name="s.csv")
+    'csv'
+    >>> try:
+    ...     checked_format("s.csv", None, b"PAR1...", name="s.csv")
+    ... except InputError as error:
+    ...     print(*str(error).split(": "), sep="\\n")
+    s.csv
+    the file looks like Parquet (it starts with PAR1), not CSV
+    name it .parquet or give --input-format parquet
+    """
+    compressed = head.startswith(GZIP_MAGIC)
+    content = gunzipped_head(head) if compressed else head
+    fmt = resolve_format(path, override, content)
+    seen = _first_bytes_say(content)
+    if seen is None:
+        return fmt
+    kind, evidence = seen
+    subject = "the input" if path == STDIO else "the file"
+    if kind == "json-array":
+        raise InputError(
+            f"{name}: {subject} looks like a JSON array (it starts with [), which calib does "
+            "not read: calib reads NDJSON, one JSON object per line (.ndjson, .jsonl); convert "
+            f"it with {_jq_command(path, name, compressed=compressed)}, or in pandas with "
+            "to_json(..., orient='records', lines=True)"
+        )
+    if kind == "zip":
+        raise InputError(
+            f"{name}: {subject} looks like a zip archive (it starts with PK), such as an Excel "
+            "workbook, which calib does not read: save it as CSV or Parquet"
+        )
+    given = override is not None or (path != STDIO and format_from_extension(path) is not None)
+    if not given or kind == fmt or {kind, fmt} <= TEXT_FORMATS:
+        return fmt
+    seen_format = cast("InputFormat", kind)  # neither json-array nor zip
+    label = LABELS[seen_format]
+    if compressed:
+        label, evidence = f"gzip-compressed {label}", f"decompressed, it starts with {evidence}"
+    else:
+        evidence = f"it starts with {evidence}"
+    if override is None:
+        suffix = SUFFIXES[seen_format] + (".gz" if compressed else "")
+        fix, said = f"name it {suffix} or give --input-format {kind}", ""
+    elif resolve_format(path, None, content) == kind:
+        fix, said = f"leave out --input-format {override}", f" (--input-format {override})"
+    else:
+        fix, said = f"give --input-format {kind}", f" (--input-format {override})"
+    raise InputError(
+        f"{name}: {subject} looks like {label} ({evidence}), not {LABELS[fmt]}{said}: {fix}"
+    )
+
+
+def gunzipped_head(head: bytes) -> bytes:
+    """The first bytes gzip data ``head`` decompresses to (at most 4 KiB: enough to say what
+    the file holds); none when it does not decompress."""
+    try:
+        return zlib.decompressobj(wbits=16 + zlib.MAX_WBITS).decompress(head, 4096)
+    except zlib.error:
+        return b""
+
+
+#: A JSON array of objects or of arrays (pandas' ``orient="records"`` or ``"values"``).
+_JSON_ARRAY = re.compile(r"\[\s*[\[{\]]")
+
+
+def _first_bytes_say(head: bytes) -> tuple[str, str] | None:
+    """What the (decompressed) first bytes of a file clearly are, and what shows it: a format
+    (Parquet's or Arrow's magic bytes; text: a ``{`` for NDJSON, as :func:`sniff_format` reads
+    it, else CSV or TSV), ``json-array`` or ``zip`` (tables calib does not read); None when
+    they do not say (no bytes, or binary of no known kind, such as text that is not UTF-8).
+
+    >>> _first_bytes_say(b'[{"score":0.2}]'), _first_bytes_say(b"\\xef\\xbb\\xbf{}")
+    (('json-array', '['), ('ndjson', '{'))
+    >>> _first_bytes_say(b"id\\tscore\\n1\\t0.5"), _first_bytes_say(b"\\x00\\x01")
+    (('tsv', "text 'id\\\\tscore'"), None)
+    """
+    for magic, kind, shown in (
+        (_PARQUET_MAGIC, "parquet", "PAR1"),
+        (ARROW_FILE_MAGIC, "arrow", "ARROW1"),
+        (_ARROW_STREAM_MAGIC, "arrow", "an IPC stream's ffffffff"),
+        (_ZIP_MAGIC, "zip", "PK"),
+    ):
+        if head.startswith(magic):
+            return kind, shown
+    text = _utf8_text(head)
+    start = "" if text is None else text.lstrip("\ufeff \t\r\n")
+    if not start:
+        return None
+    if _JSON_ARRAY.match(start):
+        return "json-array", "["
+    if start.startswith("{"):
+        return "ndjson", "{"
+    first = start.split("\n", 1)[0].rstrip("\r")
+    shown = first if len(first) <= 40 else first[:37] + "..."
+    return ("tsv" if "\t" in first and "," not in first else "csv"), f"text {shown!r}"
+
+
+def _utf8_text(head: bytes) -> str | None:
+    """``head`` as UTF-8 text (a character cut by the end of the bytes left out), or None
+    when it is not text."""
+    if b"\x00" in head:
+        return None
+    try:
+        return head.decode("utf-8")
+    except UnicodeDecodeError as error:
+        if error.end == len(head) and error.start >= len(head) - 3:
+            return head[: error.start].decode("utf-8")
+        return None
+
+
+def _jq_command(path: str, name: str, *, compressed: bool) -> str:
+    """The jq command that turns the JSON array in ``path`` into NDJSON beside it (for a
+    pipe or standard input, the filter alone)."""
+    if path == STDIO or path != name:
+        return "jq -c '.[]'"
+    stem = Path(_split_gz(path)[0])
+    target = stem.with_suffix(".ndjson")
+    if target == stem:
+        target = stem.with_name(f"{stem.stem}-lines.ndjson")
+    if compressed:
+        return f"zcat {shlex.quote(path)} | jq -c '.[]' > {shlex.quote(str(target))}"
+    return f"jq -c '.[]' {shlex.quote(path)} > {shlex.quote(str(target))}"
 
 
 def typed_output(path: str | None, override: InputFormat | None) -> bool:

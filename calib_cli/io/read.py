@@ -24,8 +24,14 @@ from calib_cli.io.dialect import (
     parse_error_hint,
     refuse_one_column,
 )
-from calib_cli.io.formats import ARROW_FILE_MAGIC, GZIP_MAGIC, STDIO, display_name, resolve_format
-from calib_cli.io.spool import readable
+from calib_cli.io.formats import (
+    ARROW_FILE_MAGIC,
+    GZIP_MAGIC,
+    STDIO,
+    checked_format,
+    display_name,
+)
+from calib_cli.io.spool import SNIFF_BYTES, readable
 from calib_cli.io.table import Table
 from calib_cli.types import InputFormat
 
@@ -51,11 +57,13 @@ def read_stdin() -> bytes:
     return b"".join(chunks)
 
 
-def _read_source_bytes(path: str) -> bytes:
+def _read_source_bytes(path: str, *, size: int = -1) -> bytes:
+    """The bytes of ``path`` (a file's first ``size`` only, when given; standard input, all)."""
     try:
         if path == STDIO:
             return read_stdin()
-        return Path(readable(path)).read_bytes()
+        with open(readable(path), "rb") as handle:
+            return handle.read(size)
     except FileNotFoundError:
         raise MissingInputError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -88,13 +96,19 @@ def read_table(path: str, *, input_format: InputFormat | None = None, typed: boo
     """
     name = display_name(path)
     check_exists(path)
-    raw = _read_source_bytes(path)
+    if path == STDIO:
+        raw = _read_source_bytes(path)
+        fmt = checked_format(path, input_format, raw[:SNIFF_BYTES], name=name)
+    else:  # checked before the file is read, from its first bytes (it may be large); a
+        # pipe's format is its copy's, as for the streaming engine (spool.readable)
+        head = _read_source_bytes(path, size=SNIFF_BYTES)
+        fmt = checked_format(readable(path), input_format, head, name=name)
+        raw = _read_source_bytes(path)
     if raw.startswith(GZIP_MAGIC):
         try:
             raw = gzip.decompress(raw)
         except (OSError, EOFError) as error:
             raise InputError(f"{name}: cannot decompress gzip data ({error})") from None
-    fmt = resolve_format(path, input_format, raw[:4096])
     frame = _parse(raw, fmt, name, typed=typed)
     if frame.height == 0:
         raise InputError(f"{name}: no data rows")

@@ -19,9 +19,11 @@ from calib_cli.io.dialect import (
     refuse_one_column,
 )
 from calib_cli.io.formats import (
+    GZIP_MAGIC,
     STDIO,
     TEXT_FORMATS,
     check_text_columns,
+    checked_format,
     display_name,
     resolve_format,
 )
@@ -49,20 +51,25 @@ def scan_table(
 ) -> tuple[pl.LazyFrame, str]:
     """A lazy scan for streaming commands; returns the frame and the name for messages.
 
-    Uncompressed files are scanned in place (memory does not grow with rows); standard input
-    and gzip files are read first, since they cannot be scanned.
+    Uncompressed files are scanned in place (memory does not grow with rows); standard input,
+    ``.gz`` files and Parquet or Arrow in gzip are read first, since they cannot be scanned.
+    Bytes that clearly are another format than the name or ``input_format`` says are refused
+    before (:func:`~calib_cli.io.formats.checked_format`), as by :func:`read_table`.
     """
     name = display_name(path)
     check_exists(path)
     source = readable(path)  # a pipe: its copy, read as many times as needed
-    if path == STDIO or source.lower().endswith(".gz"):
+    head = b"" if path == STDIO else _peek(source)
+    fmt = None if path == STDIO else checked_format(source, input_format, head, name=name)
+    # Parquet or Arrow in gzip cannot be scanned either (polars decompresses only text)
+    packed = fmt in ("parquet", "arrow") and head.startswith(GZIP_MAGIC)
+    if fmt is None or source.lower().endswith(".gz") or packed:
         table = read_table(path, input_format=input_format)
         frame = table.frame
         if typed and table.format in ("csv", "tsv"):
             types = exact_types(frame.lazy(), text_columns=text_columns)
             frame = frame.with_columns(typed_columns(types))
         return frame.lazy(), table.format
-    fmt = resolve_format(source, input_format, _peek(source))
     try:
         if fmt in ("csv", "tsv"):
             lazy = pl.scan_csv(

@@ -21,20 +21,20 @@ from pathlib import Path
 
 from calib_cli import interrupts
 from calib_cli.errors import MissingInputError
-from calib_cli.io.formats import GZIP_MAGIC, STDIO, display_name, is_stream, sniff_format
+from calib_cli.io.formats import (
+    GZIP_MAGIC,
+    STDIO,
+    SUFFIXES,
+    display_name,
+    is_stream,
+    sniff_format,
+)
 
 #: Bytes copied per read (each read returns to Python, so an interrupt is acted on).
 SPOOL_CHUNK = 1 << 20
 #: Bytes the format is sniffed from (waited for, unless the pipe ends first).
 SNIFF_BYTES = 4096
 
-_SUFFIX = {
-    "csv": ".csv",
-    "tsv": ".tsv",
-    "parquet": ".parquet",
-    "arrow": ".arrow",
-    "ndjson": ".ndjson",
-}
 _lock = threading.Lock()
 _copies: dict[str, Path] = {}
 
@@ -63,7 +63,7 @@ def _spool(path: str) -> Path:
             head = source.read1(SPOOL_CHUNK)
             while len(head) < SNIFF_BYTES and (more := source.read1(SPOOL_CHUNK)):
                 head += more  # a slow writer's first bytes may come a few at a time
-            suffix = ".gz" if head.startswith(GZIP_MAGIC) else _SUFFIX[sniff_format(head)]
+            suffix = ".gz" if head.startswith(GZIP_MAGIC) else SUFFIXES[sniff_format(head)]
             copy = interrupts.new_temporary_file(directory, prefix=".calib-pipe-", suffix=suffix)
             with open(copy, "wb") as out:
                 out.write(head)
