@@ -150,6 +150,49 @@ class FirstThatFits:
         return Measurement.get(console, options, self.choose(console, options))
 
 
+class Line:
+    """A title or a note, never broken inside a word (a file name in it stays whole): off a
+    terminal (a pipe, a file, a log) on one line whatever its length, as warnings are; on a
+    terminal wrapped at spaces, a word wider than the console left whole. Plain text: a
+    ``[`` in a path is not read as markup. Print it with ``crop=False`` (the console would
+    cut a line wider than itself)."""
+
+    def __init__(self, text: str, *, style: str = "table.title") -> None:
+        self.text = text
+        self.style = style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = word_lines(self.text, options.max_width) if console.is_terminal else [self.text]
+        for line in lines:
+            # "ignore": Rich neither wraps nor cuts the line (a word wider than the console)
+            yield Text(line, style=self.style, overflow="ignore", no_wrap=True)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        longest = max(cell_len(word) for word in self.text.split(" "))
+        return Measurement(min(longest, options.max_width), cell_len(self.text))
+
+
+def word_lines(text: str, width: int) -> list[str]:
+    """``text`` cut at spaces into lines of at most ``width`` cells; a word wider than that
+    on a line of its own, whole (Rich would fold it, breaking a path in two).
+
+    >>> word_lines("Reliability of data/a_long_file_name.parquet (10 bins)", 20)
+    ['Reliability of', 'data/a_long_file_name.parquet', '(10 bins)']
+    """
+    lines: list[str] = []
+    current: str | None = None
+    for word in text.split(" "):
+        if current is None:
+            current = word
+        elif cell_len(current) + 1 + cell_len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}"
+    lines.append(current or "")
+    return lines
+
+
 class Titled:
     """A title on lines of its own above a table (a Rich table's own title wraps at the
     table's width, breaking a long file name); measured as the table alone."""
@@ -159,7 +202,7 @@ class Titled:
         self.body = body
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(self.title, style="table.title")
+        yield Line(self.title)
         yield self.body
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
@@ -240,9 +283,7 @@ class LongTable:
         gap = " " * LONG_GAP
         bold = console.get_style("bold")
         if self.title:
-            yield from console.render(
-                Text(self.title, style="table.title", overflow="fold"), options
-            )
+            yield from console.render(Line(self.title), options)
         limit = max(options.max_width, 1)
         for line in self._line([c.heading for c in self.columns], widths, gap):
             yield from _folded(line, limit, bold)
@@ -527,7 +568,7 @@ def reliability_figures(
     if title is None:
         return body
     # the title on a line of its own: a table's title wraps at the table's width
-    return Group(Text(title, style="table.title", overflow="fold"), body)
+    return Group(Line(title), body)
 
 
 def _span(low: float, high: float, digits: int = 4) -> str:
@@ -1019,15 +1060,15 @@ def _detail(value: object, key: str = "") -> str:
     return str(value)
 
 
-def show_table(result: ShowResult) -> Table:
-    """``calib show``: kind, steps with their fitted numbers, and provenance."""
+def show_table(result: ShowResult) -> Titled:
+    """``calib show``: kind, steps with their fitted numbers, and provenance, under the
+    file's name (a :class:`Titled`: a table's own title wraps inside the path)."""
     artifact = result.artifact
-    table = Table(
-        title=f"{result.path}: {artifact.kind} (schema {artifact.schema_version}, "
-        f"calib {artifact.calib_version or MISSING})",
-        title_justify="left",
-        show_header=False,
+    title = (
+        f"{result.path}: {artifact.kind} (schema {artifact.schema_version}, "
+        f"calib {artifact.calib_version or MISSING})"
     )
+    table = Table(show_header=False)
     table.add_column("", style="bold", overflow="fold")
     table.add_column("", overflow="fold")
     for index, step in enumerate(result.steps, start=1):
@@ -1040,7 +1081,7 @@ def show_table(result: ShowResult) -> Table:
         if isinstance(value, Mapping):
             value = {k: v for k, v in value.items() if v is not None}
         table.add_row(key.replace("_", " "), Text(_detail(value, key)))
-    return table
+    return Titled(title, table)
 
 
 # ------------------------------------------------------ estimate-shift --backtest, --history
