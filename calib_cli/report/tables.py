@@ -1052,12 +1052,29 @@ def _detail(value: object, key: str = "") -> str:
     if key in _COUNT_KEYS and isinstance(value, (int, float)):
         return fmt_count(value)
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return _significant(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_detail(v) for v in value) + "]"
     if isinstance(value, Mapping):
         return ", ".join(f"{k}: {_detail(v, str(k))}" for k, v in value.items())
     return str(value)
+
+
+def _significant(value: float, digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits, and to as many more as it takes for a
+    value strictly inside (0, 1) not to read as 0 or 1 (an isotonic map's outputs end at
+    1 - 1e-6: a probability of 1 would be a different claim).
+
+    >>> _significant(0.123456), _significant(1 - 1e-6), _significant(0.99995), _significant(1.0)
+    ('0.1235', '0.999999', '0.99995', '1')
+    >>> _significant(1e-300), _significant(2.5), _significant(1 - 2**-52)
+    ('1e-300', '2.5', '0.9999999999999998')
+    """
+    text = f"{value:.{digits}g}"
+    while 0.0 < value < 1.0 and float(text) in (0.0, 1.0) and digits < 17:
+        digits += 1
+        text = f"{value:.{digits}g}"
+    return text
 
 
 def show_table(result: ShowResult) -> Titled:
