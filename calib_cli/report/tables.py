@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from calib_cli.report.payloads import bins_phrase, weighting_phrase
+from calib_cli.types import ALL_ROWS
 
 if TYPE_CHECKING:
     from calib_cli.core.metrics import ReliabilitySummary
@@ -724,7 +725,8 @@ def reliability_report(
         if len(columns) > 1 or result.by is None:
             labels.append(entry.score_column)
         if result.by is not None:
-            labels.append("all" if entry.group is None else str(entry.group))
+            # all rows by name: a group may be called "all"
+            labels.append(ALL_ROWS if entry.group is None else str(entry.group))
         views.append(
             EntryView(
                 heading=entry.heading,
@@ -793,7 +795,7 @@ def resample_table(result: ResampleResult) -> RenderableType:
             )
     rows.append(
         [
-            "all",
+            ALL_ROWS,
             "" if summary.stratified else _rate(summary.rates.negative_rate),
             "" if summary.stratified else _rate(summary.rates.positive_rate),
             fmt_count(summary.before.rows),
