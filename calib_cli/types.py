@@ -48,6 +48,9 @@ JsonObject: TypeAlias = dict[str, "JsonValue"]
 GroupValue: TypeAlias = str | int | float | bool | None
 #: The group of rows without a value in a --by or --batch-col column.
 MISSING_GROUP = "(missing)"
+#: All rows (``group`` null in JSON) as tables, pictures and messages name them for humans,
+#: where a group is ``by=value``: a group whose value is ``all`` is ``segment=all``.
+ALL_ROWS = "all rows"
 #: A histogram of scores for a picture: bin edges, shape (k + 1,), and weighted counts, (k,).
 ScoreHistogram: TypeAlias = tuple[FloatArray, FloatArray]
 #: Scores within this of 0 or 1 (exact 0s and 1s among them) have no place on a picture's

@@ -32,6 +32,7 @@ from calib_cli.report.tables import (
     reliability_report,
     row_table,
 )
+from calib_cli.types import ALL_ROWS
 from calib_cli.workflows.reliability import ReliabilityRequest, ReliabilityResult, run_reliability
 from tests.conftest import SAMPLE_DATA
 
@@ -74,7 +75,7 @@ def grouped_result(
 
 def table_rows(text: str, first_cell: str) -> list[list[str]]:
     """The rows of the long tables that start with ``first_cell``, split into cells."""
-    return [line.split("  ") for line in text.splitlines() if line.split(" ")[0] == first_cell]
+    return [line.split("  ") for line in text.splitlines() if line.startswith(f"{first_cell}  ")]
 
 
 def cells(row: list[str]) -> list[str]:
@@ -127,7 +128,7 @@ def test_many_groups_switch_to_one_row_per_group_with_every_figure(tmp_path: Pat
         defined = kind != "interval" or getattr(result.entries[0].summary, attribute) is not None
         assert (heading in shown) == defined, heading
     for entry in result.entries:
-        label = "all" if entry.group is None else str(entry.group)
+        label = ALL_ROWS if entry.group is None else str(entry.group)
         assert len(table_rows(text, label)) == len(headings)
     assert text.count("Bins: score") == len(result.entries) == 13
     # a console wide enough shows a few groups side by side again
@@ -141,7 +142,7 @@ def test_the_long_table_shows_the_figures_of_each_group(tmp_path: Path) -> None:
     header = next(line for line in text.splitlines() if line.startswith("g ")).split()
     assert header[:4] == ["g", "rows", "positives", "ECE"]
     for entry in result.entries:
-        label = "all" if entry.group is None else str(entry.group)
+        label = ALL_ROWS if entry.group is None else str(entry.group)
         first = cells(table_rows(text, label)[0])
         s = entry.summary
         low, high = s.auc_ci

@@ -15,12 +15,12 @@ import polars as pl
 import pytest
 from rich.console import Console
 
-from calib_cli.artifacts import load_artifact
+from calib_cli.artifacts import Artifact, load_artifact
 from calib_cli.errors import ArtifactError, MissingInputError, OutputError
 from calib_cli.report.tables import show_table
 from calib_cli.workflows.recalibrate import RecalibrateRequest, run_recalibrate
 from calib_cli.workflows.resample import ResampleRequest, run_resample
-from calib_cli.workflows.show import ShowRequest, run_show
+from calib_cli.workflows.show import ShowRequest, ShowResult, run_show, summarise_steps
 from tests.conftest import SAMPLE_DATA
 
 OVERCONFIDENT = SAMPLE_DATA / "overconfident.csv"
@@ -169,3 +169,37 @@ def test_paths_in_lists_and_brackets_print_as_they_are(artifacts: dict[str, Path
     )
     text = buffer.getvalue()
     assert "summaries: [/data/day=1/part-0.parquet, /data/[b]/s.parquet]" in text
+
+
+#: a chain whose isotonic step outputs [eps, 1 - eps] (its knots run from 0 to 1)
+CLIPPED_CHAIN = Artifact(
+    kind="chain",
+    params={
+        "steps": [
+            {"kind": "prior", "params": {"log_odds_shift": -2.0, "strata_col": None,
+                                         "stratum_shifts": {}}},
+            {"kind": "isotonic", "params": {"x_knots": [0.2, 0.8], "y_knots": [0.0, 1.0],
+                                            "eps": 1e-6, "strict": False}},
+        ]
+    },
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", ["isotonic", "chain"])
+def test_show_never_rounds_a_probability_inside_the_unit_interval_to_0_or_1(
+    artifacts: dict[str, Path], kind: str
+) -> None:
+    """A map's outputs are clipped to [eps, 1 - eps]: its range ends at 1 - 1e-6, which four
+    significant digits printed as 1 (``probability_range [1e-06, 1]``), in chains too."""
+    if kind == "chain":
+        result = ShowResult("chain.json", CLIPPED_CHAIN, summarise_steps(CLIPPED_CHAIN))
+    else:
+        result = run_show(ShowRequest(artifact=str(artifacts[kind])))
+    low, high = result.steps[-1].details["probability_range"]
+    assert low > 0.0 and high == 1.0 - 1e-6  # the value was right: its text was not
+    buffer = io.StringIO()
+    Console(file=buffer, width=160, no_color=True).print(show_table(result))
+    line = next(line for line in buffer.getvalue().splitlines() if "probability_range" in line)
+    shown = line.split("[")[1].split("]")[0].split(", ")
+    assert shown[1] == "0.999999", line
+    assert [float(text) for text in shown] == pytest.approx([low, high], rel=1e-4)

@@ -45,9 +45,11 @@ class Session:
             )
 
     def info(self, renderable: RenderableType | str) -> None:
-        """Diagnostics (tables, notes) on standard error (silenced by --quiet)."""
+        """Diagnostics (tables, notes) on standard error (silenced by --quiet). A note (a
+        string) is a :class:`~calib_cli.report.tables.Line`: never broken inside a word, one
+        line off a terminal. Nothing is cropped to the width."""
         if not self.quiet:
-            self.err.print(renderable, highlight=False)
+            self.err.print(_renderable(renderable), highlight=False, crop=False)
 
     def result(self, renderable: RenderableType | str) -> None:
         """A report's tables on standard output (silenced by --quiet), rendered first and
@@ -58,7 +60,7 @@ class Session:
             from calib_cli import io
 
             with self.out.capture() as captured:
-                self.out.print(renderable, highlight=False)
+                self.out.print(_renderable(renderable), highlight=False, crop=False)
             io.write_text(io.STDIO, captured.get())
 
     def progress(
@@ -133,6 +135,16 @@ def _progress_display(
             state["done"] = True
             if state["started"]:
                 display.stop()
+
+
+def _renderable(renderable: RenderableType | str) -> RenderableType:
+    """A note (plain text, not markup) as a :class:`~calib_cli.report.tables.Line`; a table
+    as it is."""
+    if isinstance(renderable, str):
+        from calib_cli.report.tables import Line
+
+        return Line(renderable, style="none")
+    return renderable
 
 
 class _PipeAwareConsole(Console):

@@ -289,11 +289,12 @@ def resample_payload(result: ResampleResult) -> JsonObject:
 
 
 def effect_payload(effect: FileEffect) -> JsonObject:
-    """``file`` and the before/after figures (the label figures only with labels)."""
+    """``file`` and the before/after figures; the label figures (``positives``,
+    ``base_rate``, ``before``, ``after``) are ``null`` for a file without labels."""
     block: JsonObject = {"file": effect.file, **to_json_object(effect.effect)}
     if not effect.has_labels:
         for key in ("positives", "base_rate", "before", "after"):
-            block.pop(key)
+            block[key] = None
     return block
 
 
@@ -324,9 +325,10 @@ TARGET_PREVALENCE_KEYS = ("prevalence", "ci_low", "ci_high", "method", "referenc
 
 
 def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
-    """``seed``, ``smoothing``, ``weight_kind`` (with --weight-col), ``pca``,
-    ``target_prevalence``, ``odds_source``, ``strata``, ``comparison``, ``streaming`` (the
-    streaming engine's bounds); each only when it applies."""
+    """``seed``, ``smoothing``, ``weight_kind`` (with --weight-col), ``pca`` (with
+    --pca-features), ``target_prevalence`` (with --estimate-target-prevalence),
+    ``odds_source``, ``strata``, ``comparison`` (``null`` unless the target has labels of both
+    classes) and ``streaming`` (the streaming engine's bounds; ``null`` in memory)."""
     payload: JsonObject = {"seed": result.seed, "smoothing": result.smoothing}
     if result.weight_kind is not None:
         payload["weight_kind"] = result.weight_kind
@@ -342,12 +344,16 @@ def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
         }
     payload["odds_source"] = result.odds_source
     payload["strata"] = to_jsonable(result.strata)
+    # keys that depend on the data (labels in the target; the engine --engine auto picks) are
+    # always there, null where they do not apply
+    payload["comparison"] = None
     if result.comparison is not None:
         # the labelled rows compared first: with late labels, fewer than the target's
         payload["comparison"] = {
             "rows": result.comparison_rows,
             **to_json_object(result.comparison),
         }
+    payload["streaming"] = None
     if result.streaming is not None:
         payload["streaming"] = to_json_object(result.streaming)
     return payload
@@ -358,12 +364,11 @@ def rerank_strata_payload(result: RerankStrataResult) -> JsonObject:
 
 def batch_payload(batch: BatchEstimate, *, batch_col: str | None) -> JsonObject:
     """``batch`` (with --batch-col), the estimate's figures, ``true_prevalence`` and ``error``
-    (with labels; ``null`` for a batch some of whose labels are missing), ``decision`` (with
-    --costs)."""
+    (always there: ``null`` without labels, or for a batch some of whose labels are missing),
+    ``decision`` (with --costs)."""
     entry: JsonObject = {} if batch_col is None else {"batch": batch.batch}
     entry.update(to_json_object(batch.estimate))
-    if batch.true_prevalence is not None or batch.unlabelled_rows:
-        entry.update(true_prevalence=batch.true_prevalence, error=to_jsonable(batch.error))
+    entry.update(true_prevalence=batch.true_prevalence, error=to_jsonable(batch.error))
     if batch.decision is not None:
         entry["decision"] = to_json_object(batch.decision)
     return entry

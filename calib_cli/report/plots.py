@@ -53,6 +53,7 @@ from calib_cli.core import elementary as el
 from calib_cli.errors import UsageError
 from calib_cli.io.pictures import PLOT_NEEDS, plot_format
 from calib_cli.report.payloads import bins_phrase, weighting_phrase
+from calib_cli.types import ALL_ROWS
 from calib_cli.types import LOGIT_EDGE as LOGIT_EDGE  # within it of 0 or 1: off a logit axis
 from calib_cli.types import PlotScale as PlotScale
 from calib_cli.types import ScoreHistogram as ScoreHistogram
@@ -937,7 +938,7 @@ def reliability_panels(
         rows = f"n = {first.n:,}, base rate {_fmt(first.base_rate)}"
         # two lines: a panel is about 3.4 inches wide, too narrow for name and counts at 1e7
         heading = (
-            (f"all rows\n{rows}" if by is not None else None)
+            (f"{ALL_ROWS}\n{rows}" if by is not None else None)
             if key[0] == "all"
             else f"{_shorten(f'{by}={key[1]}')}\n{rows}"
         )

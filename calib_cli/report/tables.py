@@ -21,6 +21,7 @@ from rich.table import Table
 from rich.text import Text
 
 from calib_cli.report.payloads import bins_phrase, weighting_phrase
+from calib_cli.types import ALL_ROWS
 
 if TYPE_CHECKING:
     from calib_cli.core.metrics import ReliabilitySummary
@@ -150,6 +151,49 @@ class FirstThatFits:
         return Measurement.get(console, options, self.choose(console, options))
 
 
+class Line:
+    """A title or a note, never broken inside a word (a file name in it stays whole): off a
+    terminal (a pipe, a file, a log) on one line whatever its length, as warnings are; on a
+    terminal wrapped at spaces, a word wider than the console left whole. Plain text: a
+    ``[`` in a path is not read as markup. Print it with ``crop=False`` (the console would
+    cut a line wider than itself)."""
+
+    def __init__(self, text: str, *, style: str = "table.title") -> None:
+        self.text = text
+        self.style = style
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        lines = word_lines(self.text, options.max_width) if console.is_terminal else [self.text]
+        for line in lines:
+            # "ignore": Rich neither wraps nor cuts the line (a word wider than the console)
+            yield Text(line, style=self.style, overflow="ignore", no_wrap=True)
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        longest = max(cell_len(word) for word in self.text.split(" "))
+        return Measurement(min(longest, options.max_width), cell_len(self.text))
+
+
+def word_lines(text: str, width: int) -> list[str]:
+    """``text`` cut at spaces into lines of at most ``width`` cells; a word wider than that
+    on a line of its own, whole (Rich would fold it, breaking a path in two).
+
+    >>> word_lines("Reliability of data/a_long_file_name.parquet (10 bins)", 20)
+    ['Reliability of', 'data/a_long_file_name.parquet', '(10 bins)']
+    """
+    lines: list[str] = []
+    current: str | None = None
+    for word in text.split(" "):
+        if current is None:
+            current = word
+        elif cell_len(current) + 1 + cell_len(word) > width:
+            lines.append(current)
+            current = word
+        else:
+            current = f"{current} {word}"
+    lines.append(current or "")
+    return lines
+
+
 class Titled:
     """A title on lines of its own above a table (a Rich table's own title wraps at the
     table's width, breaking a long file name); measured as the table alone."""
@@ -159,7 +203,7 @@ class Titled:
         self.body = body
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield Text(self.title, style="table.title")
+        yield Line(self.title)
         yield self.body
 
     def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
@@ -240,9 +284,7 @@ class LongTable:
         gap = " " * LONG_GAP
         bold = console.get_style("bold")
         if self.title:
-            yield from console.render(
-                Text(self.title, style="table.title", overflow="fold"), options
-            )
+            yield from console.render(Line(self.title), options)
         limit = max(options.max_width, 1)
         for line in self._line([c.heading for c in self.columns], widths, gap):
             yield from _folded(line, limit, bold)
@@ -527,7 +569,7 @@ def reliability_figures(
     if title is None:
         return body
     # the title on a line of its own: a table's title wraps at the table's width
-    return Group(Text(title, style="table.title", overflow="fold"), body)
+    return Group(Line(title), body)
 
 
 def _span(low: float, high: float, digits: int = 4) -> str:
@@ -683,7 +725,8 @@ def reliability_report(
         if len(columns) > 1 or result.by is None:
             labels.append(entry.score_column)
         if result.by is not None:
-            labels.append("all" if entry.group is None else str(entry.group))
+            # all rows by name: a group may be called "all"
+            labels.append(ALL_ROWS if entry.group is None else str(entry.group))
         views.append(
             EntryView(
                 heading=entry.heading,
@@ -752,7 +795,7 @@ def resample_table(result: ResampleResult) -> RenderableType:
             )
     rows.append(
         [
-            "all",
+            ALL_ROWS,
             "" if summary.stratified else _rate(summary.rates.negative_rate),
             "" if summary.stratified else _rate(summary.rates.positive_rate),
             fmt_count(summary.before.rows),
@@ -1011,7 +1054,7 @@ def _detail(value: object, key: str = "") -> str:
     if key in _COUNT_KEYS and isinstance(value, (int, float)):
         return fmt_count(value)
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return _significant(value)
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_detail(v) for v in value) + "]"
     if isinstance(value, Mapping):
@@ -1019,15 +1062,32 @@ def _detail(value: object, key: str = "") -> str:
     return str(value)
 
 
-def show_table(result: ShowResult) -> Table:
-    """``calib show``: kind, steps with their fitted numbers, and provenance."""
+def _significant(value: float, digits: int = 4) -> str:
+    """``value`` to ``digits`` significant digits, and to as many more as it takes for a
+    value strictly inside (0, 1) not to read as 0 or 1 (an isotonic map's outputs end at
+    1 - 1e-6: a probability of 1 would be a different claim).
+
+    >>> _significant(0.123456), _significant(1 - 1e-6), _significant(0.99995), _significant(1.0)
+    ('0.1235', '0.999999', '0.99995', '1')
+    >>> _significant(1e-300), _significant(2.5), _significant(1 - 2**-52)
+    ('1e-300', '2.5', '0.9999999999999998')
+    """
+    text = f"{value:.{digits}g}"
+    while 0.0 < value < 1.0 and float(text) in (0.0, 1.0) and digits < 17:
+        digits += 1
+        text = f"{value:.{digits}g}"
+    return text
+
+
+def show_table(result: ShowResult) -> Titled:
+    """``calib show``: kind, steps with their fitted numbers, and provenance, under the
+    file's name (a :class:`Titled`: a table's own title wraps inside the path)."""
     artifact = result.artifact
-    table = Table(
-        title=f"{result.path}: {artifact.kind} (schema {artifact.schema_version}, "
-        f"calib {artifact.calib_version or MISSING})",
-        title_justify="left",
-        show_header=False,
+    title = (
+        f"{result.path}: {artifact.kind} (schema {artifact.schema_version}, "
+        f"calib {artifact.calib_version or MISSING})"
     )
+    table = Table(show_header=False)
     table.add_column("", style="bold", overflow="fold")
     table.add_column("", overflow="fold")
     for index, step in enumerate(result.steps, start=1):
@@ -1040,7 +1100,7 @@ def show_table(result: ShowResult) -> Table:
         if isinstance(value, Mapping):
             value = {k: v for k, v in value.items() if v is not None}
         table.add_row(key.replace("_", " "), Text(_detail(value, key)))
-    return table
+    return Titled(title, table)
 
 
 # ------------------------------------------------------ estimate-shift --backtest, --history

@@ -30,6 +30,7 @@ from calib_cli.summaries import (
 )
 from calib_cli.summaries.subcells import SubCells
 from calib_cli.types import (
+    ALL_ROWS,
     DEFAULT_DIALECT,
     LOGIT_EDGE,
     BinStrategy,
@@ -293,9 +294,17 @@ def _flat_summary(name: str, column: str, summary: ScoreSummary, warn: Warn) -> 
 
 
 def _heading(column: str, by: str | None, group: GroupValue) -> str:
+    r"""The entry's heading for humans: ``column``, with --by ``column\nby=group``, or
+    ``column\nall rows`` (:data:`ALL_ROWS`: not ``by=all``, which is the group ``all``).
+
+    >>> _heading("score", None, None), _heading("score", "segment", None)
+    ('score', 'score\nall rows')
+    >>> _heading("score", "segment", "all")
+    'score\nsegment=all'
+    """
     if by is None:
         return column
-    return f"{column}\n{by}={group if group is not None else 'all'}"
+    return f"{column}\n{ALL_ROWS if group is None else f'{by}={group}'}"
 
 
 def _result(
