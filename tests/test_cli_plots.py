@@ -457,3 +457,47 @@ def test_calib_rerank_strata_plot_writes_an_svg_and_the_same_report(
     assert _loaded(report.read_text()) == _loaded(dumps(expected))
     root = ET.fromstring(picture.read_bytes())
     assert {"roc-raw", "roc-reranked"} <= {e.get("id") for e in root.iter()}
+
+
+def test_thirty_strata_draw_the_24_largest_with_the_legend_beside_them(
+    invoke_calib: RunCalib, tmp_path: Path
+) -> None:
+    """``rerank-strata --plot`` on an unlabelled target and ``show --plot`` on a stratified
+    sampling record, with 30 strata: 24 curves, a legend of its own beside the axes (it ran
+    over the x axis and off the picture), and the title naming the strata drawn."""
+    rng = np.random.default_rng(17)
+    names = np.array([f"branch_{i:02d}" for i in range(30)])
+    sizes = 120 + 4 * rng.permutation(30)  # the six smallest are left out
+
+    def rows(labelled: bool) -> dict[str, np.ndarray]:
+        stratum = np.repeat(names, sizes)
+        y = (rng.random(stratum.size) < 0.2).astype(int)
+        scores = np.clip(rng.beta(2, 6, stratum.size) + 0.3 * y, 1e-4, 0.9999)
+        made = {"id": np.arange(stratum.size), "stratum": stratum, "score": np.round(scores, 8)}
+        return {**made, "label": y} if labelled else made
+
+    reference = _write_csv(tmp_path / "reference.csv", rows(True))
+    target = _write_csv(tmp_path / "target.csv", rows(False))
+    rates = tmp_path / "rates.csv"
+    rates.write_text(
+        "stratum,negative_rate\n" + "".join(f"{n},{0.05 + 0.03 * i}\n" for i, n in enumerate(names))
+    )
+    largest = set(names[np.argsort(-sizes, kind="stable")[:24]])
+    slopes, maps = tmp_path / "slopes.svg", tmp_path / "maps.svg"
+    args = ["--reference", reference, "--target", target, "--strata-col", "stratum"]
+    args += ["-o", str(tmp_path / "out.csv"), "--plot", str(slopes), "-q"]
+    assert invoke_calib(["rerank-strata", *args]).returncode == 0
+    record = tmp_path / "sample.json"
+    args = [reference, "-o", str(tmp_path / "sample.csv"), "--strata-col", "stratum"]
+    args += ["--rates-file", str(rates), "--key-col", "id", "--record", str(record), "-q"]
+    assert invoke_calib(["resample", *args]).returncode == 0
+    assert invoke_calib(["show", str(record), "--plot", str(maps), "-q"]).returncode == 0
+    for picture, prefix, note in (
+        (slopes, "slope-", "the 24 largest of 30 strata by reference rows"),
+        (maps, "map-", "the 24 largest of 30 strata by rows before sampling"),
+    ):
+        root = ET.fromstring(picture.read_bytes())
+        ids = {e.get("id") or "" for e in root.iter()}
+        assert {i.removeprefix(prefix) for i in ids if i.startswith(prefix)} == largest
+        assert "legend" in ids
+        assert note in " ".join(t.text or "" for t in root.iter(f"{SVG}text"))

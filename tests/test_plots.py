@@ -4,6 +4,7 @@ and --plot is refused before any work when matplotlib is missing or the extensio
 from __future__ import annotations
 
 import copy
+import itertools
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -585,3 +586,216 @@ def test_every_probability_axis_is_set_by_one_helper() -> None:
     low, high = reliability.axes[0].get_ylim()
     ticks = reliability.axes[0].yaxis.get_majorticklocs()
     assert low < ticks[0] and ticks[-1] < high  # the reliability diagram's 3% margin
+
+
+# ------------------------------------------- many strata, many batch names, the count axis
+
+
+def _boxes_in_inches(figure: object, artist: object) -> tuple[float, float, float, float]:
+    """An artist's drawn extent, in inches from the figure's lower left corner."""
+    box = artist.get_window_extent()  # type: ignore[attr-defined]
+    dpi = figure.dpi  # type: ignore[attr-defined]
+    return box.x0 / dpi, box.y0 / dpi, box.x1 / dpi, box.y1 / dpi
+
+
+def _legend_beside_the_axes(figure: object) -> object:
+    """The figure's legend, drawn inside the figure and clear of its axes; the axes keep the
+    size of a picture with a short legend."""
+    figure.draw_without_rendering()  # type: ignore[attr-defined]
+    (legend,) = figure.legends  # type: ignore[attr-defined]
+    (axes,) = figure.axes  # type: ignore[attr-defined]
+    width, height = figure.get_size_inches()  # type: ignore[attr-defined]
+    x0, y0, x1, y1 = _boxes_in_inches(figure, legend)
+    assert min(x0, y0) >= 0.0 and x1 <= width and y1 <= height
+    assert x0 >= _boxes_in_inches(figure, axes)[2]  # right of the axes, not over the curves
+    assert axes.get_legend() is None
+    return legend
+
+
+def _strata_slopes(sizes: list[int], seed: int = 31) -> dict[str, object]:
+    rng = np.random.default_rng(seed)
+    strata = np.repeat([f"branch_{i:02d}" for i in range(len(sizes))], sizes)
+    y = (rng.random(strata.size) < 0.2).astype(float)
+    scores = np.clip(rng.beta(2, 6, strata.size) + 0.3 * y, 1e-4, 0.9999)
+    return fit_strata(scores, y, strata)  # type: ignore[return-value]
+
+
+def test_a_legend_of_many_strata_stands_beside_the_axes_and_at_most_24_are_drawn(
+    tmp_path: Path,
+) -> None:
+    """12 strata: every one drawn, the legend (13 entries) beside the axes, which keep their
+    size. 30 strata: the 24 largest by reference rows, in two columns, and the title says so;
+    the same bytes on every run. Two strata: the short legend stays in the axes."""
+    few = plots.slopes_figure(_strata_slopes([150] * 2))
+    assert few.axes[0].get_legend() is not None and not few.legends
+    twelve = plots.slopes_figure(_strata_slopes([150] * 12))
+    legend = _legend_beside_the_axes(twelve)
+    assert len(legend.get_texts()) == 13  # type: ignore[attr-defined]
+    assert "largest" not in twelve.axes[0].get_title(loc="left")
+    few.draw_without_rendering()
+    widths = [f.axes[0].get_position().width * f.get_figwidth() for f in (few, twelve)]
+    assert widths[1] == pytest.approx(widths[0], rel=0.05)
+
+    sizes = [150 + 5 * ((7 * i) % 30) for i in range(30)]  # distinct sizes, in no order
+    slopes = _strata_slopes(sizes)
+    many = plots.slopes_figure(slopes, title="ROC slope per stratum")
+    legend = _legend_beside_the_axes(many)
+    labels = [t.get_text() for t in legend.get_texts()]  # type: ignore[attr-defined]
+    assert len(labels) == plots.MAX_PLOT_GROUPS + 1 and labels[0] == "likelihood ratio 1"
+    largest = sorted(np.argsort(sizes)[-plots.MAX_PLOT_GROUPS :])
+    assert labels[1:] == [f"branch_{i:02d}" for i in largest]  # the largest, in name order
+    assert legend._ncols == 2  # type: ignore[attr-defined]
+    assert many.axes[0].get_title(loc="left") == (
+        "ROC slope per stratum\n"
+        "the 24 largest of 30 strata by reference rows (the report has every stratum)"
+    )
+    drawn = [str(line.get_gid()) for line in many.axes[0].lines if line.get_gid()]
+    assert drawn == [f"slope-branch_{i:02d}" for i in largest]
+    _write(many, tmp_path / "a.png")
+    image = _png(tmp_path / "a.png")
+    width, height = many.get_size_inches() * plots.DPI
+    assert image.shape[:2] == (round(height), round(width))
+    again = plots.slopes_figure(slopes, title="ROC slope per stratum")
+    assert _write(again, tmp_path / "b.png") == (tmp_path / "a.png").read_bytes()
+
+
+def test_a_stratified_maps_legend_stands_beside_it_and_names_the_strata_drawn() -> None:
+    """A sampling record's (or a prior's) maps: the 24 largest strata by rows before sampling
+    when the file gives them, else the first 24 by name; the legend beside the axes."""
+    from calib_cli.artifacts import steps_artifact
+    from calib_cli.core.chain import PriorParams
+
+    names = [f"s{i:02d}" for i in range(30)]
+    shifts = {name: -0.1 * i for i, name in enumerate(names)}
+    rows = {name: 1000 + (11 * i) % 30 for i, name in enumerate(names)}
+    fitted_on = {"file": "ref.csv", "strata": {n: {"before": {"rows": rows[n]}} for n in names}}
+    sized = steps_artifact([PriorParams(0.0, "stratum", shifts)], fitted_on)
+    figure = plots.calibrator_figure(sized)
+    legend = _legend_beside_the_axes(figure)
+    labels = [t.get_text() for t in legend.get_texts()]  # type: ignore[attr-defined]
+    largest = sorted(names, key=lambda n: -rows[n])[: plots.MAX_PLOT_GROUPS]
+    assert labels == ["identity", *sorted(largest)]
+    title = figure.axes[0].get_title(loc="left")
+    assert title.endswith(
+        "\nthe 24 largest of 30 strata by rows before sampling (the file has every stratum)"
+    )
+    unsized = steps_artifact([PriorParams(0.0, "stratum", shifts)], {})
+    figure = plots.calibrator_figure(unsized, scale="logit")
+    labels = [t.get_text() for t in _legend_beside_the_axes(figure).get_texts()]  # type: ignore[attr-defined]
+    assert labels == ["identity", *names[: plots.MAX_PLOT_GROUPS]]
+    assert (
+        figure.axes[0]
+        .get_title(loc="left")
+        .endswith("the first 24 of 30 strata by name (the file has every stratum)")
+    )
+
+
+def _visible_ticks(axis: object) -> list[str]:
+    """The labels of an axis's major ticks within its view."""
+    low, high = sorted(axis.get_view_interval())  # type: ignore[attr-defined]
+    formatter = axis.get_major_formatter()  # type: ignore[attr-defined]
+    ticks = [t for t in axis.get_majorticklocs() if low <= t <= high]  # type: ignore[attr-defined]
+    formatter.set_locs(ticks)
+    return [formatter(t) for t in ticks]
+
+
+def test_the_count_axis_of_rows_starts_at_a_third_of_a_row_in_every_layout() -> None:
+    """The histograms' bars share out the fine steps that straddle their edges, so a bar can
+    hold part of a row: on rows that are not weighted the count axis starts at a third of
+    the smallest bar, taken as one row at least, in one panel as in many, and its ticks are
+    whole rows (it went down to 0.01 rows); weighted rows keep their fractions."""
+    from calib_cli.workflows.reliability import score_histogram
+
+    rng = np.random.default_rng(41)
+
+    def entries(weight: float) -> list[tuple[str, object, ReliabilitySummary, object]]:
+        made = []
+        for group, size in (("big", 20000), ("small", 60)):
+            scores = rng.beta(1.2, 3.0, size)
+            y = (rng.random(size) < scores).astype(float)
+            weights = np.full(size, weight)
+            summary = reliability_summary(y, scores, sample_weight=weights)
+            made.append(("score", group, summary, score_histogram(scores, weights)))
+        return made
+
+    panels = plots.reliability_panels(entries(1.0), by="g")
+    frame = plots._Frame("linear", 0.0, 1.0)
+    small = panels[1][1][0].histogram
+    assert small is not None
+    bars = plots._rebinned(*small, frame=frame)[1]
+    assert 0.0 < bars[bars > 0].min() < 1.0  # a bar holding part of a row
+    for layout in (panels, panels[1:]):  # many panels, one
+        figure = plots.reliability_figure(layout)
+        figure.draw_without_rendering()
+        hist = next(a for a in figure.axes if a.get_gid() == "histogram-0")
+        assert hist.get_ylim()[0] == pytest.approx(1.0 / 3.0)  # the smallest bar: a row
+        labels = _visible_ticks(hist.yaxis)
+        assert labels and all(float(label.rstrip("kMG")) >= 1 for label in labels), labels
+    single = plots.reliability_figure(panels[:1])  # all bars of more than a few rows
+    smallest = float(
+        min(
+            s.counts[s.counts > 0].min()
+            for s in plots._histogram_steps(
+                [(c, plots._BinArrays.of(c.summary)) for c in panels[0][1]], frame=frame
+            )
+        )
+    )
+    assert smallest > 1.0
+    assert single.axes[1].get_ylim()[0] == pytest.approx(smallest / 3.0)
+    weighted = plots.reliability_panels(entries(0.01), by="g")
+    figure = plots.reliability_figure(weighted, count_label="weighted rows")
+    assert figure.axes[1].get_ylim()[0] < 0.01 / 3.0
+
+
+def _shift_batches(names: list[str]) -> list[tuple[object, object]]:
+    rng = np.random.default_rng(2)
+    y = (rng.random(3000) < 0.1).astype(float)
+    scores = np.clip(rng.beta(2, 8, 3000) + 0.4 * y, 0.001, 0.999)
+    estimate = estimate_prevalence(fit_reference(scores, y), scores[::3], n_bootstrap=0)
+    return [(name, estimate) for name in names]
+
+
+def _no_overlap(figure: object, labels: list[object]) -> None:
+    """Tick labels drawn inside the figure, none over its neighbour."""
+    width, height = figure.get_size_inches()  # type: ignore[attr-defined]
+    boxes = [_boxes_in_inches(figure, label) for label in labels]
+    for x0, y0, x1, y1 in boxes:
+        assert min(x0, y0) >= -0.01 and x1 <= width + 0.01 and y1 <= height + 0.01
+    for (_, _, right, _), (left, _, _, _) in itertools.pairwise(boxes):
+        assert right <= left + 1e-6
+
+
+@pytest.mark.parametrize("count", [5, 30, 60])
+def test_every_batch_is_named_when_the_names_fit(count: int) -> None:
+    """Text batch names: each batch's name under its point; across, slanted or upright in a
+    smaller font as the names need, never running into each other nor off the picture."""
+    names = [f"campaign_week_{i}" for i in range(1, count + 1)]
+    figure = plots.shift_figure(_shift_batches(names), batch_col="week")  # type: ignore[arg-type]
+    figure.draw_without_rendering()
+    (axes,) = figure.axes
+    labels = [t for t in axes.get_xticklabels() if t.get_text()]
+    assert [t.get_text() for t in labels] == names  # in the command's order
+    assert list(axes.get_xticks()) == list(range(count))
+    assert axes.get_xlabel() == "week"
+    if labels[0].get_rotation() == 45:  # slanted: a line of text apart along the axis
+        spacing = _boxes_in_inches(figure, labels[1])[2] - _boxes_in_inches(figure, labels[0])[2]
+        line = labels[0].get_fontsize() * 1.2 / 72
+        assert spacing >= line * 2**0.5
+        for label in labels:  # inside the picture: the first name reaches left of the axes
+            x0, y0, _, _ = _boxes_in_inches(figure, label)
+            assert min(x0, y0) >= -0.01
+    else:
+        _no_overlap(figure, labels)
+
+
+def test_too_many_batch_names_name_every_nth_and_say_so() -> None:
+    names = [f"store_{i:03d}" for i in range(200)]
+    figure = plots.shift_figure(_shift_batches(names), batch_col="store")  # type: ignore[arg-type]
+    figure.draw_without_rendering()
+    (axes,) = figure.axes
+    labels = [t for t in axes.get_xticklabels() if t.get_text()]
+    assert [t.get_text() for t in labels] == names[::3]
+    ticks = {*axes.get_xticks(), *axes.get_xticks(minor=True)}  # a tick at every batch
+    assert sorted(ticks) == list(range(200))
+    assert axes.get_xlabel() == "store (every 3rd of 200 batches named)"
+    _no_overlap(figure, labels)

@@ -23,7 +23,8 @@ What each picture shows
     logit axis, the last outliers) is drawn in a strip beyond that end, never dropped.
 :func:`shift_figure`
     Each batch's estimated positive rate with its interval, and the reference rate as a line
-    (on a time or number axis when every batch name reads as a date or a number).
+    (on a time or number axis when every batch name reads as a date or a number; other names
+    each under its batch when they fit, else every n-th, and the axis label says so).
 :func:`mixture_figure`
     One batch's score histogram with the fitted label-shift mixture and its two components,
     :math:`(1-\\alpha) f_0` and :math:`\\alpha f_1`, as densities on the logit of the score.
@@ -32,6 +33,10 @@ What each picture shows
     on a log axis); each stratum's ROC slope (the likelihood ratio) against its score.
 :func:`calibrator_figure`
     A saved calibrator's (or sampling record's) map from score to probability.
+
+Strata drawn as curves, like ``--by`` groups drawn as panels, are at most
+:data:`MAX_PLOT_GROUPS`, the largest (:func:`_drawn`), and a title says so; a long legend
+stands beside the axes (:func:`_legend`).
 """
 
 from __future__ import annotations
@@ -498,6 +503,34 @@ def _fmt(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}g}"
 
 
+#: A legend of more entries than this would cover the curves of a 6-inch axes: it leaves them
+#: for the right of the figure, in columns of at most :data:`_LEGEND_ROWS` entries (as many as
+#: a 4.4-inch figure holds), and the figure grows wider by the legend's width, so the axes
+#: keep their size whatever the number of entries.
+_LEGEND_INSIDE = 6
+_LEGEND_ROWS = 20
+
+
+def _legend(figure: Figure, axes: Axes) -> None:
+    """The legend of a one-axes figure's curves: in the axes' upper left corner when it is
+    short, else beside the axes (see :data:`_LEGEND_INSIDE`)."""
+    handles, labels = axes.get_legend_handles_labels()
+    if len(handles) <= _LEGEND_INSIDE:
+        axes.legend(loc="upper left", frameon=False)
+        return
+    legend = figure.legend(
+        handles,
+        labels,
+        loc="outside right upper",  # the constrained layout makes room beside the axes
+        ncols=math.ceil(len(handles) / _LEGEND_ROWS),
+        frameon=False,
+    )
+    legend.set_gid("legend")
+    width = legend.get_window_extent().width / figure.dpi  # the text's size, in inches
+    # up to a tenth of an inch: a whole number of pixels at DPI
+    figure.set_figwidth(math.ceil(10.0 * (figure.get_figwidth() + width)) / 10.0)
+
+
 # -------------------------------------------------------------------------- reliability
 
 
@@ -607,6 +640,9 @@ def reliability_figure(
         The figure's heading (see :func:`reliability_title`).
     count_label : str
         What the histograms count (``"weighted rows"`` when the figures are weighted).
+
+    The count axis (log) is shared by every panel: from a third of the smallest bar, or of
+    one row when no row is weighted (a bar can hold part of a row), to twice the largest.
     """
     if not panels or not any(curves for _, curves in panels):
         raise ValueError("a reliability picture needs at least one curve")
@@ -642,7 +678,13 @@ def reliability_figure(
         [np.array([*s.counts, s.below, s.above]) for panel in steps for s in panel]
     )
     positive = positive[positive > 0]
-    floor = float(positive.min()) / 3.0 if positive.size else 0.3
+    # The count axis starts at a third of the smallest bar, in every layout. A bar can hold
+    # part of a row (the bars share out a fine step that straddles their edge), so on rows
+    # that are not weighted the smallest bar is taken as one row at least: the axis never
+    # reaches below a third of a row (it went down to 0.01 rows) and its ticks are whole rows.
+    whole = all(c.summary.weight_total == c.summary.n for curves in arrays for c, _ in curves)
+    smallest = float(positive.min()) if positive.size else 1.0
+    floor = (max(smallest, 1.0) if whole else smallest) / 3.0
     top = float(positive.max()) * 2.0 if positive.size else 10.0
     fine = all(c.histogram is not None for curves in arrays for c, _ in curves)
     first_curve: Axes | None = None
@@ -946,24 +988,48 @@ def reliability_panels(
     return panels
 
 
-#: At most this many ``--by`` groups get a panel (beside all rows): a picture of thousands of
-#: panels takes minutes to draw and cannot be read; the report keeps every group.
+#: At most this many series of a picture are drawn: ``--by`` groups get a panel (beside all
+#: rows), strata a curve (the ROC slopes, a stratified sampling record's maps). A picture of
+#: thousands of panels takes minutes to draw, and dozens of curves cannot be told apart; the
+#: report keeps every group and stratum.
 MAX_PLOT_GROUPS = 24
+
+
+def _drawn(sizes: Sequence[float]) -> list[int]:
+    """The positions of the series a picture draws, in their order: all of them up to
+    :data:`MAX_PLOT_GROUPS`, else the largest, ties to the one met first (series of one size
+    each: the first ones).
+
+    >>> _drawn([5.0, 1.0, 3.0])
+    [0, 1, 2]
+    >>> _drawn([1.0] * 30)[-1], _drawn([float(i) for i in range(30)])[0]
+    (23, 6)
+    """
+    if len(sizes) <= MAX_PLOT_GROUPS:
+        return list(range(len(sizes)))
+    rank = sorted(range(len(sizes)), key=lambda i: (-sizes[i], i))[:MAX_PLOT_GROUPS]
+    return sorted(rank)
+
+
+def _drawn_note(drawn: int, total: int, *, series: str, size: str, kept: str) -> str:
+    """The line saying which series a picture draws when it cannot draw them all.
+
+    >>> _drawn_note(24, 30, series="strata", size="reference rows", kept="the report has all")
+    'the 24 largest of 30 strata by reference rows (the report has all)'
+    """
+    return f"the {drawn} largest of {total:,} {series} by {size} ({kept})"
 
 
 def plotted_groups(result: ReliabilityResult) -> tuple[list[object], int]:
     """The ``--by`` groups that get a panel, in the report's order, and how many groups there
     are: all of them up to :data:`MAX_PLOT_GROUPS`, else the largest by (weighted) rows, ties
-    to the group met first."""
+    to the group met first (:func:`_drawn`)."""
     size: dict[object, float] = {}
     for entry in result.entries:
         if entry.group is not None and entry.group not in size:
             size[entry.group] = entry.summary.weight_total
     order = list(size)
-    if len(order) <= MAX_PLOT_GROUPS:
-        return order, len(order)
-    rank = sorted(range(len(order)), key=lambda i: (-size[order[i]], i))[:MAX_PLOT_GROUPS]
-    return [order[i] for i in sorted(rank)], len(order)
+    return [order[i] for i in _drawn([size[g] for g in order])], len(order)
 
 
 def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) -> Figure:
@@ -989,9 +1055,8 @@ def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) ->
     )
     if len(shown) < n_groups:
         rows = "weighted rows" if weighted else "rows"
-        title += (
-            f"\nthe {len(shown)} largest of {n_groups:,} groups by {rows}"
-            " (the report has every group)"
+        title += "\n" + _drawn_note(
+            len(shown), n_groups, series="groups", size=rows, kept="the report has every group"
         )
     return reliability_figure(
         reliability_panels(entries, by=result.by),
@@ -1023,6 +1088,59 @@ def _batch_axis(labels: Sequence[object]) -> tuple[str, list[Any]]:
         return "date", [dt.datetime.fromisoformat(text) for text in texts]
     except ValueError:
         return "name", texts
+
+
+#: Room a batch name needs along the axis, in inches: a line of 8-point text (0.13 inches)
+#: slanted at 45 degrees, or upright in 6.5 points; and the width of the figure left of the
+#: axes (the rate's ticks and label).
+_SLANTED_NAME = 0.2
+_UPRIGHT_NAME = 0.125
+_Y_AXIS_ROOM = 0.9
+#: Width of a character of 8-point DejaVu Sans, in inches (a little above its average).
+_NAME_CHAR = 0.065
+
+
+@dataclass(frozen=True)
+class _NameTicks:
+    """How batch names are written on the axis: every ``step``-th named, at ``rotation``
+    degrees, in ``fontsize`` points."""
+
+    step: int
+    rotation: int
+    fontsize: float
+
+
+def _name_ticks(names: Sequence[str], width: float) -> _NameTicks:
+    """Every batch named when the names fit an axes ``width`` inches wide: across when the
+    longest fits between two ticks, else slanted, else upright in a smaller font; beyond
+    that, every ``step``-th batch (upright, small), the fewest steps that fit.
+
+    >>> _name_ticks(["a", "b", "c"], 5.5)
+    _NameTicks(step=1, rotation=0, fontsize=8.0)
+    >>> _name_ticks([f"campaign_week_{i}" for i in range(30)], 10.0)
+    _NameTicks(step=1, rotation=45, fontsize=8.0)
+    >>> _name_ticks([f"w{i}" for i in range(60)], 10.0)
+    _NameTicks(step=1, rotation=90, fontsize=6.5)
+    >>> _name_ticks([f"w{i}" for i in range(200)], 10.0)
+    _NameTicks(step=3, rotation=90, fontsize=6.5)
+    """
+    spacing = width / max(len(names), 1)
+    longest = max((len(name) for name in names), default=0)
+    if longest * _NAME_CHAR <= 0.9 * spacing:
+        return _NameTicks(1, 0, 8.0)
+    if spacing >= _SLANTED_NAME:
+        return _NameTicks(1, 45, 8.0)
+    return _NameTicks(math.ceil(_UPRIGHT_NAME / spacing - 1e-9), 90, 6.5)
+
+
+def _ordinal(n: int) -> str:
+    """``2nd``, ``3rd``, ``4th``, ``11th``, ``21st``.
+
+    >>> [_ordinal(n) for n in (2, 3, 4, 11, 12, 21, 22, 103)]
+    ['2nd', '3rd', '4th', '11th', '12th', '21st', '22nd', '103rd']
+    """
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
 
 
 @_styled
@@ -1111,14 +1229,21 @@ def shift_figure(
             axes.xaxis.set_major_locator(locator)
             axes.xaxis.set_major_formatter(ConciseDateFormatter(locator))  # type: ignore[no-untyped-call]
     elif kind == "name":
-        names = [str(batches[i][0]) for i in index]
-        step = max(1, math.ceil(len(names) / 24))
+        names = [_shorten(str(batches[i][0])) for i in index]
+        ticks = _name_ticks(names, width - _Y_AXIS_ROOM)
         axes.set_xticks(
-            x[::step],
-            names[::step],
-            rotation=45 if len(names) > 8 else 0,
-            ha="right" if len(names) > 8 else "center",
+            x[:: ticks.step],
+            names[:: ticks.step],
+            rotation=ticks.rotation,
+            ha="right" if ticks.rotation == 45 else "center",
+            rotation_mode="anchor" if ticks.rotation == 45 else "default",
+            fontsize=ticks.fontsize,
         )
+        if ticks.step > 1:  # every batch keeps a tick; the note says which are named
+            axes.set_xticks(x, minor=True)
+            axes.set_xlabel(
+                f"{batch_col} (every {_ordinal(ticks.step)} of {len(names):,} batches named)"
+            )
         axes.set_xlim(-0.6, len(names) - 0.4)
     axes.legend(loc="best", frameon=False)  # away from the batches (deterministic)
     if title:
@@ -1315,17 +1440,22 @@ def slopes_figure(
 ) -> Figure:
     """Each stratum's fitted ROC slope (the likelihood ratio) against its score, log axis.
 
-    ``scale="logit"`` puts probability scores on a logit axis.
+    ``scale="logit"`` puts probability scores on a logit axis. At most
+    :data:`MAX_PLOT_GROUPS` strata are drawn, the largest by reference rows (:func:`_drawn`),
+    and the title then says so; a legend of many strata stands beside the axes
+    (:func:`_legend`).
     """
     figure = _figure(6.4, 4.4)
     axes = figure.add_subplot()
     axes.set_gid("slopes")
     axes.axhline(1.0, color=GREY, linestyle="--", linewidth=0.9, label="likelihood ratio 1")
     xs: list[FloatArray] = []
-    for position, (name, slope) in enumerate(sorted(slopes.items())):
-        label = name
+    ordered = sorted(slopes.items())
+    drawn = [ordered[i] for i in _drawn([float(slope.rows) for _, slope in ordered])]
+    for position, (name, slope) in enumerate(drawn):
+        label = _shorten(name, 30)
         if stratum_odds is not None and math.isfinite(stratum_odds.get(name, math.nan)):
-            label = f"{name} (odds {_fmt(stratum_odds[name])})"
+            label = f"{label} (odds {_fmt(stratum_odds[name])})"
         style = _series_style(position)
         (line,) = axes.plot(
             slope.thresholds,
@@ -1348,7 +1478,13 @@ def slopes_figure(
     else:
         axes.set_xlabel("score")
     axes.grid(True, color="#e5e5e5", linewidth=0.6)
-    axes.legend(loc="upper left", frameon=False)
+    _legend(figure, axes)
+    if len(drawn) < len(ordered):
+        kept = "the report has every stratum"
+        note = _drawn_note(
+            len(drawn), len(ordered), series="strata", size="reference rows", kept=kept
+        )
+        title = f"{title}\n{note}" if title else note
     if title:
         axes.set_title(title, loc="left")
     return figure
@@ -1409,8 +1545,17 @@ def _raw_range(step: Any) -> tuple[float, float]:
 def calibrator_figure(
     artifact: Artifact, *, scale: PlotScale = "linear", title: str = ""
 ) -> Figure:
-    """A saved calibrator's or sampling record's map from score to probability."""
-    grid, curves, kind = calibrator_curves(artifact)
+    """A saved calibrator's or sampling record's map from score to probability.
+
+    A stratified map draws one curve per stratum, at most :data:`MAX_PLOT_GROUPS` of them:
+    the largest by rows before sampling when the file gives them (a sampling record's
+    ``fitted_on``), else the first by name (:func:`_drawn`); the title then says which. A
+    legend of many strata stands beside the axes (:func:`_legend`).
+    """
+    grid, every_curve, kind = calibrator_curves(artifact)
+    names = list(every_curve)
+    sizes = _stratum_rows(artifact, names) if len(names) > 1 else None
+    curves = {names[i]: every_curve[names[i]] for i in _drawn(sizes or [1.0] * len(names))}
     figure = _figure(6.0, 5.4)
     axes = figure.add_subplot()
     axes.set_gid("calibrator")
@@ -1438,7 +1583,7 @@ def calibrator_figure(
             color=style.colour,
             linestyle=style.line,
             linewidth=1.5,
-            label=label if len(curves) > 1 else "map",
+            label=_shorten(label, 30) if len(names) > 1 else "map",
         )
         line.set_gid(_gid("map", label))
     if probability:
@@ -1450,7 +1595,7 @@ def calibrator_figure(
         axes.set_xlabel(f"score ({kind})")
     axes.set_ylabel("calibrated probability")
     axes.grid(True, color="#e5e5e5", linewidth=0.6)
-    axes.legend(loc="upper left", frameon=False)
+    _legend(figure, axes)
     fitted = artifact.fitted_on
     source = fitted.get("file")
     rows = fitted.get("rows") or (fitted.get("before") or {}).get("rows")
@@ -1459,8 +1604,34 @@ def calibrator_figure(
         heading += f"\nfitted on {Path(str(source)).name}" + (
             f", {rows:,} rows" if isinstance(rows, int) else ""
         )
+    if len(curves) < len(names):
+        kept = "the file has every stratum"
+        if sizes is None:
+            heading += f"\nthe first {len(curves)} of {len(names):,} strata by name ({kept})"
+        else:
+            size = "rows before sampling"
+            heading += "\n" + _drawn_note(
+                len(curves), len(names), series="strata", size=size, kept=kept
+            )
     axes.set_title(heading, loc="left")
     return figure
+
+
+def _stratum_rows(artifact: Artifact, strata: Sequence[str]) -> list[float] | None:
+    """Each stratum's rows before sampling, when the artifact's ``fitted_on`` gives them all
+    (a sampling record's ``strata``, each with ``before.rows``), else None."""
+    known = artifact.fitted_on.get("strata")
+    if not isinstance(known, Mapping):
+        return None
+    rows: list[float] = []
+    for stratum in strata:
+        entry = known.get(stratum)
+        before = entry.get("before") if isinstance(entry, Mapping) else None
+        count = before.get("rows") if isinstance(before, Mapping) else None
+        if not isinstance(count, int | float) or isinstance(count, bool):
+            return None
+        rows.append(float(count))
+    return rows
 
 
 def _describe_kind(artifact: Artifact) -> str:
