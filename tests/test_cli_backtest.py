@@ -335,6 +335,7 @@ def test_history_refusals(
         )
 
 
+@pytest.mark.slow  # 4 s: in `make test-slow` (the 3-minute budget)
 def test_backtest_streams_with_the_same_bytes_as_in_memory(
     files: tuple[Path, Path], tmp_path: Path
 ) -> None:

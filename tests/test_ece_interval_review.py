@@ -216,13 +216,13 @@ def test_a_calibrated_model_s_intervals_reach_zero() -> None:
 
 #: (scenario, rows): where the former ECE interval (calibrated, one bin off) and the former
 #: debiased interval (intercept shift, repeated rows: 84% in 1,000 samples) fell shortest.
-#: One of each pair runs in `make test`, the other in `make test-slow` (3 s each; the slow
-#: test below covers every scenario at 400 samples and four sizes).
+#: One runs in `make test`, the others in `make test-slow` (3 s each, kept out of the
+#: 3-minute budget; the slow test below covers every scenario at 400 samples and four sizes).
 FAST = [
     pytest.param("calibrated", 500, marks=pytest.mark.slow),
     ("one_bin", 500),
     pytest.param("intercept", 500, marks=pytest.mark.slow),
-    ("repeated_rows", 500),
+    pytest.param("repeated_rows", 500, marks=pytest.mark.slow),
 ]
 
 

@@ -191,7 +191,15 @@ def _batches(frame: pl.DataFrame, rows: int, *, weighted: bool, sub_bits: int) -
     ]
 
 
-@pytest.mark.parametrize(("weighted", "sub_bits"), [(False, 0), (False, 4), (True, 2)])
+# one in `make test`, two in `make test-slow` (2 s each)
+@pytest.mark.parametrize(
+    ("weighted", "sub_bits"),
+    [
+        (False, 0),
+        pytest.param(False, 4, marks=pytest.mark.slow),
+        pytest.param(True, 2, marks=pytest.mark.slow),
+    ],
+)
 def test_sums_ahead_give_the_same_bytes_whatever_the_timing(weighted: bool, sub_bits: int) -> None:
     """A worker sums a batch ahead against the pages allocated so far; the rows of pages
     not yet allocated are summed when the batch is added. However far ahead (every page
