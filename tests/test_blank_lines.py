@@ -154,3 +154,19 @@ def test_a_row_with_some_values_missing_is_still_refused(
     done = invoke_calib(["reliability", str(path)])
     assert done.returncode == 65
     assert b"column 'score' has 1 value missing" in done.stderr
+
+
+def test_gzip_under_a_plain_name_keeps_the_same_rows_in_both_engines(
+    invoke_calib: RunCalib, files: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A gzip CSV named .csv: its compressed bytes cannot be searched for blank lines, so the
+    streaming scan filters always (it kept a row of nulls the memory engine skipped)."""
+    clean, blank = files
+    packed = tmp_path / "packed.csv"
+    packed.write_bytes(gzip.compress(blank.read_bytes()))
+    for engine in ("memory", "streaming"):
+        args = ["--engine", engine, "--json"]
+        expected = json.loads(invoke_calib(["reliability", str(clean), *args]).stdout)
+        done = invoke_calib(["reliability", str(packed), *args])
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout) == expected

@@ -743,8 +743,13 @@ def test_the_count_axis_of_rows_starts_at_a_third_of_a_row_in_every_layout() -> 
     assert smallest > 1.0
     assert single.axes[1].get_ylim()[0] == pytest.approx(smallest / 3.0)
     weighted = plots.reliability_panels(entries(0.01), by="g")
-    figure = plots.reliability_figure(weighted, count_label="weighted rows")
+    figure = plots.reliability_figure(weighted, weighted=True)
     assert figure.axes[1].get_ylim()[0] < 0.01 / 3.0
+    # weights that add up to the row count are still weights: the axis reaches their bars
+    # below a row (read from the totals, they were taken for rows and cut off)
+    scaled = plots.reliability_figure(panels, weighted=True)
+    hist = next(a for a in scaled.axes if a.get_gid() == "histogram-0")
+    assert hist.get_ylim()[0] == pytest.approx(float(bars[bars > 0].min()) / 3.0)
 
 
 def _shift_batches(names: list[str]) -> list[tuple[object, object]]:

@@ -314,7 +314,7 @@ class FoldSupportError(InputError):
     """A fold's fit would have fewer rows of a class than the method's minimum
     (:func:`cross_fit` with ``required_rows``); ``shortfall`` says which and what would pass."""
 
-    def __init__(self, message: str, shortfall: FoldShortfall | None = None) -> None:
+    def __init__(self, message: str, shortfall: FoldShortfall) -> None:
         super().__init__(message)
         self.shortfall = shortfall
 

@@ -97,18 +97,11 @@ def sniff_format(head: bytes) -> InputFormat:
 
     >>> sniff_format(b"PAR1..."), sniff_format(b"a\\tb\\n1\\t2\\n"), sniff_format(b"a,b\\n")
     ('parquet', 'tsv', 'csv')
+    >>> sniff_format(b"\\xef\\xbb\\xbf{}")  # as a file's name is checked: one reading
+    'ndjson'
     """
-    if head.startswith(_PARQUET_MAGIC):
-        return "parquet"
-    if head.startswith(ARROW_FILE_MAGIC) or head.startswith(_ARROW_STREAM_MAGIC):
-        return "arrow"
-    stripped = head.lstrip()
-    if stripped.startswith(b"{"):
-        return "ndjson"
-    first_line = head.split(b"\n", 1)[0]
-    if b"\t" in first_line and b"," not in first_line:
-        return "tsv"
-    return "csv"
+    seen = _first_bytes_say(head)  # one reading of the first bytes (a BOM before a { too)
+    return seen[0] if seen is not None and seen[0] in SUFFIXES else "csv"
 
 
 def resolve_format(path: str, override: InputFormat | None, head: bytes = b"") -> InputFormat:

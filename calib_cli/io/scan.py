@@ -72,17 +72,14 @@ def scan_table(
         return frame.lazy(), table.format
     try:
         if fmt in ("csv", "tsv"):
-            lazy = pl.scan_csv(
-                source,
-                separator=current_dialect().read_separator(fmt),
-                infer_schema=False,
-                null_values=[""],
-            )
+            separator = current_dialect().read_separator(fmt)
+            lazy = pl.scan_csv(source, separator=separator, infer_schema=False, null_values=[""])
             header = lazy.collect_schema().names()
             refuse_one_column(header, name)
             lazy = lazy.rename(checked_header(header, name))
-            separator = current_dialect().read_separator(fmt)
-            if may_hold_blank_lines(source, separator.encode(), len(header)):
+            # gzip text under another name: its bytes cannot be searched, so always filter
+            compressed = head.startswith(GZIP_MAGIC)
+            if compressed or may_hold_blank_lines(source, separator.encode(), len(header)):
                 lazy = without_blank_lines(lazy)
             if typed:  # a column whose text would not come back exactly stays text
                 lazy = lazy.with_columns(

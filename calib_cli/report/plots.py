@@ -615,7 +615,7 @@ def reliability_figure(
     *,
     scale: PlotScale = "linear",
     title: str = "",
-    count_label: str = "rows",
+    weighted: bool = False,
 ) -> Figure:
     """Reliability diagrams: one panel per group, every score column overlaid in each.
 
@@ -638,8 +638,10 @@ def reliability_figure(
         Both probability axes on this scale (logit: rare events stay readable).
     title : str
         The figure's heading (see :func:`reliability_title`).
-    count_label : str
-        What the histograms count (``"weighted rows"`` when the figures are weighted).
+    weighted : bool
+        Whether the figures are weighted: the histograms count weighted rows (told by the
+        command's --weight-col, not by the totals: weights that add up to the row count are
+        still weights).
 
     The count axis (log) is shared by every panel: from a third of the smallest bar, or of
     one row when no row is weighted (a bar can hold part of a row), to twice the largest.
@@ -682,9 +684,8 @@ def reliability_figure(
     # part of a row (the bars share out a fine step that straddles their edge), so on rows
     # that are not weighted the smallest bar is taken as one row at least: the axis never
     # reaches below a third of a row (it went down to 0.01 rows) and its ticks are whole rows.
-    whole = all(c.summary.weight_total == c.summary.n for curves in arrays for c, _ in curves)
     smallest = float(positive.min()) if positive.size else 1.0
-    floor = (max(smallest, 1.0) if whole else smallest) / 3.0
+    floor = (smallest if weighted else max(smallest, 1.0)) / 3.0
     top = float(positive.max()) * 2.0 if positive.size else 10.0
     fine = all(c.histogram is not None for curves in arrays for c, _ in curves)
     first_curve: Axes | None = None
@@ -720,6 +721,7 @@ def reliability_figure(
             curve_ax.set_title(heading, loc="left")
         if col == 0:
             curve_ax.set_ylabel("observed positive rate")
+            count_label = "weighted rows" if weighted else "rows"
             hist_ax.set_ylabel(count_label if fine else f"{count_label} per bin")
         hist_ax.set_xlabel("score")
     note = ""
@@ -1062,7 +1064,7 @@ def reliability_result_figure(result: ReliabilityResult, *, scale: PlotScale) ->
         reliability_panels(entries, by=result.by),
         scale=scale,
         title=title,
-        count_label="weighted rows" if weighted else "rows",
+        weighted=weighted,
     )
 
 

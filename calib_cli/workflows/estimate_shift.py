@@ -1797,8 +1797,9 @@ def _run_with_summaries(
     # a summary always has a label column: a batch summarised with a constant label 0 (no
     # positive row) is read as unlabelled
     labelled = bool(np.any((summary.label == 1) & (summary.n_rows > 0)))
-    parts: list[tuple[GroupValue, ScoreSummary]] = [(None, summary.pooled())]
-    if by is not None:
+    if by is None:
+        parts: list[tuple[GroupValue, ScoreSummary]] = [(None, summary.pooled())]
+    else:
         with io.naming(source):
             named = summary_groups(summary.groups, by, "--batch-col")
         parts = [(value, summary.select_group(name)) for value, name in named]

@@ -639,8 +639,6 @@ class _Run:
                     options=self.options,
                 )
             except FoldSupportError as error:
-                if error.shortfall is None:
-                    raise
                 raise InputError(_fold_refusal(self, method, error.shortfall)) from None
 
     def effect(
