@@ -737,9 +737,14 @@ def resolve_negative_rate(
 
 
 def _rows_text(rows: float) -> str:
-    """A stratum's rows in a message: ``1 row to sample``, ``100 rows to sample``."""
+    """A stratum's rows in a message: ``1 row to sample``, ``100 rows to sample`` (the noun
+    agrees with the number shown: a weighted 0.1 * 10 shows as 1).
+
+    >>> _rows_text(1.0), _rows_text(sum([0.1] * 10)), _rows_text(2.5)
+    ('1 row to sample', '1 row to sample', '2.5 rows to sample')
+    """
     shown = str(int(rows)) if float(rows).is_integer() else f"{rows:.6g}"
-    return f"{shown} {'row' if rows == 1 else 'rows'} to sample"
+    return f"{shown} {'row' if shown == '1' else 'rows'} to sample"
 
 
 def resolve_stratum_rates(
