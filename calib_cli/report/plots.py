@@ -1495,18 +1495,35 @@ def slopes_figure(
 # ------------------------------------------------------------------------------ calibrators
 
 
-def calibrator_curves(
-    artifact: Artifact, *, n_points: int = 801
-) -> tuple[FloatArray, dict[str, FloatArray], str]:
-    """The map a calibrator, chain or sampling record applies: (score grid, {label: calibrated
-    probability}, score kind). A stratified prior gives one curve per stratum."""
+def _map_steps(artifact: Artifact) -> tuple[Any, ...]:
+    """The steps a calibrator, chain or sampling record applies."""
     from calib_cli.artifacts import prior_from_sampling, steps_of
-    from calib_cli.core.chain import PriorParams, apply_chain
 
     if artifact.kind == "sampling":
-        steps: tuple[Any, ...] = (prior_from_sampling(artifact),)
-    else:
-        steps = steps_of(artifact)
+        return (prior_from_sampling(artifact),)
+    return steps_of(artifact)
+
+
+def calibrator_strata(artifact: Artifact) -> list[str]:
+    """The strata of a stratified prior among the map's steps, by name; none without one."""
+    from calib_cli.core.chain import PriorParams
+
+    for step in _map_steps(artifact):
+        if isinstance(step, PriorParams) and step.strata_col is not None:
+            return sorted(step.stratum_shifts)
+    return []
+
+
+def calibrator_curves(
+    artifact: Artifact, *, n_points: int = 801, strata: Sequence[str] | None = None
+) -> tuple[FloatArray, dict[str, FloatArray], str]:
+    """The map a calibrator, chain or sampling record applies: (score grid, {label: calibrated
+    probability}, score kind). A stratified prior gives one curve per stratum of ``strata``
+    (default :func:`calibrator_strata`, all): each curve is a pass of the chain, so a picture
+    of thousands of strata computes only those it draws."""
+    from calib_cli.core.chain import apply_chain
+
+    steps = _map_steps(artifact)
     kind = str(artifact.fitted_on.get("score_kind", "probability"))
     first = steps[0]
     if kind == "probability" and getattr(first, "score_kind", "probability") != "probability":
@@ -1517,12 +1534,9 @@ def calibrator_curves(
     else:
         low, high = _raw_range(first)
         grid = np.linspace(low, high, n_points)
-    strata: list[str | None] = [None]
-    priors = [s for s in steps if isinstance(s, PriorParams) and s.strata_col is not None]
-    if priors:
-        strata = list(sorted(priors[0].stratum_shifts))
+    chosen: list[str | None] = [*(calibrator_strata(artifact) if strata is None else strata)]
     curves: dict[str, FloatArray] = {}
-    for stratum in strata:
+    for stratum in chosen or [None]:
         codes = np.zeros(grid.size, dtype=np.int64)
         mapped = apply_chain(
             steps,
@@ -1554,10 +1568,10 @@ def calibrator_figure(
     ``fitted_on``), else the first by name (:func:`_drawn`); the title then says which. A
     legend of many strata stands beside the axes (:func:`_legend`).
     """
-    grid, every_curve, kind = calibrator_curves(artifact)
-    names = list(every_curve)
+    names = calibrator_strata(artifact) or ["calibrated"]
     sizes = _stratum_rows(artifact, names) if len(names) > 1 else None
-    curves = {names[i]: every_curve[names[i]] for i in _drawn(sizes or [1.0] * len(names))}
+    drawn = [names[i] for i in _drawn(sizes or [1.0] * len(names))]
+    grid, curves, kind = calibrator_curves(artifact, strata=drawn if len(names) > 1 else None)
     figure = _figure(6.0, 5.4)
     axes = figure.add_subplot()
     axes.set_gid("calibrator")
